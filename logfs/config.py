@@ -1,0 +1,200 @@
+"""Topic configuration with Kafka's names, units and defaults.
+
+A topic's effective configuration is Kafka's default for each key, overridden
+by the mount-wide defaults (``logfs mount -o key=value``), overridden by the
+topic's own settings. The topic's own settings are stored in
+``DATA/config/<topic>.properties`` as Java-properties-style ``key=value``
+lines; only keys that differ from the defaults are written.
+
+The roll and flush decisions are pure predicates over plain numbers so they
+can be tested with tables; callers do the I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .errors import InvalidConfigError
+
+LONG_MAX = (1 << 63) - 1
+INT_MAX = (1 << 31) - 1
+
+CODECS = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+
+def _int(low: int, high: int = LONG_MAX) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            raise InvalidConfigError(f"not an integer: {value!r}") from None
+        if not low <= number <= high:
+            raise InvalidConfigError(f"{number} is outside [{low}, {high}]")
+        return number
+
+    return parse
+
+
+def _choice(*allowed: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = str(value).strip()
+        if text not in allowed:
+            raise InvalidConfigError(f"{text!r} is not one of {', '.join(allowed)}")
+        return text
+
+    return parse
+
+
+def _bool(value: Any) -> bool:
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidConfigError(f"{value!r} is not true or false")
+    return text == "true"
+
+
+def _separator(value: Any) -> str:
+    text = str(value)
+    if not text or "\n" in text:
+        raise InvalidConfigError("key.separator must be non-empty and contain no newline")
+    return text
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicConfig:
+    """The effective configuration of one topic; field names are Kafka's with
+    dots as underscores, units are Kafka's (bytes, milliseconds, messages)."""
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    # Kafka leaves both flush settings at "never" and relies on replication.
+    # logfs is one node: fsync at least once a second bounds power-failure loss.
+    flush_messages: int = LONG_MAX
+    flush_ms: int = 1000
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    max_message_bytes: int = 1048588
+    cleanup_policy: str = "delete"
+    compression_type: str = "producer"
+    message_timestamp_type: str = "CreateTime"
+    # The console producer's key parsing, used by the mount's append files.
+    parse_key: bool = False
+    key_separator: str = "\t"
+
+    @classmethod
+    def from_properties(
+        cls, overrides: Mapping[str, Any] | None = None, defaults: Mapping[str, Any] | None = None
+    ) -> TopicConfig:
+        """Build a config from Kafka-named properties; raises `InvalidConfigError`."""
+        values = {}
+        for layer in (defaults or {}, overrides or {}):
+            values.update(parse_properties(layer))
+        return cls(**values)
+
+    def to_properties(self) -> dict[str, str]:
+        """All keys with Kafka names and string values."""
+        return {_kafka_name(f.name): _format(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def overrides(self) -> dict[str, str]:
+        """Only the keys that differ from Kafka's (and logfs's) defaults."""
+        default = TopicConfig().to_properties()
+        return {k: v for k, v in self.to_properties().items() if default[k] != v}
+
+
+PARSERS: dict[str, Callable[[Any], Any]] = {
+    "segment.bytes": _int(14, INT_MAX),
+    "segment.ms": _int(1),
+    "segment.index.bytes": _int(8, INT_MAX),
+    "index.interval.bytes": _int(0, INT_MAX),
+    "flush.messages": _int(1),
+    "flush.ms": _int(0),
+    "retention.ms": _int(-1),
+    "retention.bytes": _int(-1),
+    "max.message.bytes": _int(0, INT_MAX),
+    "cleanup.policy": _choice("delete"),
+    "compression.type": _choice(*CODECS),
+    "message.timestamp.type": _choice(*TIMESTAMP_TYPES),
+    "parse.key": _bool,
+    "key.separator": _separator,
+}
+
+
+def _kafka_name(field: str) -> str:
+    return field.replace("_", ".")
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def parse_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate Kafka-named keys and values; returns dataclass field values."""
+    fields = {}
+    for key, value in properties.items():
+        parser = PARSERS.get(key)
+        if parser is None:
+            raise InvalidConfigError(f"unknown configuration key {key!r}")
+        try:
+            fields[key.replace(".", "_")] = parser(value)
+        except InvalidConfigError as e:
+            raise InvalidConfigError(f"{key}: {e}") from None
+    return fields
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """Parse ``key=value`` lines; ``#`` and ``!`` start comments."""
+    props = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise InvalidConfigError(f"line {number}: expected key=value, got {line!r}")
+        # Values keep their whitespace: a key.separator may be a space or a tab.
+        props[key.strip()] = value.encode("latin-1").decode("unicode_escape")
+    return props
+
+
+def write_properties(props: Mapping[str, str]) -> str:
+    """The text form read back by `read_properties` (escapes tabs and newlines)."""
+    lines = []
+    for key, value in sorted(props.items()):
+        escaped = value.encode("unicode_escape").decode("latin-1")
+        lines.append(f"{key}={escaped}\n")
+    return "".join(lines)
+
+
+def should_roll(
+    config: TopicConfig,
+    *,
+    segment_size: int,
+    batch_size: int,
+    segment_age_ms: int,
+    index_full: bool,
+    relative_offset_overflow: bool,
+) -> bool:
+    """Kafka's roll rule: start a new segment before appending a batch when the
+    active one would exceed segment.bytes, is older than segment.ms (and not
+    empty), has a full index, or cannot express the batch's relative offsets."""
+    return (
+        # An empty segment takes any batch: rolling it would gain nothing.
+        (segment_size > 0 and segment_size > config.segment_bytes - batch_size)
+        or (segment_size > 0 and segment_age_ms > config.segment_ms)
+        or index_full
+        or relative_offset_overflow
+    )
+
+
+def flush_due(config: TopicConfig, *, unflushed: int, last_flush_ms: int, now_ms: int) -> bool:
+    """Flush when flush.messages records are unflushed or the oldest unflushed
+    write is flush.ms old."""
+    if unflushed <= 0:
+        return False
+    return unflushed >= config.flush_messages or now_ms - last_flush_ms >= config.flush_ms

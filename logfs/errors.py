@@ -1,0 +1,50 @@
+"""One exception hierarchy for the store.
+
+Every error a user can cause or meet derives from `LogfsError`. The FUSE layer
+maps these classes to errnos in one table and the CLI prints their message on
+one line; nothing else needs to know about them.
+"""
+
+
+class LogfsError(Exception):
+    """Base class of every error logfs raises on purpose."""
+
+
+class CorruptRecordError(LogfsError):
+    """A record batch failed validation (bad CRC, bad length, bad magic...)."""
+
+
+class CorruptIndexError(LogfsError):
+    """An index file is inconsistent with its log; indexes are rebuildable."""
+
+
+class OffsetOutOfRangeError(LogfsError):
+    """An offset outside [log start offset, next offset)."""
+
+
+class InvalidTopicError(LogfsError):
+    """A topic name that breaks Kafka's naming rules."""
+
+
+class UnknownTopicError(LogfsError):
+    """A topic or partition that does not exist."""
+
+
+class TopicExistsError(LogfsError):
+    """A topic that already exists was created again."""
+
+
+class InvalidConfigError(LogfsError):
+    """An unknown configuration key or a value out of range."""
+
+
+class RecordTooLargeError(LogfsError):
+    """A record or batch larger than max.message.bytes."""
+
+
+class ReadOnlyError(LogfsError):
+    """A write to a store opened read-only."""
+
+
+class UnsupportedCodecError(LogfsError):
+    """A compression codec that is not known or not installed."""
