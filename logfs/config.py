@@ -97,7 +97,9 @@ class TopicConfig:
 
     def to_properties(self) -> dict[str, str]:
         """All keys with Kafka names and string values."""
-        return {_kafka_name(f.name): _format(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {
+            _kafka_name(f.name): _format(getattr(self, f.name)) for f in dataclasses.fields(self)
+        }
 
     def overrides(self) -> dict[str, str]:
         """Only the keys that differ from Kafka's (and logfs's) defaults."""

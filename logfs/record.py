@@ -151,21 +151,33 @@ class BatchHeader(NamedTuple):
         return bool(self.attributes & CONTROL_BIT)
 
 
-def read_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
+def read_header(buf: bytes | memoryview, pos: int = 0, position: int | None = None) -> BatchHeader:
     """Parse and sanity-check the header at ``buf[pos:]`` (not the CRC).
+
+    Args:
+        position: the batch's position in its file, for error messages.
 
     Raises:
         CorruptRecordError: too short, wrong magic or an impossible length.
     """
+    where = pos if position is None else position
     if len(buf) - pos < HEADER_SIZE:
-        raise CorruptRecordError(f"batch at position {pos}: {len(buf) - pos} bytes, header needs {HEADER_SIZE}")
+        raise CorruptRecordError(
+            f"batch at position {where}: {len(buf) - pos} bytes, header needs {HEADER_SIZE}"
+        )
     header = BatchHeader._make(HEADER.unpack_from(buf, pos))
     if header.magic != MAGIC:
-        raise CorruptRecordError(f"batch at position {pos}: magic {header.magic}, expected {MAGIC}")
+        raise CorruptRecordError(
+            f"batch at position {where}: magic {header.magic}, expected {MAGIC}"
+        )
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
-        raise CorruptRecordError(f"batch at position {pos}: batch length {header.batch_length} is too small")
+        raise CorruptRecordError(
+            f"batch at position {where}: batch length {header.batch_length} is too small"
+        )
     if header.last_offset_delta < 0 or header.records_count < 0:
-        raise CorruptRecordError(f"batch at position {pos}: negative offset delta or record count")
+        raise CorruptRecordError(
+            f"batch at position {where}: negative offset delta or record count"
+        )
     return header
 
 
@@ -312,7 +324,9 @@ def decode_records(batch: bytes | memoryview, header: BatchHeader | None = None)
     try:
         return _decode_body(body, header)
     except (IndexError, UnicodeDecodeError) as e:
-        raise CorruptRecordError(f"batch at offset {header.base_offset}: bad records section: {e}") from None
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset}: bad records section: {e}"
+        ) from None
 
 
 def _decode_body(body: bytes, header: BatchHeader) -> list[Record]:
@@ -362,3 +376,29 @@ def _decode_body(body: bytes, header: BatchHeader) -> list[Record]:
             f"batch at offset {base_offset}: {len(body) - pos} bytes after {header.records_count} records"
         )
     return records
+
+
+def record_at(batch: bytes | memoryview, header: BatchHeader, offset: int) -> Record | None:
+    """The one record of a batch at ``offset``, hopping over the others by
+    their length prefix instead of decoding them; None if no record has it."""
+    body = bytes(batch[HEADER_SIZE : header.size])
+    if header.codec != compression.NONE:
+        body = compression.decompress(header.codec, body)
+    target = offset - header.base_offset
+    pos = 0
+    try:
+        for _ in range(header.records_count):
+            length, start = _read_varint(body, pos)
+            _, field = _read_varint(body, start + 1)  # timestamp delta
+            delta, _ = _read_varint(body, field)
+            if delta == target:
+                one = header._replace(records_count=1)
+                return _decode_body(body[pos : start + length], one)[0]
+            if delta > target:
+                return None
+            pos = start + length
+    except IndexError as e:
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset}: bad records section: {e}"
+        ) from None
+    return None

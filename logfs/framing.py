@@ -1,0 +1,159 @@
+"""How bytes written to the mount's append files become records.
+
+Two framings, both held per open file so that concurrent writers never
+interleave inside a record:
+
+``append`` — kafka-console-producer's: every ``\\n``-terminated line is one
+record whose value is the line without the ``\\n``. With ``parse.key=true``
+the line is split at the first ``key.separator``: key before, value after (a
+line without the separator is an error, as in the console producer). Text
+after the last newline is held until the file is closed (`finish`).
+
+``append.bin`` — for binary values, newlines included. The written bytes are a
+sequence of frames::
+
+    length   4 bytes, unsigned big-endian: the value's length in bytes
+    value    `length` bytes
+
+A frame may be split over any number of write() calls; a file closed in the
+middle of a frame is an error and the incomplete frame is dropped.
+
+Both framers are transactional per write: `feed` returns the complete records
+and a new framer state, and the caller commits that state only after the
+records were appended, so a rejected write() leaves nothing behind.
+
+The module also holds Kafka's key partitioner (murmur2), used by a topic's
+``append`` file to choose a partition for a keyed record.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class FramingError(ValueError):
+    """Input that cannot be framed into records (missing key separator,
+    incomplete binary frame)."""
+
+
+class TooLargeError(FramingError):
+    """A single record larger than the topic's max.message.bytes."""
+
+
+class Framed(NamedTuple):
+    """Records cut out of a write: parallel keys (None when unkeyed) and values."""
+
+    keys: list[bytes | None]
+    values: list[bytes]
+
+
+class LineFramer:
+    """Console-producer framing: one record per line."""
+
+    def __init__(self, *, max_bytes: int, parse_key: bool = False, separator: bytes = b"\t") -> None:
+        self.max_bytes = max_bytes
+        self.parse_key = parse_key
+        self.separator = separator
+        self.pending = b""
+
+    def feed(self, data: bytes) -> tuple[Framed, bytes]:
+        """Cut complete lines from ``pending + data``.
+
+        Returns the records and the new pending tail; does not change
+        ``self.pending`` (the caller commits after a successful append).
+        """
+        text = self.pending + data if self.pending else bytes(data)
+        *lines, tail = text.split(b"\n")
+        if len(tail) > self.max_bytes:
+            raise TooLargeError(f"an unterminated line of {len(tail)} bytes exceeds {self.max_bytes}")
+        return self._records(lines), tail
+
+    def finish(self) -> Framed:
+        """The pending partial line as a record (on close); empty when none."""
+        if not self.pending:
+            return Framed([], [])
+        return self._records([self.pending])
+
+    def _records(self, lines: list[bytes]) -> Framed:
+        keys: list[bytes | None] = []
+        values: list[bytes] = []
+        for line in lines:
+            key = None
+            if self.parse_key:
+                key, sep, line = line.partition(self.separator)
+                if not sep:
+                    raise FramingError(f"no key separator {self.separator!r} in line {key[:40]!r}")
+            if len(line) + len(key or b"") > self.max_bytes:
+                raise TooLargeError(f"a record of {len(line)} bytes exceeds {self.max_bytes}")
+            keys.append(key)
+            values.append(line)
+        return Framed(keys, values)
+
+
+LENGTH_BYTES = 4
+
+
+class LengthFramer:
+    """Binary framing: 4-byte big-endian length, then the value."""
+
+    def __init__(self, *, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.pending = b""
+
+    def feed(self, data: bytes) -> tuple[Framed, bytes]:
+        """Cut complete frames from ``pending + data``; see `LineFramer.feed`."""
+        buf = memoryview(self.pending + data if self.pending else bytes(data))
+        values: list[bytes] = []
+        pos = 0
+        while len(buf) - pos >= LENGTH_BYTES:
+            length = int.from_bytes(buf[pos : pos + LENGTH_BYTES], "big")
+            if length > self.max_bytes:
+                raise TooLargeError(f"a frame of {length} bytes exceeds {self.max_bytes}")
+            end = pos + LENGTH_BYTES + length
+            if end > len(buf):
+                break
+            values.append(bytes(buf[pos + LENGTH_BYTES : end]))
+            pos = end
+        return Framed([None] * len(values), values), bytes(buf[pos:])
+
+    def finish(self) -> Framed:
+        """Nothing may be pending at close: an incomplete frame is an error."""
+        if self.pending:
+            raise FramingError(f"file closed inside a frame ({len(self.pending)} bytes pending)")
+        return Framed([], [])
+
+
+def frame(value: bytes) -> bytes:
+    """One ``append.bin`` frame (for writers and tests)."""
+    return len(value).to_bytes(LENGTH_BYTES, "big") + value
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 hash (``Utils.murmur2``), as a signed 32-bit int."""
+    m, r = 0x5BD1E995, 24
+    length = len(data)
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    whole = length - length % 4
+    for i in range(0, whole, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    rest = length % 4
+    if rest == 3:
+        h ^= data[whole + 2] << 16
+    if rest >= 2:
+        h ^= data[whole + 1] << 8
+    if rest >= 1:
+        h ^= data[whole]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for_key(key: bytes, partitions: int) -> int:
+    """Kafka's default partitioner for a keyed record: toPositive(murmur2) % n."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions

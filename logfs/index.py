@@ -1,0 +1,274 @@
+"""Sparse offset and time indexes of one segment, Kafka's file formats.
+
+``<base>.index`` holds 8-byte entries, big-endian::
+
+    relative offset  int32   offset - segment base offset
+    position         int32   byte position of a batch in the .log file
+
+An entry (o, p) says: the batch at position p ends at offset o (Kafka indexes
+a batch by its last offset). One entry is added each time more than
+``index.interval.bytes`` of log were written since the previous one.
+
+``<base>.timeindex`` holds 12-byte entries, big-endian::
+
+    timestamp        int64   largest timestamp in the segment up to ...
+    relative offset  int32   ... this offset
+
+Time entries are added at the same points, only when the largest timestamp
+grew, so both columns are non-decreasing.
+
+Both files are derived data. Their one query is "largest lower bound": the
+last entry whose key is <= the target. A missing, truncated or inconsistent
+index is rebuilt from the log; Kafka's preallocated files with zero-filled
+tails are read by dropping the zero entries.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import numpy as np
+
+from .errors import CorruptIndexError
+
+OFFSET_ENTRY = np.dtype([("offset", ">i4"), ("position", ">i4")])
+TIME_ENTRY = np.dtype([("timestamp", ">i8"), ("offset", ">i4")])
+
+
+class OffsetPosition(NamedTuple):
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class _Index:
+    """Entries of one index file: two growable int64 columns mirrored on disk.
+
+    Entries are appended to the file as they are added (one write per append
+    call of the segment); fsync happens when the segment is flushed.
+    """
+
+    dtype: np.dtype
+
+    def __init__(self, path: str, base_offset: int, max_bytes: int, *, writable: bool) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_bytes // self.dtype.itemsize)
+        self.writable = writable
+        self._keys = np.empty(16, dtype=np.int64)
+        self._values = np.empty(16, dtype=np.int64)
+        self._count = 0
+        self._pending: list[np.ndarray] = []
+        self._fd = -1
+
+    # ------------------------------------------------------------ state
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def is_full(self) -> bool:
+        return self._count >= self.max_entries
+
+    def entry(self, i: int) -> tuple[int, int]:
+        return int(self._keys[i]), int(self._values[i])
+
+    def _lower_bound(self, key: int) -> int:
+        """Index of the last entry whose key is <= ``key``, or -1."""
+        return int(np.searchsorted(self._keys[: self._count], key, side="right")) - 1
+
+    # ------------------------------------------------------------ file I/O
+
+    def load(self) -> None:
+        """Read the file; raises `CorruptIndexError` when it is inconsistent."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            data = b""
+        if len(data) % self.dtype.itemsize:
+            raise CorruptIndexError(
+                f"{self.path}: size {len(data)} is not a multiple of {self.dtype.itemsize}"
+            )
+        entries = np.frombuffer(data, dtype=self.dtype)
+        nonzero = np.flatnonzero(
+            (entries[self.dtype.names[0]] != 0) | (entries[self.dtype.names[1]] != 0)
+        )
+        entries = entries[: nonzero[-1] + 1 if len(nonzero) else 0]  # Kafka's preallocated tail
+        keys, values = self._columns(entries)
+        if len(keys) > 1 and (np.any(np.diff(keys) < 0) or np.any(np.diff(values) < 0)):
+            raise CorruptIndexError(f"{self.path}: entries are not in order")
+        self._reset(keys, values)
+        if self.writable and len(entries) * self.dtype.itemsize != len(data):
+            self._rewrite()
+
+    def _open(self) -> int:
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        return self._fd
+
+    def write_pending(self) -> None:
+        """Write the entries added since the last call to the file."""
+        if self._pending and self.writable:
+            os.write(self._open(), b"".join(p.tobytes() for p in self._pending))
+        self._pending.clear()
+
+    def fileno(self) -> int:
+        self.write_pending()
+        return self._open()
+
+    def _rewrite(self) -> None:
+        """Replace the file with exactly the entries in memory."""
+        self._pending.clear()
+        self.close()
+        data = self._entries_bytes(0, self._count)
+        with open(self.path, "wb") as f:
+            f.write(data)
+
+    def close(self) -> None:
+        self.write_pending()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self._pending.clear()
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    # ------------------------------------------------------------ mutation
+
+    def _reset(self, keys: np.ndarray, values: np.ndarray) -> None:
+        capacity = max(16, len(keys) * 2)
+        self._keys = np.empty(capacity, dtype=np.int64)
+        self._values = np.empty(capacity, dtype=np.int64)
+        self._keys[: len(keys)] = keys
+        self._values[: len(values)] = values
+        self._count = len(keys)
+
+    def _add(self, key: int, value: int) -> None:
+        if self._count == len(self._keys):
+            self._reset(self._keys[: self._count], self._values[: self._count])
+        self._keys[self._count] = key
+        self._values[self._count] = value
+        self._count += 1
+        self._pending.append(self._entries_array(self._count - 1, self._count))
+
+    def truncate(self, count: int) -> None:
+        """Keep the first ``count`` entries, in memory and on disk."""
+        if count < self._count:
+            self._count = count
+            if self.writable:
+                self._rewrite()
+
+    def clear(self) -> None:
+        self._count = 0
+        if self.writable:
+            self._rewrite()
+
+    def _entries_bytes(self, start: int, end: int) -> bytes:
+        return self._entries_array(start, end).tobytes()
+
+    def _columns(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def _entries_array(self, start: int, end: int) -> np.ndarray:
+        raise NotImplementedError
+
+
+class OffsetIndex(_Index):
+    """Maps offsets to byte positions in the segment's log."""
+
+    dtype = OFFSET_ENTRY
+
+    def _columns(self, entries):
+        return entries["offset"].astype(np.int64) + self.base_offset, entries["position"].astype(
+            np.int64
+        )
+
+    def _entries_array(self, start, end):
+        out = np.empty(end - start, dtype=OFFSET_ENTRY)
+        out["offset"] = self._keys[start:end] - self.base_offset
+        out["position"] = self._values[start:end]
+        return out
+
+    @property
+    def last(self) -> OffsetPosition:
+        if not self._count:
+            return OffsetPosition(self.base_offset, 0)
+        return OffsetPosition(*self.entry(self._count - 1))
+
+    def lookup(self, offset: int) -> OffsetPosition:
+        """The last entry with offset <= ``offset``; (base offset, 0) if none."""
+        i = self._lower_bound(offset)
+        return OffsetPosition(*self.entry(i)) if i >= 0 else OffsetPosition(self.base_offset, 0)
+
+    def append(self, offset: int, position: int) -> None:
+        if self._count and offset <= self._keys[self._count - 1]:
+            raise CorruptIndexError(
+                f"{self.path}: offset {offset} does not follow {self.last.offset}"
+            )
+        self._add(offset, position)
+
+    def truncate_to_position(self, position: int) -> None:
+        """Drop entries that point at or past ``position``."""
+        self.truncate(int(np.searchsorted(self._values[: self._count], position, side="left")))
+
+    def check(self, log_size: int) -> None:
+        """Raise `CorruptIndexError` if an entry points outside the log."""
+        if self._count and self._values[self._count - 1] >= max(log_size, 1):
+            raise CorruptIndexError(
+                f"{self.path}: entry points at position {self.last.position}, log is {log_size} bytes"
+            )
+
+
+class TimeIndex(_Index):
+    """Maps timestamps to the offsets by which they were reached."""
+
+    dtype = TIME_ENTRY
+
+    def _columns(self, entries):
+        return entries["timestamp"].astype(np.int64), entries["offset"].astype(
+            np.int64
+        ) + self.base_offset
+
+    def _entries_array(self, start, end):
+        out = np.empty(end - start, dtype=TIME_ENTRY)
+        out["timestamp"] = self._keys[start:end]
+        out["offset"] = self._values[start:end] - self.base_offset
+        return out
+
+    @property
+    def last(self) -> TimestampOffset | None:
+        return TimestampOffset(*self.entry(self._count - 1)) if self._count else None
+
+    def lookup_before(self, timestamp: int) -> TimestampOffset | None:
+        """The last entry whose timestamp is < ``timestamp``: every record up to
+        its offset is older than ``timestamp``."""
+        i = int(np.searchsorted(self._keys[: self._count], timestamp, side="left")) - 1
+        return TimestampOffset(*self.entry(i)) if i >= 0 else None
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Add an entry if ``timestamp`` is larger than the last one."""
+        last = self.last
+        if last is None or (timestamp > last.timestamp and offset > last.offset):
+            self._add(timestamp, offset)
+
+    def truncate_to_offset(self, offset: int) -> None:
+        """Drop entries for offsets >= ``offset``."""
+        self.truncate(int(np.searchsorted(self._values[: self._count], offset, side="left")))
+
+    def check(self, next_offset: int) -> None:
+        last = self.last
+        if last is not None and last.offset >= next_offset:
+            raise CorruptIndexError(
+                f"{self.path}: entry for offset {last.offset} past log end {next_offset}"
+            )

@@ -1,0 +1,520 @@
+"""One topic-partition: an ordered list of segments in ``<topic>-<partition>/``.
+
+The last segment is the active one; appends go there until `should_roll`
+says to start a new one at the next offset. Offsets are dense from the log
+start offset to ``next_offset`` (Kafka logs may have gaps after compaction or
+transactions; reads treat a gap like an offset out of range).
+
+Durability: everything below ``recovery_point`` has been fsynced. After an
+unclean shutdown every batch from the recovery point on is validated; the
+first bad batch and everything after it (later segments too) is removed, and
+the indexes past the recovery point are rebuilt.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from . import compression
+from .config import TopicConfig, flush_due, should_roll
+from .errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    OffsetOutOfRangeError,
+    ReadOnlyError,
+    RecordTooLargeError,
+)
+from .record import (
+    CREATE_TIME,
+    HEADER_SIZE,
+    LOG_APPEND_TIME,
+    BatchHeader,
+    Record,
+    decode_records,
+    encode_batch,
+    read_header,
+    record_at,
+)
+from .segment import BatchInfo, LogSegment
+
+logger = logging.getLogger(__name__)
+
+# Upper bound of the bytes a record adds besides its key, value and header
+# strings: length, attributes, timestamp and offset deltas, key and value
+# lengths, header count (varints of at most 5 or 10 bytes).
+RECORD_OVERHEAD = 1 + 5 + 10 + 5 + 5 + 5 + 5
+HEADER_OVERHEAD = 10
+# Appends are cut into batches of about this many bytes: big enough to make
+# per-batch costs vanish, small enough that reading one record stays cheap.
+TARGET_BATCH_BYTES = 256 * 1024
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class FlushTicket(NamedTuple):
+    """What a flush must fsync (duplicated fds: safe to use in a thread) and
+    what becomes durable once it has."""
+
+    fds: list[int]
+    next_offset: int
+    messages: int
+
+
+class Log:
+    """A topic-partition's segments, reads, appends, flushes and retention."""
+
+    def __init__(
+        self,
+        directory: str | Path,
+        topic: str,
+        partition: int,
+        config: TopicConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        writable: bool = True,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.dir = Path(directory)
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.writable = writable
+        self.clock = clock
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._dirty: dict[int, LogSegment] = {}
+        self._dir_dirty = False
+        self.unflushed_messages = 0
+        self.last_flush_ms = clock()
+        self.truncated_bytes = 0
+        self.recovery_point = 0
+        self._load(recovery_point, log_start_offset)
+
+    def __repr__(self) -> str:
+        return f"Log({self.topic}-{self.partition}, {self.log_start_offset}..{self.next_offset})"
+
+    # ------------------------------------------------------------ loading and recovery
+
+    def _load(self, recovery_point: int, log_start_offset: int) -> None:
+        if self.writable:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            for stray in self.dir.glob("*.deleted"):
+                stray.unlink()
+        bases = sorted(int(p.name[:20]) for p in self.dir.glob("*.log") if _is_segment_name(p.name))
+        first_to_recover = max(0, bisect.bisect_right(bases, recovery_point) - 1)
+        for i, base in enumerate(bases):
+            segment = LogSegment(str(self.dir), base, self.config, writable=self.writable)
+            if self.segments and self.segments[-1].next_offset > base:
+                logger.warning("%s: segment %d overlaps the one before it", self.dir, base)
+            if self.writable and i >= first_to_recover:
+                cut = segment.recover(recovery_point if i == first_to_recover else -1)
+                self._add_segment(segment)
+                if cut:
+                    self.truncated_bytes += cut
+                    self._drop_segments_after(i)
+                    break
+                continue
+            try:
+                segment.load()
+            except (CorruptIndexError, CorruptRecordError) as e:
+                logger.warning("%s: %s; rebuilding from the log", segment.log_path, e)
+                self.truncated_bytes += segment.recover()
+            self._add_segment(segment)
+        if not self.segments and self.writable:
+            self._add_segment(
+                LogSegment(str(self.dir), log_start_offset, self.config, writable=True)
+            )
+            self._dir_dirty = True
+        self.log_start_offset = max(
+            log_start_offset, self._bases[0] if self._bases else log_start_offset
+        )
+        self.log_start_offset = min(self.log_start_offset, self.next_offset)
+        if self.writable:
+            for segment in self.segments[first_to_recover:]:
+                self._dirty[segment.base_offset] = segment
+            self.flush()  # what recovery validated is made durable before it is trusted
+        self.recovery_point = (
+            self.next_offset if self.writable else min(recovery_point, self.next_offset)
+        )
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self.segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    def _drop_segments_after(self, index: int) -> None:
+        """Delete the segment files after ``index`` that were not loaded."""
+        for path in sorted(self.dir.glob("*.log")):
+            if _is_segment_name(path.name) and int(path.name[:20]) > self._bases[index]:
+                logger.warning("%s: deleting segment after a truncated one", path)
+                for suffix in (".log", ".index", ".timeindex"):
+                    path.with_suffix(suffix).unlink(missing_ok=True)
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next appended record gets (Kafka's log end offset)."""
+        return self.segments[-1].next_offset if self.segments else self.log_start_offset
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def segment_for(self, offset: int) -> LogSegment | None:
+        i = bisect.bisect_right(self._bases, offset) - 1
+        return self.segments[i] if i >= 0 else None
+
+    # ------------------------------------------------------------ appending
+
+    def append(
+        self,
+        values: Sequence[bytes | None],
+        *,
+        keys: Sequence[bytes | None] | None = None,
+        headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
+        timestamp: int | Sequence[int] | None = None,
+    ) -> int:
+        """Append records; returns the offset of the first.
+
+        The records are cut into batches of at most max.message.bytes and
+        written with one write() per segment touched, so a record is never
+        torn and never interleaved with another writer's.
+
+        Raises:
+            RecordTooLargeError: a single record does not fit max.message.bytes.
+            ReadOnlyError: the log was opened read-only.
+        """
+        if not self.writable:
+            raise ReadOnlyError(f"{self.topic}-{self.partition} is read-only")
+        first = self.next_offset
+        if not values:
+            return first
+        now = self.clock()
+        timestamp_type = CREATE_TIME
+        if self.config.message_timestamp_type == "LogAppendTime" or timestamp is None:
+            timestamp = now
+            timestamp_type = (
+                LOG_APPEND_TIME
+                if self.config.message_timestamp_type == "LogAppendTime"
+                else CREATE_TIME
+            )
+        codec = compression.BY_NAME[self.config.compression_type]
+        encoded = self._encode(values, keys, headers, timestamp, codec, timestamp_type)
+        self._write(encoded, now)
+        self.unflushed_messages += len(values)
+        return first
+
+    def _encode(
+        self, values, keys, headers, timestamp, codec, timestamp_type
+    ) -> list[tuple[bytes, BatchInfo]]:
+        limit = self.config.max_message_bytes
+        target = min(limit, TARGET_BATCH_BYTES)
+        out = []
+        base = self.next_offset
+        for start, end in _chunks(values, keys, headers, target - HEADER_SIZE):
+            batch = self._encode_chunk(
+                base, start, end, values, keys, headers, timestamp, codec, timestamp_type
+            )
+            if len(batch) > limit:
+                if end - start == 1:
+                    raise RecordTooLargeError(
+                        f"record of {len(batch)} bytes (as a batch) exceeds max.message.bytes={limit}"
+                    )
+                middle = (start + end) // 2  # a compressed batch came out larger than estimated
+                out += self._encode_pieces(
+                    base,
+                    start,
+                    middle,
+                    end,
+                    values,
+                    keys,
+                    headers,
+                    timestamp,
+                    codec,
+                    timestamp_type,
+                )
+            else:
+                out.append(_with_info(batch, base + end - start - 1, timestamp))
+            base = out[-1][1].last_offset + 1
+        return out
+
+    def _encode_pieces(self, base, start, middle, end, *args):
+        first = self._encode_chunk(base, start, middle, *args)
+        second = self._encode_chunk(base + middle - start, middle, end, *args)
+        limit = self.config.max_message_bytes
+        if max(len(first), len(second)) > limit:
+            raise RecordTooLargeError(f"records do not fit max.message.bytes={limit}")
+        timestamp = args[3]
+        return [
+            _with_info(first, base + middle - start - 1, timestamp),
+            _with_info(second, base + end - start - 1, timestamp),
+        ]
+
+    @staticmethod
+    def _encode_chunk(
+        base, start, end, values, keys, headers, timestamp, codec, timestamp_type
+    ) -> bytes:
+        return encode_batch(
+            base,
+            values[start:end],
+            keys=keys[start:end] if keys is not None else None,
+            headers=headers[start:end] if headers is not None else None,
+            timestamps=timestamp if isinstance(timestamp, int) else timestamp[start:end],
+            codec=codec,
+            timestamp_type=timestamp_type,
+        )
+
+    def _write(self, encoded: list[tuple[bytes, BatchInfo]], now: int) -> None:
+        pending: list[tuple[bytes, BatchInfo]] = []
+        pending_size = 0
+        for batch, info in encoded:
+            segment = self.active_segment
+            if should_roll(
+                self.config,
+                segment_size=segment.size + pending_size,
+                batch_size=info.size,
+                segment_age_ms=now - segment.first_timestamp if segment.size + pending_size else 0,
+                index_full=segment.index_full,
+                relative_offset_overflow=not segment.can_hold(info.last_offset),
+            ):
+                self._flush_pending(pending)
+                pending, pending_size = [], 0
+                self.roll()
+            pending.append((batch, info))
+            pending_size += info.size
+        self._flush_pending(pending)
+
+    def _flush_pending(self, pending: list[tuple[bytes, BatchInfo]]) -> None:
+        if pending:
+            segment = self.active_segment
+            segment.append(b"".join(b for b, _ in pending), [info for _, info in pending])
+            self._dirty[segment.base_offset] = segment
+
+    def roll(self) -> LogSegment:
+        """Close the active segment to appends and start one at next_offset."""
+        active = self.active_segment
+        if active.size == 0:
+            return active
+        active.on_become_inactive()
+        segment = LogSegment(str(self.dir), self.next_offset, self.config, writable=True)
+        self._add_segment(segment)
+        self._dir_dirty = True
+        return segment
+
+    # ------------------------------------------------------------ reading
+
+    def _check_range(self, offset: int) -> None:
+        if not self.log_start_offset <= offset < self.next_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {self.next_offset}) "
+                f"of {self.topic}-{self.partition}"
+            )
+
+    def read(self, offset: int) -> Record:
+        """The record at ``offset``.
+
+        Raises:
+            OffsetOutOfRangeError: no record has that offset.
+            CorruptRecordError: the batch holding it fails validation.
+        """
+        self._check_range(offset)
+        segment = self.segment_for(offset)
+        found = segment.find(offset) if segment else None
+        if found is not None and not found[1].is_control:
+            record = record_at(found[2], found[1], offset)
+            if record is not None:
+                return record
+        raise OffsetOutOfRangeError(
+            f"no record at offset {offset} of {self.topic}-{self.partition}"
+        )
+
+    def batches(
+        self, start: int | None = None, end: int | None = None
+    ) -> Iterator[tuple[BatchHeader, list[Record]]]:
+        """Decoded data batches overlapping [start, end); the first and last
+        may hold records outside the range. Control batches are skipped."""
+        for header, batch in self.raw_batches(start, end):
+            if not header.is_control:
+                yield header, decode_records(batch, header)
+
+    def raw_batches(
+        self, start: int | None = None, end: int | None = None
+    ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """CRC-checked batches overlapping [start, end), still encoded."""
+        start = self.log_start_offset if start is None else max(start, self.log_start_offset)
+        end = self.next_offset if end is None else min(end, self.next_offset)
+        if start >= end:
+            return
+        first = max(0, bisect.bisect_right(self._bases, start) - 1)
+        for segment in list(self.segments[first:]):
+            if segment.base_offset >= end:
+                return
+            found = segment.find(start) if segment.base_offset <= start else None
+            position = found[0] if found else 0
+            if found is None and segment.base_offset <= start:
+                continue
+            for _, header, batch in segment.batches(position):
+                if header.base_offset >= end:
+                    return
+                if header.last_offset >= start:
+                    yield header, batch
+
+    def scan(self, start: int | None = None, end: int | None = None) -> Iterator[Record]:
+        """Records from ``start`` (default: the log start) up to ``end``."""
+        low = self.log_start_offset if start is None else start
+        high = self.next_offset if end is None else end
+        for _, records in self.batches(low, high):
+            for record in records:
+                if low <= record.offset < high:
+                    yield record
+
+    def offset_for_time(self, timestamp_ms: int) -> int | None:
+        """The first offset whose timestamp is >= ``timestamp_ms`` (Kafka's
+        offsetsForTimes), or None when every record is older."""
+        for segment in list(self.segments):
+            if segment.max_timestamp < timestamp_ms:
+                continue
+            found = segment.first_batch_at_time(timestamp_ms)
+            if found is None:
+                continue
+            _, header, batch = found
+            for record in decode_records(batch, header):
+                if record.timestamp >= timestamp_ms and record.offset >= self.log_start_offset:
+                    return record.offset
+        return None
+
+    # ------------------------------------------------------------ flushing
+
+    def flush_due(self, now: int | None = None) -> bool:
+        return flush_due(
+            self.config,
+            unflushed=self.unflushed_messages,
+            last_flush_ms=self.last_flush_ms,
+            now_ms=self.clock() if now is None else now,
+        )
+
+    def prepare_flush(self) -> FlushTicket:
+        """Write pending index entries and duplicate the fds to fsync, so the
+        fsyncs can run in a thread while appends go on."""
+        fds = [os.dup(fd) for segment in self._dirty.values() for fd in segment.sync_fds()]
+        if self._dir_dirty:
+            fds.append(os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY))
+        self._dirty.clear()
+        self._dir_dirty = False
+        return FlushTicket(fds, self.next_offset, self.unflushed_messages)
+
+    def complete_flush(self, ticket: FlushTicket) -> None:
+        """Advance the recovery point to what the ticket made durable."""
+        self.recovery_point = max(self.recovery_point, ticket.next_offset)
+        self.unflushed_messages = max(0, self.unflushed_messages - ticket.messages)
+        self.last_flush_ms = self.clock()
+
+    def flush(self) -> None:
+        """fsync everything appended so far and advance the recovery point."""
+        ticket = self.prepare_flush()
+        try:
+            for fd in ticket.fds:
+                os.fsync(fd)
+        finally:
+            for fd in ticket.fds:
+                os.close(fd)
+        self.complete_flush(ticket)
+
+    # ------------------------------------------------------------ retention
+
+    def enforce_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole non-active segments past retention.ms or beyond
+        retention.bytes, oldest first; returns how many were deleted."""
+        if not self.writable:
+            return 0
+        now = self.clock() if now_ms is None else now_ms
+        retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
+        excess = self.size_bytes - retention_bytes if retention_bytes >= 0 else -1
+        deleted = 0
+        while len(self.segments) > 1:
+            oldest = self.segments[0]
+            expired = (
+                retention_ms >= 0
+                and oldest.max_timestamp >= 0
+                and now - oldest.max_timestamp > retention_ms
+            )
+            too_big = excess >= oldest.size and retention_bytes >= 0
+            if not (expired or too_big):
+                break
+            excess -= oldest.size
+            self.segments.pop(0)
+            self._bases.pop(0)
+            self._dirty.pop(oldest.base_offset, None)
+            oldest.delete()
+            deleted += 1
+            self.log_start_offset = max(self.log_start_offset, self._bases[0])
+        if deleted:
+            self._dir_dirty = True
+        return deleted
+
+    # ------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        if self.writable and self.segments:
+            self.flush()
+        for segment in self.segments:
+            segment.close()
+        self.segments.clear()
+        self._bases.clear()
+
+    def delete(self) -> None:
+        """Remove the partition directory (renamed aside first, as Kafka does)."""
+        for segment in self.segments:
+            segment.close()
+        self.segments.clear()
+        self._bases.clear()
+        aside = self.dir.with_name(f"{self.dir.name}.{os.getpid()}-{time.time_ns()}-delete")
+        os.rename(self.dir, aside)
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _is_segment_name(name: str) -> bool:
+    return len(name) == 24 and name.endswith(".log") and name[:20].isdigit()
+
+
+def _with_info(batch: bytes, last_offset: int, timestamp) -> tuple[bytes, BatchInfo]:
+    max_ts = timestamp if isinstance(timestamp, int) else read_header(batch).max_timestamp
+    return batch, BatchInfo(len(batch), last_offset, max_ts)
+
+
+def _chunks(values, keys, headers, budget: int) -> Iterator[tuple[int, int]]:
+    """Cut records into runs whose size bound fits ``budget`` bytes."""
+    if keys is None and headers is None:
+        sizes = [RECORD_OVERHEAD + (len(v) if v is not None else 0) for v in values]
+    else:
+        sizes = []
+        for i, v in enumerate(values):
+            size = RECORD_OVERHEAD + (len(v) if v is not None else 0)
+            if keys is not None and keys[i] is not None:
+                size += len(keys[i])
+            if headers is not None:
+                size += sum(
+                    HEADER_OVERHEAD + len(k.encode()) + len(hv or b"") for k, hv in headers[i]
+                )
+            sizes.append(size)
+    start, total = 0, 0
+    for i, size in enumerate(sizes):
+        if total + size > budget and i > start:
+            yield start, i
+            start, total = i, 0
+        total += size
+    yield start, len(sizes)

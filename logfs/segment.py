@@ -1,0 +1,334 @@
+"""One segment: a ``.log`` file of record batches and its two indexes.
+
+File names are the segment's base offset (the first offset it may hold) as
+20 zero-padded digits, so ``ls`` sorts them in offset order::
+
+    00000000000000368769.log         batches, back to back, nothing else
+    00000000000000368769.index       sparse offset index (see index.py)
+    00000000000000368769.timeindex   sparse time index
+
+Invariants: the ``.log`` file is a sequence of complete, CRC-valid batches
+whose offsets strictly increase, from ``base_offset`` up to ``next_offset``.
+Appends are one ``write()`` each, so a crash leaves at most one torn batch at
+the tail (or garbage, after power loss); `recover` validates batches from a
+known-good position and truncates at the first bad one.
+
+Index entries are kept in memory and written to their files when the segment
+is flushed or closed: an index is only trusted up to the recovery point and
+rebuilt from the log past it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from .config import INT_MAX, TopicConfig
+from .errors import CorruptIndexError, CorruptRecordError
+from .index import OffsetIndex, TimeIndex
+from .record import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, read_header, verify_crc
+
+log = logging.getLogger(__name__)
+
+SCAN_CHUNK = 1 << 20
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class BatchInfo(NamedTuple):
+    """What the segment needs to index a batch it is about to append."""
+
+    size: int
+    last_offset: int
+    max_timestamp: int
+
+
+class LogSegment:
+    """The files of one base offset; appends go to the end of the ``.log``."""
+
+    def __init__(
+        self, directory: str, base_offset: int, config: TopicConfig, *, writable: bool
+    ) -> None:
+        self.base_offset = base_offset
+        self.config = config
+        self.writable = writable
+        self.log_path = os.path.join(directory, segment_name(base_offset, ".log"))
+        self.index_path = os.path.join(directory, segment_name(base_offset, ".index"))
+        self.timeindex_path = os.path.join(directory, segment_name(base_offset, ".timeindex"))
+        self.offset_index = OffsetIndex(
+            self.index_path, base_offset, config.segment_index_bytes, writable=writable
+        )
+        self.time_index = TimeIndex(
+            self.timeindex_path, base_offset, config.segment_index_bytes, writable=writable
+        )
+        if writable:
+            flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
+            self._fd = os.open(self.log_path, flags, 0o644)
+        else:
+            self._fd = os.open(self.log_path, os.O_RDONLY)
+        self.size = os.fstat(self._fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.created_ms = int(time.time() * 1000)
+        self._first_timestamp: int | None = None
+        self._offset_of_max = base_offset
+        self._bytes_since_index_entry = 0
+
+    # ------------------------------------------------------------ loading
+
+    def load(self) -> None:
+        """Read the indexes and find the log end from the last index entry.
+
+        Raises:
+            CorruptIndexError: the index disagrees with the log.
+            CorruptRecordError: the tail past the last index entry is not
+                whole batches (a torn write): the caller recovers.
+        """
+        self.offset_index.load()
+        self.time_index.load()
+        self.offset_index.check(self.size)
+        self.max_timestamp = (
+            self.time_index.last.timestamp if len(self.time_index) else NO_TIMESTAMP
+        )
+        last = self.offset_index.last
+        if len(self.offset_index):
+            header = self._header_at(last.position)
+            if header.last_offset != last.offset:
+                raise CorruptIndexError(
+                    f"{self.index_path}: entry ({last.offset}, {last.position}) points at a batch "
+                    f"ending at {header.last_offset}"
+                )
+        self.next_offset = self.base_offset
+        self._scan_tail(last.position, verify=False, indexed=len(self.offset_index) > 0)
+        self.time_index.check(self.next_offset)
+
+    def recover(self, from_offset: int = -1) -> int:
+        """Validate every batch holding offsets >= ``from_offset``, rebuild the
+        index entries for them and truncate at the first bad batch.
+
+        Returns:
+            The number of bytes truncated.
+        """
+        start, self.next_offset = 0, self.base_offset
+        if from_offset > self.base_offset:
+            try:
+                self.offset_index.load()
+                self.time_index.load()
+                self.offset_index.check(self.size)
+                start, self.next_offset = self._position_of(from_offset)
+            except (CorruptIndexError, CorruptRecordError):
+                start, self.next_offset = 0, self.base_offset
+        if start:
+            self.offset_index.truncate_to_position(start)
+            self.time_index.truncate_to_offset(self.next_offset)
+        else:
+            self.offset_index.clear()
+            self.time_index.clear()
+        self.max_timestamp = (
+            self.time_index.last.timestamp if len(self.time_index) else NO_TIMESTAMP
+        )
+        truncated = self._scan_tail(start, verify=True)
+        self.flush_indexes()
+        return truncated
+
+    def _scan_tail(self, position: int, *, verify: bool, indexed: bool = False) -> int:
+        """Walk batches from ``position`` (a batch boundary) to the end of the
+        log, indexing them; ``indexed`` says the first one is indexed already.
+
+        A bad batch is truncated away (writable, ``verify``), ends the log in
+        memory (read-only: a live writer's torn tail) or raises. Returns the
+        number of bytes truncated.
+        """
+        last_indexed = self.offset_index.last.position if len(self.offset_index) else 0
+        self._bytes_since_index_entry = position - last_indexed
+        try:
+            for pos, header, _ in self.batches(position, verify=verify):
+                if indexed and pos == position:
+                    self._bytes_since_index_entry = header.size
+                else:
+                    if header.base_offset < self.next_offset:
+                        raise CorruptRecordError(
+                            f"{self.log_path}: batch at position {pos} has base offset "
+                            f"{header.base_offset}, expected at least {self.next_offset}",
+                            pos,
+                        )
+                    self._index_batch(pos, header.size, header.last_offset, header.max_timestamp)
+                self.next_offset = header.next_offset
+        except CorruptRecordError as e:
+            bad = e.args[1] if len(e.args) > 1 else self.size
+            if not self.writable:
+                log.warning("%s (serving the %d bytes before it)", e.args[0], bad)
+                self.size = bad
+                return 0
+            if not verify:
+                raise
+            cut = self.size - bad
+            os.ftruncate(self._fd, bad)
+            os.fsync(self._fd)
+            self.size = bad
+            log.warning("truncated %d bytes: %s", cut, e.args[0])
+            return cut
+        return 0
+
+    # ------------------------------------------------------------ reading
+
+    def _header_at(self, position: int) -> BatchHeader:
+        buf = os.pread(self._fd, HEADER_SIZE, position)
+        return read_header(buf, 0, position)
+
+    def batches(
+        self, position: int = 0, *, verify: bool = True, chunk: int = SCAN_CHUNK
+    ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+        """Yield (position, header, batch bytes) from ``position`` to the end.
+
+        Raises:
+            CorruptRecordError: with ``args[1]`` the position of the bad batch.
+        """
+        end = self.size
+        buf, buf_start = memoryview(b""), position
+        while position < end:
+            offset = position - buf_start
+            if offset + HEADER_SIZE > len(buf):
+                buf, buf_start, offset = (
+                    memoryview(os.pread(self._fd, chunk, position)),
+                    position,
+                    0,
+                )
+            try:
+                header = read_header(buf, offset, position)
+                if position + header.size > end:
+                    raise CorruptRecordError(
+                        f"{self.log_path}: batch at position {position} of {header.size} bytes "
+                        f"runs past the end ({end})"
+                    )
+                if offset + header.size > len(buf):
+                    buf = memoryview(os.pread(self._fd, max(chunk, header.size), position))
+                    buf_start, offset = position, 0
+                batch = buf[offset : offset + header.size]
+                if verify:
+                    verify_crc(batch, header, position)
+            except CorruptRecordError as e:
+                raise CorruptRecordError(f"{self.log_path}: {e}", position) from None
+            yield position, header, batch
+            position += header.size
+
+    def _position_of(self, offset: int) -> tuple[int, int]:
+        """Position and base offset of the batch holding ``offset``, or the end
+        of the log and the offset after it when no batch does; headers only."""
+        start = self.offset_index.lookup(offset)
+        position, next_offset = start.position, self.base_offset
+        chunk = self.config.index_interval_bytes + 2 * HEADER_SIZE + 4096
+        for pos, header, _ in self.batches(start.position, verify=False, chunk=chunk):
+            if header.last_offset >= offset:
+                return pos, header.base_offset
+            position, next_offset = pos + header.size, header.next_offset
+        return position, next_offset
+
+    def find(self, offset: int) -> tuple[int, BatchHeader, memoryview] | None:
+        """The CRC-checked batch that holds ``offset``, or None."""
+        if offset >= self.next_offset:
+            return None
+        start = self.offset_index.lookup(offset).position
+        chunk = self.config.index_interval_bytes + 2 * HEADER_SIZE + 4096
+        for pos, header, batch in self.batches(start, verify=False, chunk=chunk):
+            if header.last_offset >= offset:
+                verify_crc(batch, header, pos)
+                return pos, header, batch
+        return None
+
+    def first_batch_at_time(self, timestamp: int) -> tuple[int, BatchHeader, memoryview] | None:
+        """The first batch whose max timestamp is >= ``timestamp``."""
+        entry = self.time_index.lookup_before(timestamp)
+        start = self._position_of(entry.offset + 1)[0] if entry else 0
+        for pos, header, batch in self.batches(start):
+            if header.max_timestamp >= timestamp:
+                return pos, header, batch
+        return None
+
+    @property
+    def first_timestamp(self) -> int:
+        """The first batch's max timestamp (what segment.ms rolls on)."""
+        if self._first_timestamp is None:
+            self._first_timestamp = (
+                self._header_at(0).max_timestamp if self.size else self.created_ms
+            )
+        return self._first_timestamp
+
+    # ------------------------------------------------------------ writing
+
+    def can_hold(self, last_offset: int) -> bool:
+        return last_offset - self.base_offset <= INT_MAX
+
+    def append(self, data: bytes, batches: list[BatchInfo]) -> None:
+        """Append whole batches in one write; on failure nothing stays behind."""
+        start = self.size
+        try:
+            written = os.write(self._fd, data)
+            if written != len(data):
+                raise OSError(28, f"short write of {written} of {len(data)} bytes")
+        except BaseException:
+            os.ftruncate(self._fd, start)
+            raise
+        position = start
+        for info in batches:
+            self._index_batch(position, info.size, info.last_offset, info.max_timestamp)
+            position += info.size
+        self.size = position
+        self.next_offset = batches[-1].last_offset + 1
+
+    def _index_batch(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp, self._offset_of_max = max_timestamp, last_offset
+        if self._bytes_since_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self._offset_of_max)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += size
+
+    @property
+    def index_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def on_become_inactive(self) -> None:
+        """Record the final max timestamp, as Kafka does when rolling."""
+        if self.max_timestamp != NO_TIMESTAMP:
+            self.time_index.maybe_append(self.max_timestamp, self.next_offset - 1)
+        self.flush_indexes()
+
+    def flush_indexes(self) -> None:
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def sync_fds(self) -> list[int]:
+        """Write pending index entries; the fds whose fsync makes this durable."""
+        return [self._fd, self.offset_index.fileno(), self.time_index.fileno()]
+
+    def close(self) -> None:
+        if self.writable:
+            self.flush_indexes()
+        self.offset_index.close()
+        self.time_index.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        """Rename to ``.deleted`` first, as Kafka does, then remove."""
+        self.offset_index.delete()
+        self.time_index.delete()
+        os.close(self._fd)
+        self._fd = -1
+        for path in (self.log_path, self.index_path, self.timeindex_path):
+            try:
+                os.rename(path, path + ".deleted")
+                os.unlink(path + ".deleted")
+            except FileNotFoundError:
+                pass

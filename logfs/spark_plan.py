@@ -1,0 +1,375 @@
+"""Options and offset planning for the Spark data source, with Spark's Kafka source semantics.
+
+Everything here is plain Python over a store-like object (``topics()``, ``log(t, p)`` with
+``log_start_offset``, ``next_offset`` and ``offset_for_time``), so it is tested without a JVM.
+
+Offsets follow Kafka's JSON conventions: ``{"topic": {"0": 23, "1": -2}}`` where -2 means the
+earliest offset (the log start offset) and -1 the latest (the next offset). A resolved offset
+map, used as the streaming offset, has only real offsets, topics and partitions sorted::
+
+    {"orders": {"0": 1200, "1": 1187}}
+
+An `OffsetRange` is ``[start, end)`` of one topic-partition; one Spark input partition reads one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from .errors import LogfsError
+
+EARLIEST, LATEST = -2, -1
+LONG_MAX = (1 << 63) - 1
+DATA_LOSS_HINT = (
+    'If you want your query to go on in such cases, set the source option "failOnDataLoss" '
+    'to "false".'
+)
+
+
+class SparkOptionError(LogfsError, ValueError):
+    """An invalid or inconsistent data source option."""
+
+
+class DataLossError(LogfsError):
+    """Offsets a query needs are gone: deleted by retention, or the topic was deleted."""
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class OffsetRange(NamedTuple):
+    """Offsets ``[start, end)`` of one topic-partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+# Offsets keyed by partition, as the Kafka source prints them.
+OffsetMap = dict[TopicPartition, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceOptions:
+    """The parsed reader options; names and defaults are those of Spark's Kafka source."""
+
+    path: str
+    subscribe: tuple[str, ...] | None = None
+    subscribe_pattern: str | None = None
+    assign: tuple[TopicPartition, ...] | None = None
+    starting: str | OffsetMap = "earliest"  # "earliest", "latest" or specific offsets
+    ending: str | OffsetMap = "latest"
+    starting_timestamp: int | Mapping[TopicPartition, int] | None = None
+    ending_timestamp: int | Mapping[TopicPartition, int] | None = None
+    timestamp_strategy: str = "error"  # startingOffsetsByTimestampStrategy: error | latest
+    max_offsets_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+
+
+def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    """Parse the (case-insensitive) option strings Spark hands the source.
+
+    Raises:
+        SparkOptionError: naming the option and what is wrong with it.
+    """
+    opts = {k.lower(): v for k, v in options.items()}
+    path = opts.get("path")
+    if not path:
+        raise SparkOptionError('option "path" (the logfs data directory) is required')
+    strategies = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
+    if len(strategies) != 1:
+        raise SparkOptionError(
+            "exactly one of the options subscribe, subscribePattern, assign must be given"
+            + (f" (got {', '.join(strategies)})" if strategies else "")
+        )
+    subscribe = pattern = assign = None
+    if "subscribe" in opts:
+        subscribe = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
+        if not subscribe:
+            raise SparkOptionError('no topics to subscribe to for option "subscribe"')
+    elif "subscribepattern" in opts:
+        pattern = opts["subscribepattern"].strip()
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise SparkOptionError(f'bad "subscribePattern" {pattern!r}: {e}') from None
+    else:
+        assign = tuple(
+            TopicPartition(t, p)
+            for t, parts in _json(opts["assign"], "assign").items()
+            for p in _partition_list(parts)
+        )
+
+    starting = _offsets_option(opts, "startingoffsets", "latest" if streaming else "earliest")
+    ending = _offsets_option(opts, "endingoffsets", "latest")
+    if streaming:
+        for key in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
+            if key in opts:
+                raise SparkOptionError(f'option "{key}" is not valid in streaming queries')
+    else:
+        if starting == "latest" or isinstance(starting, dict) and LATEST in starting.values():
+            raise SparkOptionError("starting offset can't be latest for batch queries")
+        if ending == "earliest" or isinstance(ending, dict) and EARLIEST in ending.values():
+            raise SparkOptionError("ending offset can't be earliest for batch queries")
+
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise SparkOptionError('"startingOffsetsByTimestampStrategy" must be error or latest')
+    return SourceOptions(
+        path=path,
+        subscribe=subscribe,
+        subscribe_pattern=pattern,
+        assign=assign,
+        starting=starting,
+        ending=ending,
+        starting_timestamp=_timestamp_option(opts, "starting"),
+        ending_timestamp=_timestamp_option(opts, "ending"),
+        timestamp_strategy=strategy,
+        max_offsets_per_trigger=_positive(opts, "maxoffsetspertrigger"),
+        fail_on_data_loss=_bool(opts, "failondataloss", True),
+        include_headers=_bool(opts, "includeheaders", False),
+        min_partitions=_positive(opts, "minpartitions"),
+        max_records_per_partition=_positive(opts, "maxrecordsperpartition"),
+    )
+
+
+def _json(text: str, name: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise SparkOptionError(f'option "{name}" is not valid JSON: {e}') from None
+    if not isinstance(value, dict):
+        raise SparkOptionError(f'option "{name}" must be a JSON object, got {text!r}')
+    return value
+
+
+def _partition_list(parts: Any) -> list[int]:
+    if not isinstance(parts, list) or not all(isinstance(p, int) and p >= 0 for p in parts):
+        raise SparkOptionError(f'option "assign" wants lists of partition numbers, got {parts!r}')
+    return parts
+
+
+def _offsets_option(opts: Mapping[str, str], key: str, default: str) -> str | OffsetMap:
+    text = opts.get(key, default).strip()
+    if text.lower() in ("earliest", "latest"):
+        return text.lower()
+    return {
+        tp: _integer(value, key, low=EARLIEST)
+        for tp, value in _tp_map(_json(text, key), key).items()
+    }
+
+
+def _timestamp_option(opts: Mapping[str, str], which: str) -> int | dict | None:
+    # Kafka: <which>Timestamp (all partitions) wins over <which>OffsetsByTimestamp (JSON).
+    if f"{which}timestamp" in opts:
+        return _integer(opts[f"{which}timestamp"], f"{which}Timestamp", low=0)
+    key = f"{which}offsetsbytimestamp"
+    if key in opts:
+        return {
+            tp: _integer(v, key, low=0) for tp, v in _tp_map(_json(opts[key], key), key).items()
+        }
+    return None
+
+
+def _tp_map(obj: dict, key: str) -> dict[TopicPartition, Any]:
+    out = {}
+    for topic, parts in obj.items():
+        if not isinstance(parts, dict):
+            raise SparkOptionError(f'option "{key}": {topic!r} must map partitions to values')
+        for p, value in parts.items():
+            out[TopicPartition(topic, _integer(p, key, low=0))] = value
+    return out
+
+
+def _integer(value: Any, name: str, *, low: int) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise SparkOptionError(f'option "{name}": {value!r} is not an integer') from None
+    if number < low:
+        raise SparkOptionError(f'option "{name}": {number} is below {low}')
+    return number
+
+
+def _positive(opts: Mapping[str, str], key: str) -> int | None:
+    return _integer(opts[key], key, low=1) if key in opts else None
+
+
+def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
+    text = opts.get(key, str(default)).strip().lower()
+    if text not in ("true", "false"):
+        raise SparkOptionError(f'option "{key}" must be true or false, got {text!r}')
+    return text == "true"
+
+
+# ---------------------------------------------------------------- resolving against a store
+
+
+def subscribed(store: Any, options: SourceOptions) -> list[TopicPartition]:
+    """The topic-partitions the options select that exist now, sorted."""
+    topics = store.topics()
+    if options.assign is not None:
+        missing = [tp for tp in options.assign if tp.partition >= topics.get(tp.topic, 0)]
+        if missing:
+            raise SparkOptionError(f"assigned partitions do not exist: {_names(missing)}")
+        return sorted(set(options.assign))
+    if options.subscribe is not None:
+        names = [t for t in options.subscribe if t in topics]
+    else:
+        names = [t for t in topics if re.fullmatch(options.subscribe_pattern, t)]
+    return sorted(TopicPartition(t, p) for t in set(names) for p in range(topics[t]))
+
+
+def resolve(
+    store: Any,
+    tps: list[TopicPartition],
+    spec: str | OffsetMap,
+    timestamps: int | Mapping[TopicPartition, int] | None,
+    options: SourceOptions,
+    *,
+    ending: bool = False,
+) -> OffsetMap:
+    """Real offsets for ``tps`` from an offsets or timestamps option, as the Kafka source does."""
+    if timestamps is not None:
+        by_tp = timestamps if not isinstance(timestamps, int) else dict.fromkeys(tps, timestamps)
+        _check_same_partitions(by_tp, tps, "OffsetsByTimestamp")
+        return {tp: _offset_for_time(store.log(*tp), by_tp[tp], options, ending) for tp in tps}
+    if isinstance(spec, str):
+        spec = dict.fromkeys(tps, EARLIEST if spec == "earliest" else LATEST)
+    else:
+        _check_same_partitions(spec, tps, "Offsets")
+    out = {}
+    for tp in tps:
+        log = store.log(*tp)
+        offset = spec[tp]
+        if offset == EARLIEST:
+            offset = log.log_start_offset
+        elif offset == LATEST:
+            offset = log.next_offset
+        elif offset < log.log_start_offset:
+            if options.fail_on_data_loss and not ending:
+                raise DataLossError(
+                    f"offset {offset} of {tp.topic}-{tp.partition} is before its log start "
+                    f"offset {log.log_start_offset} (deleted by retention). {DATA_LOSS_HINT}"
+                )
+            offset = log.log_start_offset
+        out[tp] = offset
+    return out
+
+
+def _offset_for_time(log: Any, timestamp: int, options: SourceOptions, ending: bool) -> int:
+    offset = log.offset_for_time(timestamp)
+    if offset is not None:
+        return offset
+    if ending or options.timestamp_strategy == "latest":
+        return log.next_offset
+    raise SparkOptionError(
+        f"no offset of {log.topic}-{log.partition} has a timestamp >= {timestamp}; "
+        'set "startingOffsetsByTimestampStrategy" to "latest" to start at the end'
+    )
+
+
+def _check_same_partitions(spec: Mapping, tps: list[TopicPartition], kind: str) -> None:
+    if set(spec) != set(tps):
+        raise SparkOptionError(
+            f"specific offsets (starting/ending{kind}) must name every subscribed partition, "
+            f"and no other (use -1 for latest, -2 for earliest). Specified: {_names(spec)}; "
+            f"subscribed: {_names(tps)}"
+        )
+
+
+def _names(tps: Any) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in sorted(tps)) or "none"
+
+
+def batch_ranges(store: Any, options: SourceOptions) -> list[OffsetRange]:
+    """The offset ranges of a batch query, split for parallelism."""
+    tps = subscribed(store, options)
+    start = resolve(store, tps, options.starting, options.starting_timestamp, options)
+    end = resolve(store, tps, options.ending, options.ending_timestamp, options, ending=True)
+    ranges = []
+    for tp in tps:
+        if start[tp] > end[tp]:
+            raise SparkOptionError(
+                f"starting offset {start[tp]} is after ending offset {end[tp]} "
+                f"for {tp.topic}-{tp.partition}"
+            )
+        ranges.append(OffsetRange(tp.topic, tp.partition, start[tp], end[tp]))
+    return split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+
+
+def split_ranges(
+    ranges: list[OffsetRange], min_partitions: int | None, max_records: int | None
+) -> list[OffsetRange]:
+    """Kafka's KafkaOffsetRangeCalculator: drop empty ranges, cut each into pieces of at most
+    ``max_records``, then cut the large ones further until there are ``min_partitions``."""
+    ranges = [r for r in ranges if r.size > 0]
+    if max_records is not None:
+        ranges = [piece for r in ranges for piece in _divide(r, math.ceil(r.size / max_records))]
+    if min_partitions is not None and len(ranges) < min_partitions:
+        ideal = sum(r.size for r in ranges) / min_partitions
+        ranges = [piece for r in ranges for piece in _divide(r, max(round(r.size / ideal), 1))]
+    return ranges
+
+
+def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    out, start, remaining = [], r.start, r.size
+    for part in range(parts):
+        size = remaining // (parts - part)  # the last piece takes the rounding
+        remaining -= size
+        if size:
+            out.append(r._replace(start=start, end=start + size))
+        start += size
+    return out
+
+
+def rate_limit(limit: int, start: OffsetMap, end: OffsetMap, earliest: OffsetMap) -> OffsetMap:
+    """Kafka's maxOffsetsPerTrigger: share ``limit`` offsets between the partitions in
+    proportion to their backlog, never starving a small one (``earliest`` starts new ones)."""
+    sizes = {}
+    for tp, until in end.items():
+        size = until - start.get(tp, earliest.get(tp, until))
+        if size > 0:
+            sizes[tp] = size
+    total = sum(sizes.values())
+    if total < 1:
+        return dict(end)
+    out = {}
+    for tp, until in end.items():
+        if tp not in sizes:
+            out[tp] = until
+            continue
+        prorate = limit * (sizes[tp] / total)
+        step = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
+        out[tp] = min(until, start.get(tp, earliest.get(tp, until)) + step)
+    return out
+
+
+# ---------------------------------------------------------------- streaming offsets as JSON
+
+
+def to_json(offsets: OffsetMap) -> dict[str, dict[str, int]]:
+    """The stream offset form of an offset map: topics and partitions sorted."""
+    out: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
+    return out
+
+
+def from_json(offset: Mapping[str, Mapping[str, int]]) -> OffsetMap:
+    return {TopicPartition(t, int(p)): int(o) for t, ps in offset.items() for p, o in ps.items()}

@@ -1,0 +1,329 @@
+"""A data directory: topics, partitions, checkpoints and topic configuration.
+
+Layout (Kafka's, so a broker's log directory opens too)::
+
+    DATA/
+      <topic>-<partition>/                 one Log each (see log.py)
+      recovery-point-offset-checkpoint     per partition: offsets below are fsynced
+      log-start-offset-checkpoint          per partition: first offset not deleted
+      config/<topic>.properties            the topic's own settings, key=value lines
+      .lock                                flock'd by the one process writing DATA
+
+Checkpoint files are Kafka's text format: a version line (0), a count line,
+then one ``<topic> <partition> <offset>`` line per partition. They are
+replaced atomically (write, fsync, rename, fsync the directory). A missing or
+garbled checkpoint only costs time: every partition is then recovered from
+offset 0.
+
+Anything else in DATA or a partition directory (Kafka's meta.properties,
+leader-epoch-checkpoint, partition.metadata, .snapshot and .txnindex files,
+``-delete``/``-future`` directories) is left alone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from .config import TopicConfig, parse_properties, read_properties, write_properties
+from .errors import (
+    InvalidConfigError,
+    InvalidTopicError,
+    LogfsError,
+    ReadOnlyError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from .log import Log
+
+logger = logging.getLogger(__name__)
+
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+CONFIG_DIR = "config"
+LOCK_FILE = ".lock"
+
+LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_TOPIC_LENGTH = 249
+PARTITION_DIR = re.compile(r"(.+)-(0|[1-9][0-9]*)")
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's topic name rules; raises `InvalidTopicError`."""
+    if name in ("", ".", ".."):
+        raise InvalidTopicError(f"topic name {name!r} is not allowed")
+    if len(name) > MAX_TOPIC_LENGTH:
+        raise InvalidTopicError(
+            f"topic name is {len(name)} characters, at most {MAX_TOPIC_LENGTH} allowed"
+        )
+    if not LEGAL_TOPIC.fullmatch(name):
+        raise InvalidTopicError(
+            f"topic name {name!r} may only contain ASCII letters, digits, '.', '_' and '-'"
+        )
+
+
+def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """Kafka's offset checkpoint file; {} (and a warning) if missing or garbled."""
+    try:
+        lines = path.read_text().splitlines()
+        if lines[0].strip() != "0":
+            raise ValueError(f"version {lines[0]!r}")
+        count = int(lines[1])
+        entries = {}
+        for line in lines[2 : 2 + count]:
+            topic, partition, offset = line.split(" ")
+            entries[(topic, int(partition))] = int(offset)
+        if len(entries) != count:
+            raise ValueError(f"{len(entries)} entries, header says {count}")
+        return entries
+    except FileNotFoundError:
+        return {}
+    except (ValueError, IndexError, UnicodeDecodeError) as e:
+        logger.warning("%s is garbled (%s); recovering every partition", path, e)
+        return {}
+
+
+def write_checkpoint(path: Path, entries: Mapping[tuple[str, int], int]) -> None:
+    lines = ["0", str(len(entries))] + [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
+    _replace_file(path, "\n".join(lines) + "\n")
+
+
+def _replace_file(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Store:
+    """A data directory of topic-partition logs.
+
+    A writable store holds an exclusive lock on ``DATA/.lock``; a read-only
+    store takes no lock, never writes, and treats a torn tail as the end of
+    the log, so it can read beside a live writer.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        defaults: Mapping[str, str] | None = None,
+        read_only: bool = False,
+        lock_timeout: float = 0.0,
+    ) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        self.defaults = {k: str(v) for k, v in (defaults or {}).items()}
+        TopicConfig.from_properties(defaults=self.defaults)  # validate early
+        self._lock_fd = -1
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._overrides: dict[str, dict[str, str]] = {}
+        if read_only:
+            if not self.path.is_dir():
+                raise LogfsError(f"{self.path}: no such data directory")
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._lock(lock_timeout)
+        try:
+            self._open_logs()
+        except BaseException:
+            self.close()
+            raise
+
+    def _lock(self, timeout: float) -> None:
+        self._lock_fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(self._lock_fd)
+                    self._lock_fd = -1
+                    raise LogfsError(
+                        f"{self.path} is in use by another logfs process (a mount or a writer)"
+                    ) from None
+                time.sleep(0.05)
+
+    def _open_logs(self) -> None:
+        recovery = read_checkpoint(self.path / RECOVERY_POINT_FILE)
+        starts = read_checkpoint(self.path / LOG_START_FILE)
+        config_dir = self.path / CONFIG_DIR
+        if config_dir.is_dir():
+            for path in config_dir.glob("*.properties"):
+                self._overrides[path.stem] = read_properties(path.read_text())
+        for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
+            match = PARTITION_DIR.fullmatch(entry.name)
+            if not match or not entry.is_dir():
+                continue
+            topic, partition = match.group(1), int(match.group(2))
+            tp = (topic, partition)
+            self._logs[tp] = Log(
+                entry.path,
+                topic,
+                partition,
+                self._config(topic),
+                recovery_point=recovery.get(tp, 0),
+                log_start_offset=starts.get(tp, 0),
+                writable=not self.read_only,
+            )
+        if not self.read_only:
+            self.checkpoint()
+
+    def _config(self, topic: str) -> TopicConfig:
+        try:
+            return TopicConfig.from_properties(self._overrides.get(topic), self.defaults)
+        except InvalidConfigError as e:
+            logger.warning("config/%s.properties: %s; using defaults", topic, e)
+            return TopicConfig.from_properties(defaults=self.defaults)
+
+    def _require_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"{self.path} is open read-only")
+
+    # ------------------------------------------------------------ topics
+
+    def topics(self) -> dict[str, int]:
+        """Topic name -> number of partitions, sorted by name."""
+        counts: dict[str, int] = {}
+        for topic, _ in self._logs:
+            counts[topic] = counts.get(topic, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def partitions(self, topic: str) -> list[int]:
+        parts = sorted(p for t, p in self._logs if t == topic)
+        if not parts:
+            raise UnknownTopicError(f"unknown topic {topic!r}")
+        return parts
+
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
+    ) -> None:
+        """Create a topic with ``partitions`` empty partitions."""
+        self._require_writable()
+        validate_topic_name(name)
+        if partitions < 1:
+            raise InvalidConfigError(f"a topic needs at least one partition, not {partitions}")
+        if name in self.topics():
+            raise TopicExistsError(f"topic {name!r} already exists")
+        overrides = {k: str(v) for k, v in (config or {}).items()}
+        parse_properties(overrides)
+        self._write_overrides(name, overrides)
+        self._add_logs(name, range(partitions))
+
+    def add_partitions(self, name: str, total: int) -> None:
+        """Grow a topic to ``total`` partitions."""
+        self._require_writable()
+        current = self.partitions(name)
+        if total <= len(current):
+            raise InvalidConfigError(f"topic {name!r} already has {len(current)} partitions")
+        self._add_logs(name, range(max(current) + 1, max(current) + 1 + total - len(current)))
+
+    def _add_logs(self, name: str, partitions: range) -> None:
+        config = self._config(name)
+        for p in partitions:
+            self._logs[(name, p)] = Log(self.path / f"{name}-{p}", name, p, config)
+        _fsync_dir(self.path)
+        self.checkpoint()
+
+    def delete_topic(self, name: str) -> None:
+        self._require_writable()
+        for p in self.partitions(name):
+            self._logs.pop((name, p)).delete()
+        self._overrides.pop(name, None)
+        (self.path / CONFIG_DIR / f"{name}.properties").unlink(missing_ok=True)
+        _fsync_dir(self.path)
+        self.checkpoint()
+
+    def topic_config(self, name: str) -> TopicConfig:
+        self.partitions(name)
+        return self._config(name)
+
+    def topic_overrides(self, name: str) -> dict[str, str]:
+        self.partitions(name)
+        return dict(self._overrides.get(name, {}))
+
+    def set_topic_config(self, name: str, overrides: Mapping[str, str]) -> None:
+        """Replace the topic's own settings; validated before anything changes."""
+        self._require_writable()
+        self.partitions(name)
+        overrides = {k: str(v) for k, v in overrides.items()}
+        config = TopicConfig.from_properties(overrides, self.defaults)
+        self._write_overrides(name, overrides)
+        for p in self.partitions(name):
+            self._logs[(name, p)].config = config
+            for segment in self._logs[(name, p)].segments:
+                segment.config = config
+
+    def _write_overrides(self, name: str, overrides: dict[str, str]) -> None:
+        path = self.path / CONFIG_DIR / f"{name}.properties"
+        if overrides:
+            path.parent.mkdir(exist_ok=True)
+            _replace_file(path, write_properties(overrides))
+        else:
+            path.unlink(missing_ok=True)
+        self._overrides[name] = overrides
+
+    # ------------------------------------------------------------ logs
+
+    def log(self, topic: str, partition: int) -> Log:
+        try:
+            return self._logs[(topic, int(partition))]
+        except (KeyError, ValueError):
+            raise UnknownTopicError(f"unknown topic-partition {topic}-{partition}") from None
+
+    def logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def flush(self) -> None:
+        for log in self._logs.values():
+            log.flush()
+
+    def checkpoint(self) -> None:
+        """Write both checkpoint files from the logs' current state."""
+        if self.read_only:
+            return
+        write_checkpoint(
+            self.path / RECOVERY_POINT_FILE,
+            {tp: log.recovery_point for tp, log in self._logs.items()},
+        )
+        write_checkpoint(
+            self.path / LOG_START_FILE, {tp: log.log_start_offset for tp, log in self._logs.items()}
+        )
+
+    def close(self) -> None:
+        """Flush, checkpoint and release the lock (idempotent)."""
+        try:
+            if not self.read_only and self._lock_fd >= 0:
+                self.flush()
+                self.checkpoint()
+        finally:
+            for log in self._logs.values():
+                log.close()
+            self._logs.clear()
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
+                self._lock_fd = -1
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
