@@ -1,0 +1,180 @@
+"""The ``logfs`` command: mount, unmount and offline tools over a data dir.
+
+Exit codes: 0 success, 1 a problem found or an operation failed (the reason
+on one line of stderr), 2 a usage error (argparse's convention).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .config import InvalidConfigError, read_properties
+from .errors import LogfsError
+from .store import Store
+from .tools import check, dump
+
+
+def _key_values(text: str) -> dict[str, str]:
+    """``a=1,b=2`` or repeated ``-o a=1 -o b=2`` into a dict; bare words map to ''."""
+    options = {}
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        options[key.strip()] = value
+    return options
+
+
+def _configs(items: list[str]) -> dict[str, str]:
+    configs = {}
+    for item in items or []:
+        if "=" not in item:
+            raise InvalidConfigError(f"--config takes key=value, got {item!r}")
+        configs.update(read_properties(item))
+    return configs
+
+
+def cmd_create(args) -> int:
+    with Store(args.data) as store:
+        store.create_topic(args.topic, args.partitions, _configs(args.config))
+    print(f"Created topic {args.topic} with {args.partitions} partition(s).")
+    return 0
+
+
+def cmd_list(args) -> int:
+    with Store(args.data, read_only=True) as store:
+        for topic in store.topics():
+            print(topic)
+    return 0
+
+
+def cmd_describe(args) -> int:
+    with Store(args.data, read_only=True) as store:
+        topics = [args.topic] if args.topic else list(store.topics())
+        out = []
+        for topic in topics:
+            partitions = []
+            for p in store.partitions(topic):
+                log = store.log(topic, p)
+                partitions.append(
+                    {
+                        "partition": p,
+                        "log_start_offset": log.log_start_offset,
+                        "next_offset": log.next_offset,
+                        "recovery_point": log.recovery_point,
+                        "segments": len(log.segments),
+                        "size_bytes": log.size_bytes,
+                    }
+                )
+            out.append(
+                {"topic": topic, "config": store.topic_overrides(topic), "partitions": partitions}
+            )
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    for topic in out:
+        overrides = ",".join(f"{k}={v}" for k, v in sorted(topic["config"].items()))
+        print(f"Topic: {topic['topic']}\tPartitionCount: {len(topic['partitions'])}\tConfigs: {overrides}")
+        for p in topic["partitions"]:
+            print(
+                f"\tTopic: {topic['topic']}\tPartition: {p['partition']}\t"
+                f"LogStartOffset: {p['log_start_offset']}\tLogEndOffset: {p['next_offset']}\t"
+                f"RecoveryPoint: {p['recovery_point']}\tSegments: {p['segments']}\tSize: {p['size_bytes']}"
+            )
+    return 0
+
+
+def cmd_dump(args) -> int:
+    for line in dump(args.files, print_data=args.print_data_log, verify_index=args.index_sanity_check):
+        print(line)
+    return 0
+
+
+def cmd_check(args) -> int:
+    problems = check(args.data, repair=args.repair)
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"{len(problems)} problem(s) found", file=sys.stderr)
+        return 1
+    print("repaired: no problems remain" if args.repair else "no problems found")
+    return 0
+
+
+def cmd_mount(args) -> int:
+    from .mount import mount
+
+    options: dict[str, str] = {}
+    for item in args.options or []:
+        options.update(_key_values(item))
+    return mount(args.data, args.mountpoint, options, foreground=args.foreground)
+
+
+def cmd_umount(args) -> int:
+    from .mount import umount
+
+    return umount(args.mountpoint)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="logfs", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("mount", help="mount a data directory")
+    p.add_argument("data")
+    p.add_argument("mountpoint")
+    p.add_argument("-f", "--foreground", action="store_true", help="stay attached, log to stderr")
+    p.add_argument("-o", dest="options", action="append", metavar="KEY=VALUE,...",
+                   help="mount options and topic-config defaults")  # fmt: skip
+    p.set_defaults(func=cmd_mount)
+
+    p = sub.add_parser("umount", help="flush, checkpoint and unmount")
+    p.add_argument("mountpoint")
+    p.set_defaults(func=cmd_umount)
+
+    p = sub.add_parser("create", help="create a topic in a data directory")
+    p.add_argument("data")
+    p.add_argument("topic")
+    p.add_argument("--partitions", type=int, default=1)
+    p.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic setting")
+    p.set_defaults(func=cmd_create)
+
+    p = sub.add_parser("list", help="list topics")
+    p.add_argument("data")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("describe", help="partitions, offsets and settings of topics")
+    p.add_argument("data")
+    p.add_argument("topic", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_describe)
+
+    p = sub.add_parser("dump", help="print segment files like kafka-dump-log")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--print-data-log", action="store_true", help="also print each record")
+    p.add_argument("--index-sanity-check", action="store_true", help="check index entries")
+    p.set_defaults(func=cmd_dump)
+
+    p = sub.add_parser("check", help="validate a data directory (offline)")
+    p.add_argument("data")
+    p.add_argument("--repair", action="store_true", help="truncate bad tails, rebuild indexes")
+    p.set_defaults(func=cmd_check)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except LogfsError as e:
+        print(f"logfs {args.command}: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"logfs {args.command}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
