@@ -1,0 +1,75 @@
+import bisect
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from logfs.errors import CorruptIndexError
+from logfs.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, OffsetPosition, TimeIndex
+
+
+def test_entry_layouts():
+    assert OFFSET_ENTRY.itemsize == 8
+    assert TIME_ENTRY.itemsize == 12
+
+
+def test_empty_index_answers_base(tmp_path):
+    index = OffsetIndex(str(tmp_path / "x.index"), 100, 1 << 20, writable=True)
+    assert index.lookup(150) == OffsetPosition(100, 0)
+
+
+@given(st.lists(st.integers(1, 1000), min_size=1, max_size=200, unique=True), st.integers(0, 1200))
+def test_lookup_is_largest_lower_bound(tmp_path_factory, deltas, target):
+    path = tmp_path_factory.mktemp("idx") / "00000000000000000050.index"
+    index = OffsetIndex(str(path), 50, 1 << 20, writable=True)
+    offsets = sorted(50 + d for d in deltas)
+    for i, offset in enumerate(offsets):
+        index.append(offset, i * 10)
+    index.close()
+    reloaded = OffsetIndex(str(path), 50, 1 << 20, writable=False)
+    reloaded.load()
+    i = bisect.bisect_right(offsets, 50 + target) - 1
+    expected = OffsetPosition(offsets[i], i * 10) if i >= 0 else OffsetPosition(50, 0)
+    assert reloaded.lookup(50 + target) == expected
+
+
+def test_file_format_is_big_endian_relative(tmp_path):
+    path = tmp_path / "00000000000000001000.index"
+    index = OffsetIndex(str(path), 1000, 1 << 20, writable=True)
+    index.append(1005, 4200)
+    index.close()
+    assert path.read_bytes() == (5).to_bytes(4, "big") + (4200).to_bytes(4, "big")
+    tpath = tmp_path / "00000000000000001000.timeindex"
+    tindex = TimeIndex(str(tpath), 1000, 1 << 20, writable=True)
+    tindex.maybe_append(1_700_000_000_000, 1005)
+    tindex.maybe_append(1_600_000_000_000, 1006)  # not larger: no entry
+    tindex.close()
+    assert tpath.read_bytes() == (1_700_000_000_000).to_bytes(8, "big") + (5).to_bytes(4, "big")
+
+
+def test_kafka_preallocated_zero_tail_is_ignored(tmp_path):
+    path = tmp_path / "00000000000000000000.index"
+    entries = np.array([(10, 4100), (20, 8300)], dtype=OFFSET_ENTRY).tobytes()
+    path.write_bytes(entries + bytes(8 * 1000))
+    index = OffsetIndex(str(path), 0, 10 << 20, writable=False)
+    index.load()
+    assert len(index) == 2 and index.lookup(25) == OffsetPosition(20, 8300)
+
+
+def test_out_of_order_or_partial_index_is_corrupt(tmp_path):
+    path = tmp_path / "00000000000000000000.index"
+    path.write_bytes(np.array([(20, 8300), (10, 4100)], dtype=OFFSET_ENTRY).tobytes())
+    with pytest.raises(CorruptIndexError, match="order"):
+        OffsetIndex(str(path), 0, 1 << 20, writable=False).load()
+    path.write_bytes(bytes(13))
+    with pytest.raises(CorruptIndexError, match="multiple"):
+        OffsetIndex(str(path), 0, 1 << 20, writable=False).load()
+
+
+def test_full_index(tmp_path):
+    index = OffsetIndex(str(tmp_path / "a.index"), 0, 16, writable=True)
+    index.append(1, 10)
+    assert not index.is_full
+    index.append(2, 20)
+    assert index.is_full
