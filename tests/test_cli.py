@@ -1,0 +1,66 @@
+import subprocess
+import sys
+
+from logfs import Store
+from logfs.record import HEADER_SIZE, read_header
+
+
+def logfs(*args, check=True):
+    proc = subprocess.run(
+        [sys.executable, "-m", "logfs.cli", *map(str, args)], capture_output=True, text=True
+    )
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_create_list_describe(tmp_path):
+    logfs("create", tmp_path, "orders", "--partitions", "2", "--config", "flush.ms=10")
+    assert logfs("list", tmp_path).stdout == "orders\n"
+    out = logfs("describe", tmp_path, "orders").stdout
+    assert "PartitionCount: 2" in out and "flush.ms=10" in out and "LogEndOffset: 0" in out
+
+
+def test_user_errors_are_one_line_without_traceback(tmp_path):
+    cases = [
+        ("create", tmp_path, "bad name"),
+        ("create", tmp_path, "t", "--config", "nope=1"),
+        ("describe", tmp_path / "missing"),
+        ("dump", tmp_path / "missing.log"),
+        ("check", tmp_path / "missing"),
+    ]
+    for args in cases:
+        proc = logfs(*args, check=False)
+        assert proc.returncode == 1, args
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert logfs("frobnicate", check=False).returncode == 2
+
+
+def test_dump_and_check_and_repair(tmp_path):
+    with Store(tmp_path) as store:
+        store.create_topic("t", 1, {"index.interval.bytes": "100", "compression.type": "gzip"})
+        for i in range(40):
+            store.log("t", 0).append([b"line %d" % i, b"k\tv"])
+    seg = tmp_path / "t-0" / "00000000000000000000.log"
+    out = logfs("dump", seg, "--print-data-log").stdout.splitlines()
+    assert out[0] == f"Dumping {seg}"
+    batches = [line for line in out if line.startswith("baseOffset:")]
+    assert len(batches) == 40 and all("isvalid: true" in b and "compresscodec: gzip" in b for b in batches)
+    assert out[7].startswith("| offset: 3 ") and out[7].endswith("payload: k\tv")
+    index = logfs("dump", seg.with_suffix(".index"), "--index-sanity-check").stdout
+    assert "offset:" in index and "MISMATCH" not in index
+    assert logfs("check", tmp_path).stdout == "no problems found\n"
+
+    blob = bytearray(seg.read_bytes())
+    middle = read_header(blob).size * 20  # the 21st batch: equal sizes
+    blob[middle + HEADER_SIZE + 5] ^= 0x55  # inside its compressed records
+    seg.write_bytes(bytes(blob))
+    proc = logfs("check", tmp_path, check=False)
+    assert proc.returncode == 1 and "t-0" in proc.stdout
+    assert "isvalid: false" in logfs("dump", seg).stdout
+    proc = logfs("check", tmp_path, "--repair")
+    assert "no problems remain" in proc.stdout
+    with Store(tmp_path, read_only=True) as store:
+        log = store.log("t", 0)
+        assert 0 < log.next_offset < 80
+        assert [r.value for r in log.scan()][:2] == [b"line 0", b"k\tv"]
