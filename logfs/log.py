@@ -51,9 +51,10 @@ logger = logging.getLogger(__name__)
 # lengths, header count (varints of at most 5 or 10 bytes).
 RECORD_OVERHEAD = 1 + 5 + 10 + 5 + 5 + 5 + 5
 HEADER_OVERHEAD = 10
-# Appends are cut into batches of about this many bytes: big enough to make
-# per-batch costs vanish, small enough that reading one record stays cheap.
-TARGET_BATCH_BYTES = 256 * 1024
+# Appends are cut into batches of about this many bytes (the Kafka producer's
+# batch.size): big enough that per-batch costs fade, small enough that
+# reading one record decodes little.
+TARGET_BATCH_BYTES = 16 * 1024
 
 
 def now_ms() -> int:
