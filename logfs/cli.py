@@ -74,18 +74,24 @@ def cmd_describe(args) -> int:
         return 0
     for topic in out:
         overrides = ",".join(f"{k}={v}" for k, v in sorted(topic["config"].items()))
-        print(f"Topic: {topic['topic']}\tPartitionCount: {len(topic['partitions'])}\tConfigs: {overrides}")
+        print(
+            f"Topic: {topic['topic']}\tPartitionCount: {len(topic['partitions'])}\t"
+            f"Configs: {overrides}"
+        )
         for p in topic["partitions"]:
             print(
                 f"\tTopic: {topic['topic']}\tPartition: {p['partition']}\t"
                 f"LogStartOffset: {p['log_start_offset']}\tLogEndOffset: {p['next_offset']}\t"
-                f"RecoveryPoint: {p['recovery_point']}\tSegments: {p['segments']}\tSize: {p['size_bytes']}"
+                f"RecoveryPoint: {p['recovery_point']}\tSegments: {p['segments']}\t"
+                f"Size: {p['size_bytes']}"
             )
     return 0
 
 
 def cmd_dump(args) -> int:
-    for line in dump(args.files, print_data=args.print_data_log, verify_index=args.index_sanity_check):
+    for line in dump(
+        args.files, print_data=args.print_data_log, verify_index=args.index_sanity_check
+    ):
         print(line)
     return 0
 

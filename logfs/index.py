@@ -25,6 +25,7 @@ tails are read by dropping the zero entries.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import NamedTuple
 
@@ -139,10 +140,8 @@ class _Index:
     def delete(self) -> None:
         self._pending.clear()
         self.close()
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
     # ------------------------------------------------------------ mutation
 
@@ -226,7 +225,8 @@ class OffsetIndex(_Index):
         """Raise `CorruptIndexError` if an entry points outside the log."""
         if self._count and self._values[self._count - 1] >= max(log_size, 1):
             raise CorruptIndexError(
-                f"{self.path}: entry points at position {self.last.position}, log is {log_size} bytes"
+                f"{self.path}: entry points at position {self.last.position}, "
+                f"log is {log_size} bytes"
             )
 
 

@@ -233,7 +233,8 @@ class Log:
             if len(batch) > limit:
                 if end - start == 1:
                     raise RecordTooLargeError(
-                        f"record of {len(batch)} bytes (as a batch) exceeds max.message.bytes={limit}"
+                        f"record of {len(batch)} bytes (as a batch) exceeds "
+                        f"max.message.bytes={limit}"
                     )
                 middle = (start + end) // 2  # a compressed batch came out larger than estimated
                 out += self._encode_pieces(

@@ -373,7 +373,8 @@ def _decode_body(body: bytes, header: BatchHeader) -> list[Record]:
         records.append(Record(base_offset + offset_delta, timestamp, key, value, rec_headers))
     if pos != len(body):
         raise CorruptRecordError(
-            f"batch at offset {base_offset}: {len(body) - pos} bytes after {header.records_count} records"
+            f"batch at offset {base_offset}: {len(body) - pos} bytes after "
+            f"{header.records_count} records"
         )
     return records
 

@@ -40,7 +40,9 @@ def _batches(path: Path) -> Iterator[tuple[int, BatchHeader | None, bytes, str]]
         batch = data[position : position + header.size]
         problem = ""
         if len(batch) < header.size:
-            problem = f"batch at position {position} is truncated ({len(batch)} of {header.size} bytes)"
+            problem = (
+                f"batch at position {position} is truncated ({len(batch)} of {header.size} bytes)"
+            )
         yield position, header, batch, problem
         if problem:
             return
@@ -63,8 +65,9 @@ def dump_log(path: Path, *, print_data: bool = False) -> Iterator[str]:
             f"partitionLeaderEpoch: {header.partition_leader_epoch} "
             f"isTransactional: {str(header.is_transactional).lower()} "
             f"isControl: {str(header.is_control).lower()} position: {position} "
-            f"{'LogAppendTime' if header.timestamp_type else 'CreateTime'}: {header.max_timestamp} "
-            f"size: {header.size} magic: {header.magic} compresscodec: {NAMES.get(header.codec, header.codec)} "
+            f"{_time_type(header)}: {header.max_timestamp} "
+            f"size: {header.size} magic: {header.magic} "
+            f"compresscodec: {NAMES.get(header.codec, header.codec)} "
             f"crc: {header.crc} isvalid: {str(valid).lower()}"
         )
         if problem:
@@ -74,13 +77,17 @@ def dump_log(path: Path, *, print_data: bool = False) -> Iterator[str]:
             for record in decode_records(batch, header):
                 yield (
                     f"| offset: {record.offset} "
-                    f"{'LogAppendTime' if header.timestamp_type else 'CreateTime'}: {record.timestamp} "
+                    f"{_time_type(header)}: {record.timestamp} "
                     f"keySize: {-1 if record.key is None else len(record.key)} "
                     f"valueSize: {-1 if record.value is None else len(record.value)} "
                     f"headerKeys: [{','.join(k for k, _ in record.headers)}]"
                     + (f" key: {_text(record.key)}" if record.key is not None else "")
                     + f" payload: {_text(record.value)}"
                 )
+
+
+def _time_type(header: BatchHeader) -> str:
+    return "LogAppendTime" if header.timestamp_type else "CreateTime"
 
 
 def _text(data: bytes | None) -> str:
@@ -108,7 +115,9 @@ def dump_index(path: Path, *, verify: bool = False) -> Iterator[str]:
         yield line
 
 
-def dump(paths: list[str], *, print_data: bool = False, verify_index: bool = False) -> Iterator[str]:
+def dump(
+    paths: list[str], *, print_data: bool = False, verify_index: bool = False
+) -> Iterator[str]:
     for name in paths:
         path = Path(name)
         if not path.is_file():
@@ -152,8 +161,14 @@ def _problems(path: Path) -> list[str]:
             for position, header, batch, problem in _batches(log_path):
                 if header is not None and not problem and computed_crc(batch) != header.crc:
                     problem = f"batch at position {position}: crc mismatch"
-                if header is not None and next_offset is not None and header.base_offset < next_offset:
-                    problem = f"batch at position {position}: offset {header.base_offset} goes backwards"
+                if (
+                    header is not None
+                    and next_offset is not None
+                    and header.base_offset < next_offset
+                ):
+                    problem = (
+                        f"batch at position {position}: offset {header.base_offset} goes backwards"
+                    )
                 if problem:
                     problems.append(f"{log_path}: {problem}")
                     break
@@ -172,7 +187,9 @@ def _index_problems(log_path: Path, topic: str, partition: int) -> list[str]:
         for i in range(len(index)):
             offset, position = index.entry(i)
             if expected.get(offset) != position:
-                return [f"{segment.index_path}: entry ({offset}, {position}) does not match the log"]
+                return [
+                    f"{segment.index_path}: entry ({offset}, {position}) does not match the log"
+                ]
     except (CorruptIndexError, CorruptRecordError) as e:
         return [f"{topic}-{partition}: {e}"]
     finally:

@@ -45,7 +45,8 @@ def test_dump_and_check_and_repair(tmp_path):
     out = logfs("dump", seg, "--print-data-log").stdout.splitlines()
     assert out[0] == f"Dumping {seg}"
     batches = [line for line in out if line.startswith("baseOffset:")]
-    assert len(batches) == 40 and all("isvalid: true" in b and "compresscodec: gzip" in b for b in batches)
+    assert len(batches) == 40
+    assert all("isvalid: true" in b and "compresscodec: gzip" in b for b in batches)
     assert out[7].startswith("| offset: 3 ") and out[7].endswith("payload: k\tv")
     index = logfs("dump", seg.with_suffix(".index"), "--index-sanity-check").stdout
     assert "offset:" in index and "MISMATCH" not in index

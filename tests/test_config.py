@@ -54,7 +54,8 @@ def test_properties_round_trip_keeps_tabs_and_spaces():
 
 
 ROLL = [
-    # segment_size, batch_size, age, index_full, overflow -> roll?  (segment.bytes=1000, segment.ms=100)
+    # segment size, batch size, age, index full, overflow -> roll?
+    # (segment.bytes=1000, segment.ms=100)
     (0, 5000, 0, False, False, False),  # an empty segment takes any batch
     (500, 500, 0, False, False, False),
     (501, 500, 0, False, False, True),

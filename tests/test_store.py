@@ -101,7 +101,8 @@ def test_kafka_broker_log_dir_opens_read_only(tmp_path):
     part.mkdir(parents=True)
     (data / "meta.properties").write_text("version=1\nbroker.id=0\ncluster.id=abc\n")
     (data / "cleaner-offset-checkpoint").write_text("0\n0\n")
-    (data / "recovery-point-offset-checkpoint").write_text("0\n2\norders 0 9\n__consumer_offsets 0 0\n")
+    checkpoint = "0\n2\norders 0 9\n__consumer_offsets 0 0\n"
+    (data / "recovery-point-offset-checkpoint").write_text(checkpoint)
     (data / "log-start-offset-checkpoint").write_text("0\n1\norders 0 0\n")
     (data / "__consumer_offsets-0").mkdir()
     (data / "__consumer_offsets-0" / "00000000000000000000.log").write_bytes(b"")
@@ -115,8 +116,8 @@ def test_kafka_broker_log_dir_opens_read_only(tmp_path):
     offset = 0
     for codec in range(5):
         records = [
-            (b"k%d" % i if i % 2 else None, b"value %d/%d" % (codec, i), [("h", b"%d" % i)], 1000 + i)
-            for i in range(3)
+            (b"k%d" % i if i % 2 else None, b"value %d/%d" % (codec, i), [("h", b"%d" % i)], ts)
+            for i, ts in enumerate(range(1000, 1003))
         ]
         blob += kafka_batch(offset, records, codec)
         expected += [(offset + i, k, v, tuple(h), ts) for i, (k, v, h, ts) in enumerate(records)]
