@@ -351,6 +351,8 @@ def _decode_body(body: bytes, header: BatchHeader) -> list[Record]:
             value = body[pos : pos + value_len]
             pos += value_len
         count, pos = _read_varint(body, pos)
+        if count < 0:
+            raise CorruptRecordError(f"batch at offset {base_offset}: {count} record headers")
         rec_headers = ()
         if count:
             items = []

@@ -663,11 +663,6 @@ def _record_bytes(*fields: bytes) -> bytes:
     return record.varint(len(rest)) + rest
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="logfs bug: _decode_body reads a negative header count as no headers "
-    "(Kafka and kafka-python reject it); remove this mark with the fix",
-)
 def test_negative_header_count_is_corrupt_as_in_kafka():
     v = record.varint
     body = _record_bytes(b"\0", v(0), v(0), v(-1), v(1), b"x", v(-1))  # header count -1

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Install what logfs needs on Debian or Ubuntu, and nothing that is already there.
+#
+#   sudo bash mount_scripts/install.sh
+#
+# 1. System packages, with apt-get, only those that are missing: FUSE 3 and its
+#    headers (pyfuse3 compiles against them), pkg-config, a C compiler, Python's
+#    headers and venv module, and a Java runtime for Spark when there is no java.
+#    `apt-get update` runs only when something is missing.
+# 2. A virtual environment in the checkout (.venv) holding logfs, editable, with
+#    its test and Spark extras. pip runs only when pyproject.toml has changed
+#    since the last install: a stamp .venv/.installed-<hash of pyproject.toml>.
+#
+# Safe to run again and again; fast (well under a second) when all is in place.
+# Runs unattended (CI=true, no stdin). Environment:
+#   PYTHON   the interpreter that creates .venv (default: python3)
+#   LOGFS_FORCE_PIP=1   run pip even when the stamp matches
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+VENV=$ROOT/.venv
+PYTHON=${PYTHON:-python3}
+
+say() { printf 'install: %s\n' "$*"; }
+die() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
+
+# ------------------------------------------------------------ system packages
+
+missing=()
+need() { missing+=("$@"); }
+
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+    [[ $PYTHON == python3 ]] || die "PYTHON=$PYTHON not found"
+    need python3 python3-venv python3-dev
+else
+    # venv needs ensurepip (Debian splits it into python3-venv), pyfuse3 needs Python.h.
+    "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1 || need python3-venv
+    "$PYTHON" - >/dev/null 2>&1 <<'EOF' || need python3-dev
+import os, sysconfig
+raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))
+EOF
+fi
+command -v fusermount3 >/dev/null 2>&1 || need fuse3
+command -v pkg-config >/dev/null 2>&1 || need pkg-config
+if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists fuse3; then
+    need libfuse3-dev
+fi
+command -v gcc >/dev/null 2>&1 || need gcc
+[[ -e /etc/ssl/certs/ca-certificates.crt ]] || need ca-certificates  # pip's HTTPS
+java_missing=0
+command -v java >/dev/null 2>&1 || java_missing=1
+
+java_package() {
+    # PySpark 4 needs Java 17 or newer; Ubuntu 22.04's default-jre-headless is 11.
+    local dep version
+    dep=$(apt-cache depends default-jre-headless 2>/dev/null | sed -n 's/.*Depends: openjdk-\([0-9]*\)-jre-headless.*/\1/p' | head -n 1)
+    version=${dep:-0}
+    if ((version > 0 && version < 17)) && apt-cache show openjdk-17-jre-headless >/dev/null 2>&1; then
+        echo openjdk-17-jre-headless
+    else
+        echo default-jre-headless
+    fi
+}
+
+if ((${#missing[@]} > 0 || java_missing)); then
+    what=("${missing[@]}")
+    ((java_missing)) && what+=("a Java runtime")
+    wanted=${what[*]}
+    if ((EUID != 0)); then
+        die "missing system packages ($wanted); run as root: sudo bash mount_scripts/install.sh"
+    fi
+    command -v apt-get >/dev/null 2>&1 || die "missing $wanted and no apt-get: install them by hand"
+    export DEBIAN_FRONTEND=noninteractive
+    log=$(mktemp -t logfs-apt.XXXXXX)
+    apt() {
+        # Wait for a first-boot unattended-upgrades to let go of the dpkg lock.
+        if ! apt-get -o DPkg::Lock::Timeout=300 -o Dpkg::Use-Pty=0 -y -q "$@" >>"$log" 2>&1; then
+            tail -n 20 "$log" >&2
+            die "apt-get $1 failed (full log: $log)"
+        fi
+    }
+    say "apt-get update (missing: $wanted)"
+    apt update
+    ((java_missing)) && missing+=("$(java_package)")
+    say "apt-get install ${missing[*]}"
+    apt install --no-install-recommends "${missing[@]}"
+    rm -f "$log"
+fi
+
+# ------------------------------------------------------------ the virtual environment
+
+if [[ ! -e $VENV ]] || ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
+    "$PYTHON" -c 'import sys; raise SystemExit(sys.version_info < (3, 10))' \
+        || die "logfs needs Python >= 3.10; $PYTHON is older (set PYTHON=...)"
+    if [[ -e $VENV ]]; then
+        say "$VENV is broken (its Python is gone); recreating it"
+    else
+        say "creating $VENV"
+    fi
+    "$PYTHON" -m venv --clear "$VENV"
+fi
+
+hash=$(sha256sum pyproject.toml | cut -c1-16)
+stamp=$VENV/.installed-$hash
+if [[ -e $stamp && -x $VENV/bin/logfs && ${LOGFS_FORCE_PIP:-0} != 1 ]]; then
+    say "system packages and .venv are up to date"
+else
+    say "pip install -e '.[fast,test,spark]' into .venv (the first time downloads PySpark: a few minutes)"
+    log=$(mktemp -t logfs-pip.XXXXXX)
+    if ! "$VENV/bin/python" -m pip install --progress-bar off --disable-pip-version-check \
+        -e "${ROOT}[fast,test,spark]" >"$log" 2>&1; then
+        tail -n 30 "$log" >&2
+        die "pip install failed (full log: $log)"
+    fi
+    rm -f "$log" "$VENV"/.installed-*
+    touch "$stamp"
+    # Under sudo, hand what pip wrote in the checkout back to the checkout's owner.
+    owner=$(stat -c %u:%g "$ROOT")
+    if ((EUID == 0)) && [[ $owner != 0:0 ]]; then
+        chown -R "$owner" "$VENV" "$ROOT"/*.egg-info 2>/dev/null || true
+    fi
+    say "done"
+fi
