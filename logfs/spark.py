@@ -37,11 +37,11 @@ class LogfsDataSource(DataSource):
     def name(cls) -> str:
         return "logfs"
 
-    def schema(self) -> str:
-        from .spark_arrow import ddl
-
+    def schema(self):
         _require_arrow()
-        return ddl(parse_options(self.options, streaming=False).include_headers)
+        from .spark_arrow import spark_schema
+
+        return spark_schema(parse_options(self.options, streaming=False).include_headers)
 
     def reader(self, schema):
         from .spark_read import LogfsBatchReader

@@ -7,8 +7,9 @@ here are those `pyspark.sql.pandas.types.to_arrow_schema` gives for the Kafka so
     timestamp timestamp[us, tz=UTC], timestampType int32
     [, headers list<struct<key: string, value: binary>>]
 
-Columns are gathered per decoded batch with ``zip(*records)`` (C loops, no per-row Python
-objects besides the ones the decoder made) and turned into Arrow arrays once per output batch.
+Without headers, runs of whole batches are decoded column-wise (`spark_columns`) straight
+into Arrow arrays. With ``includeHeaders``, batches are decoded to `Record`s and the columns
+gathered with ``zip(*records)`` (C loops) before one conversion per output batch.
 """
 
 from __future__ import annotations
@@ -17,14 +18,20 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructType,
+    TimestampType,
+)
 
+from .record import decode_records
+from .spark_columns import decode_columns
 from .spark_plan import DATA_LOSS_HINT, DataLossError, OffsetRange
 
-SCHEMA_DDL = (
-    "key binary, value binary, topic string, partition int, offset long, "
-    "timestamp timestamp, timestampType int"
-)
-HEADERS_DDL = "headers array<struct<key:string,value:binary>>"
 HEADER_TYPE = pa.list_(
     pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())]))
 )
@@ -32,10 +39,25 @@ TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 # Rows per Arrow batch handed to Spark: big enough to amortise the per-batch costs, small
 # enough that a worker's memory stays bounded (values of 1 KiB -> 64 MiB).
 BATCH_ROWS = 65536
+BATCH_BYTES = 32 << 20
 
 
-def ddl(include_headers: bool) -> str:
-    return f"{SCHEMA_DDL}, {HEADERS_DDL}" if include_headers else SCHEMA_DDL
+def spark_schema(include_headers: bool) -> StructType:
+    """The Kafka source schema (no DDL parsing: that needs a JVM)."""
+    schema = (
+        StructType()
+        .add("key", BinaryType())
+        .add("value", BinaryType())
+        .add("topic", StringType())
+        .add("partition", IntegerType())
+        .add("offset", LongType())
+        .add("timestamp", TimestampType())
+        .add("timestampType", IntegerType())
+    )
+    if include_headers:
+        header = StructType().add("key", StringType()).add("value", BinaryType())
+        schema = schema.add("headers", ArrayType(header))
+    return schema
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
@@ -119,17 +141,51 @@ def read_range(
     end = min(r.end, log.next_offset)
     if start >= end:
         return
-    columns = _Columns()
-    for header, records in log.batches(start, end):
-        if header.is_control or not records:
+    to_arrow = _with_headers if include_headers else _columnar
+    chunk, rows, size = [], 0, 0
+    for header, batch in log.raw_batches(start, end):
+        if header.is_control:
             continue
-        if header.base_offset < start or header.last_offset >= end:
-            records = [rec for rec in records if start <= rec.offset < end]
-            if not records:
-                continue
-        columns.add(records, header.timestamp_type)
-        if len(columns) >= BATCH_ROWS:
-            yield columns.to_arrow(r.topic, r.partition, include_headers)
-            columns = _Columns()
-    if len(columns):
-        yield columns.to_arrow(r.topic, r.partition, include_headers)
+        chunk.append((header, batch))
+        rows += header.records_count
+        size += header.size
+        if rows >= BATCH_ROWS or size >= BATCH_BYTES:
+            yield to_arrow(chunk, r, start, end)
+            chunk, rows, size = [], 0, 0
+    if chunk:
+        yield to_arrow(chunk, r, start, end)
+
+
+def _columnar(chunk: list, r: OffsetRange, start: int, end: int) -> pa.RecordBatch:
+    columns = decode_columns(chunk, start, end)
+    n = len(columns["offset"])
+    return pa.RecordBatch.from_arrays(
+        [
+            columns["key"],
+            columns["value"],
+            _repeat(r.topic, n),
+            pa.array(np.full(n, r.partition, np.int32)),
+            pa.array(columns["offset"]),
+            pa.array(columns["timestamp"] * 1000, TIMESTAMP_TYPE),  # ms -> us
+            pa.array(columns["timestampType"]),
+        ],
+        schema=arrow_schema(False),
+    )
+
+
+def _repeat(text: str, n: int) -> pa.Array:
+    """``n`` times the same string, built from buffers (no list of ``n`` Python objects)."""
+    data = text.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * len(data)
+    return pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)]
+    )
+
+
+def _with_headers(chunk: list, r: OffsetRange, start: int, end: int) -> pa.RecordBatch:
+    columns = _Columns()
+    for header, batch in chunk:
+        records = [rec for rec in decode_records(batch, header) if start <= rec.offset < end]
+        if records:
+            columns.add(records, header.timestamp_type)
+    return columns.to_arrow(r.topic, r.partition, True)

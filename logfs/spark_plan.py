@@ -25,6 +25,9 @@ from .errors import LogfsError
 
 EARLIEST, LATEST = -2, -1
 LONG_MAX = (1 << 63) - 1
+# Kafka leaves maxRecordsPerPartition unset (one Spark partition per topic-partition); logfs
+# cuts large ranges so that every core gets work even from a single-partition topic.
+DEFAULT_MAX_RECORDS_PER_PARTITION = 500_000
 DATA_LOSS_HINT = (
     'If you want your query to go on in such cases, set the source option "failOnDataLoss" '
     'to "false".'
@@ -78,7 +81,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     min_partitions: int | None = None
-    max_records_per_partition: int | None = None
+    max_records_per_partition: int | None = DEFAULT_MAX_RECORDS_PER_PARTITION
 
 
 def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -144,7 +147,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
         fail_on_data_loss=_bool(opts, "failondataloss", True),
         include_headers=_bool(opts, "includeheaders", False),
         min_partitions=_positive(opts, "minpartitions"),
-        max_records_per_partition=_positive(opts, "maxrecordsperpartition"),
+        max_records_per_partition=_positive(opts, "maxrecordsperpartition")
+        or DEFAULT_MAX_RECORDS_PER_PARTITION,
     )
 
 
@@ -323,7 +327,10 @@ def split_ranges(
         ranges = [piece for r in ranges for piece in _divide(r, math.ceil(r.size / max_records))]
     if min_partitions is not None and len(ranges) < min_partitions:
         ideal = sum(r.size for r in ranges) / min_partitions
-        ranges = [piece for r in ranges for piece in _divide(r, max(round(r.size / ideal), 1))]
+        # math.floor(x + 0.5) is Scala's math.round (half up), not Python's half-to-even.
+        ranges = [
+            piece for r in ranges for piece in _divide(r, max(math.floor(r.size / ideal + 0.5), 1))
+        ]
     return ranges
 
 

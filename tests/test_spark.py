@@ -12,11 +12,7 @@ from spark_helpers import local_session
 from logfs import Store
 from logfs.spark import register
 
-pytestmark = [
-    pytest.mark.spark,
-    # py4j leaves its callback-server sockets to the garbage collector
-    pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning"),
-]
+pytestmark = pytest.mark.spark
 
 SCHEMA = [
     ("key", "binary"),

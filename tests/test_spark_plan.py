@@ -1,0 +1,391 @@
+"""The Spark data source without a JVM: options, offset planning, stream offsets, Arrow reads."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.partitioner.default import murmur2 as kafka_murmur2
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
+
+from logfs import Store, compression
+from logfs.errors import CorruptRecordError
+from logfs.record import (
+    CREATE_TIME,
+    HEADER_SIZE,
+    LOG_APPEND_TIME,
+    decode_records,
+    encode_batch,
+    read_header,
+)
+from logfs.spark import LogfsDataSource
+from logfs.spark_arrow import read_range
+from logfs.spark_columns import decode_columns
+from logfs.spark_plan import (
+    DataLossError,
+    OffsetRange,
+    SparkOptionError,
+    TopicPartition,
+    batch_ranges,
+    parse_options,
+    rate_limit,
+    resolve,
+    split_ranges,
+    subscribed,
+)
+from logfs.spark_read import LogfsStreamReader
+from logfs.spark_write import append_batches, murmur2, write_options
+
+TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
+TYPES = {"binary": BinaryType(), "string": StringType(), "int": IntegerType()}
+
+
+def columns(ddl):
+    """A flat StructType from "name type, ..." (StructType.fromDDL needs a JVM)."""
+    schema = StructType()
+    for column in ddl.split(", "):
+        name, kind = column.split()
+        schema.add(name, TYPES[kind])
+    return schema
+
+
+class FakeStore:
+    """topics() and log(t, p) with chosen log start and next offsets."""
+
+    def __init__(self, offsets):  # {(topic, partition): (log_start_offset, next_offset)}
+        self.offsets = offsets
+
+    def topics(self):
+        topics = {}
+        for t, p in sorted(self.offsets):
+            topics[t] = max(topics.get(t, 0), p + 1)
+        return topics
+
+    def log(self, topic, partition):
+        start, end = self.offsets[(topic, partition)]
+        return SimpleNamespace(
+            topic=topic,
+            partition=partition,
+            log_start_offset=start,
+            next_offset=end,
+            offset_for_time=lambda ts: start + ts if start + ts < end else None,
+        )
+
+
+def opts(streaming=False, **options):
+    return parse_options({"path": "/data", **options}, streaming=streaming)
+
+
+# ---------------------------------------------------------------- options
+
+
+def test_defaults_are_the_kafka_sources():
+    batch = opts(subscribe="t")
+    assert (batch.starting, batch.ending) == ("earliest", "latest")
+    assert batch.fail_on_data_loss is True and batch.include_headers is False
+    assert opts(streaming=True, subscribe="t").starting == "latest"
+    assert opts(streaming=True, subscribe="t").max_offsets_per_trigger is None
+
+
+def test_options_are_case_insensitive_and_parsed():
+    o = opts(
+        SUBSCRIBE="a, b",
+        startingoffsets='{"a": {"0": -2, "1": 7}}',
+        FAILONDATALOSS="False",
+        includeHeaders="TRUE",
+        maxOffsetsPerTrigger="100",
+    )
+    assert o.subscribe == ("a", "b")
+    assert o.starting == {TopicPartition("a", 0): -2, TopicPartition("a", 1): 7}
+    assert (o.fail_on_data_loss, o.include_headers, o.max_offsets_per_trigger) == (False, True, 100)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "exactly one of"),
+        ({"subscribe": "t", "assign": '{"t": [0]}'}, "exactly one of"),
+        ({"assign": '{"t": "0"}'}, "lists of partition numbers"),
+        ({"subscribePattern": "("}, "subscribePattern"),
+        ({"subscribe": "t", "startingOffsets": "{nope"}, "not valid JSON"),
+        ({"subscribe": "t", "startingOffsets": "latest"}, "can't be latest"),
+        ({"subscribe": "t", "startingOffsets": '{"t": {"0": -1}}'}, "can't be latest"),
+        ({"subscribe": "t", "endingOffsets": "earliest"}, "can't be earliest"),
+        ({"subscribe": "t", "failOnDataLoss": "maybe"}, "true or false"),
+        ({"subscribe": "t", "maxOffsetsPerTrigger": "0"}, "below 1"),
+    ],
+)
+def test_bad_options_are_named(options, message):
+    with pytest.raises(SparkOptionError, match=message):
+        opts(**options)
+
+
+def test_ending_offsets_are_refused_in_streaming():
+    with pytest.raises(SparkOptionError, match="not valid in streaming"):
+        opts(streaming=True, subscribe="t", endingOffsets="latest")
+
+
+def test_path_is_required():
+    with pytest.raises(SparkOptionError, match="path"):
+        parse_options({"subscribe": "t"}, streaming=False)
+
+
+# ---------------------------------------------------------------- planning
+
+
+def test_subscriptions():
+    store = FakeStore({("orders", 0): (0, 5), ("orders", 1): (0, 5), ("ordersx", 0): (0, 1)})
+    assert subscribed(store, opts(subscribe="orders,missing")) == [
+        ("orders", 0),
+        ("orders", 1),
+    ]
+    assert len(subscribed(store, opts(subscribePattern="orders.*"))) == 3
+    assert subscribed(store, opts(subscribePattern="order")) == []  # a full match, as in Java
+    assert subscribed(store, opts(assign='{"orders": [1]}')) == [("orders", 1)]
+    with pytest.raises(SparkOptionError, match="orders-2"):
+        subscribed(store, opts(assign='{"orders": [2]}'))
+
+
+def test_resolve_special_offsets_timestamps_and_data_loss():
+    store = FakeStore({TP0: (10, 20), TP1: (0, 5)})
+    o = opts(subscribe="t")
+    assert resolve(store, [TP0, TP1], "earliest", None, o) == {TP0: 10, TP1: 0}
+    assert resolve(store, [TP0, TP1], {TP0: -1, TP1: 3}, None, o) == {TP0: 20, TP1: 3}
+    with pytest.raises(SparkOptionError, match="every subscribed partition"):
+        resolve(store, [TP0, TP1], {TP0: -1}, None, o)
+    with pytest.raises(DataLossError, match="failOnDataLoss"):
+        resolve(store, [TP0], {TP0: 4}, None, o)
+    assert resolve(store, [TP0], {TP0: 4}, None, opts(subscribe="t", failOnDataLoss="false")) == {
+        TP0: 10
+    }
+    assert resolve(store, [TP0, TP1], "latest", 2, o) == {TP0: 12, TP1: 2}
+    with pytest.raises(SparkOptionError, match="startingOffsetsByTimestampStrategy"):
+        resolve(store, [TP1], "latest", 9, o)
+    latest = opts(subscribe="t", startingOffsetsByTimestampStrategy="latest")
+    assert resolve(store, [TP1], "latest", 9, latest) == {TP1: 5}
+
+
+def test_batch_ranges():
+    store = FakeStore({TP0: (10, 20), TP1: (0, 5)})
+    o = opts(subscribe="t", startingOffsets='{"t": {"0": 12, "1": -2}}')
+    assert batch_ranges(store, o) == [OffsetRange("t", 0, 12, 20), OffsetRange("t", 1, 0, 5)]
+    o = opts(subscribe="t", startingTimestamp="3", endingOffsets='{"t": {"0": 14, "1": -1}}')
+    assert batch_ranges(store, o) == [OffsetRange("t", 0, 13, 14), OffsetRange("t", 1, 3, 5)]
+    with pytest.raises(SparkOptionError, match="after ending offset"):
+        batch_ranges(store, opts(subscribe="t", endingOffsets='{"t": {"0": 11, "1": 4}}',
+                                 startingOffsets='{"t": {"0": 12, "1": 0}}'))  # fmt: skip
+
+
+def r(p, start, end):
+    return OffsetRange("t", p, start, end)
+
+
+@pytest.mark.parametrize(
+    ("ranges", "min_partitions", "max_records", "expected"),
+    [
+        ([r(0, 1, 1), r(1, 1, 3)], None, None, [r(1, 1, 3)]),  # empty ranges dropped
+        ([r(0, 1, 5), r(1, 1, 5)], 2, None, [r(0, 1, 5), r(1, 1, 5)]),
+        # Kafka's KafkaOffsetRangeCalculatorSuite: N skewed partitions to M ranges
+        ([r(0, 1, 5), r(1, 1, 21)], 3, None, [r(0, 1, 5), r(1, 1, 7), r(1, 7, 14), r(1, 14, 21)]),
+        ([r(0, 0, 10)], None, 3, [r(0, 0, 2), r(0, 2, 4), r(0, 4, 7), r(0, 7, 10)]),
+        ([r(0, 0, 4), r(1, 0, 2)], 3, 2, [r(0, 0, 2), r(0, 2, 4), r(1, 0, 2)]),
+    ],
+)
+def test_split_ranges_like_kafka(ranges, min_partitions, max_records, expected):
+    assert split_ranges(ranges, min_partitions, max_records) == expected
+
+
+def test_rate_limit_is_proportional_and_starves_no_one():
+    start = {TP0: 0, TP1: 100}
+    end = {TP0: 1000, TP1: 101}
+    assert rate_limit(100, start, end, {}) == {TP0: 99, TP1: 101}
+    assert rate_limit(10_000, start, end, {}) == end
+    new = TopicPartition("t", 2)  # a partition the start offset does not know: from earliest
+    assert rate_limit(10, {TP0: 0}, {TP0: 10, new: 15}, {new: 5}) == {TP0: 5, new: 10}
+
+
+# ---------------------------------------------------------------- streaming, on a real store
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    with Store(tmp_path) as store:
+        store.create_topic("t", partitions=2)
+        store.log("t", 0).append([b"a%d" % i for i in range(30)])
+        store.log("t", 1).append([b"b%d" % i for i in range(10)])
+    return tmp_path
+
+
+def test_stream_offsets_limit_new_partitions_and_available_now(store_path):
+    reader = LogfsStreamReader(
+        opts(True, path=str(store_path), subscribe="t", startingOffsets="earliest")
+    )
+    start = reader.initialOffset()
+    assert start == {"t": {"0": 0, "1": 0}}
+    assert reader.getDefaultReadLimit() == ReadAllAvailable()
+    end = reader.latestOffset(start, ReadMaxRows(20))
+    assert end == {"t": {"0": 15, "1": 5}}
+    parts = [p.range for p in reader.partitions(start, end)]
+    assert parts == [OffsetRange("t", 0, 0, 15), OffsetRange("t", 1, 0, 5)]
+    reader.prepareForTriggerAvailableNow()
+    with Store(store_path) as store:
+        store.add_partitions("t", 3)
+        store.log("t", 2).append([b"c"] * 4)
+    assert reader.latestOffset(end, ReadAllAvailable()) == {"t": {"0": 30, "1": 10}}
+    reader = LogfsStreamReader(reader.options)  # a restarted query: no AvailableNow target
+    latest = reader.latestOffset(end, ReadAllAvailable())
+    assert latest == {"t": {"0": 30, "1": 10, "2": 4}}
+    assert OffsetRange("t", 2, 0, 4) in [p.range for p in reader.partitions(end, latest)]
+    assert reader.latestOffset(latest, ReadAllAvailable()) == latest  # no new data
+
+
+def test_stream_starts_at_latest_by_default(store_path):
+    reader = LogfsStreamReader(opts(True, path=str(store_path), subscribe="t"))
+    assert reader.initialOffset() == {"t": {"0": 30, "1": 10}}
+    assert reader.getDefaultReadLimit() == ReadAllAvailable()
+    limited = LogfsStreamReader(opts(True, path=str(store_path), assign='{"t":[1]}',
+                                     maxOffsetsPerTrigger="7"))  # fmt: skip
+    assert limited.getDefaultReadLimit() == ReadMaxRows(7)
+
+
+# ---------------------------------------------------------------- Arrow reads
+
+
+def spark_arrow_schema(include_headers):
+    options = {"path": "x", "subscribe": "t", "includeHeaders": str(include_headers)}
+    return to_arrow_schema(LogfsDataSource(options).schema(), timezone="UTC")
+
+
+@pytest.mark.parametrize("codec", ["producer", "gzip", "zstd"])
+def test_read_range_builds_arrow_batches(tmp_path, codec):
+    with Store(tmp_path) as store:
+        store.create_topic("t", config={"compression.type": codec})
+        log = store.log("t", 0)
+        log.append([b"x0", b"x1", b"x2"], keys=[b"k", None, b"k"], timestamp=1_000)
+        log.append([b"y3"], headers=[[("h", b"1"), ("n", None)]], timestamp=2_000)
+        log.append([b"z4", b"z5"], timestamp=[3_000, 3_001])
+    with Store(tmp_path, read_only=True) as store:
+        batches = list(read_range(store, OffsetRange("t", 0, 1, 5), include_headers=True))
+    assert all(b.schema.equals(spark_arrow_schema(True)) for b in batches)
+    table = pa.Table.from_batches(batches)
+    assert table.column("offset").to_pylist() == [1, 2, 3, 4]
+    assert table.column("value").to_pylist() == [b"x1", b"x2", b"y3", b"z4"]
+    assert table.column("key").to_pylist() == [None, b"k", None, None]
+    assert table.column("timestamp").cast(pa.int64()).to_pylist() == [
+        10**6,
+        10**6,
+        2 * 10**6,
+        3 * 10**6,
+    ]
+    assert table.column("headers").to_pylist()[1:3] == [
+        None,
+        [{"key": "h", "value": b"1"}, {"key": "n", "value": None}],
+    ]
+    assert set(table.column("partition").to_pylist()) == {0}
+    assert set(table.column("timestampType").to_pylist()) == {0}
+
+
+def test_read_range_after_retention(tmp_path):
+    with Store(tmp_path) as store:
+        store.create_topic("t")
+        store.log("t", 0).append([b"v"] * 3)
+    with Store(tmp_path, read_only=True) as store:
+        store.log("t", 0).log_start_offset = 2  # as if retention had deleted offsets 0 and 1
+        with pytest.raises(DataLossError, match="deleted by retention"):
+            list(read_range(store, OffsetRange("t", 0, 0, 3)))
+        rows = list(read_range(store, OffsetRange("t", 0, 0, 3), fail_on_data_loss=False))
+        assert rows[0].column("offset").to_pylist() == [2]
+        with pytest.raises(DataLossError, match="gone"):
+            list(read_range(store, OffsetRange("gone", 0, 0, 3)))
+
+
+# ---------------------------------------------------------------- writing without Spark
+
+
+def test_murmur2_is_kafkas():
+    for data in (b"", b"a", b"ab", b"abc", b"abcd", b"hello world", bytes(range(256))):
+        # Java's int is signed, kafka-python's result is not: compare what partitioning uses.
+        assert murmur2(data) & 0x7FFFFFFF == kafka_murmur2(data) & 0x7FFFFFFF
+        assert -(1 << 31) <= murmur2(data) < 1 << 31
+
+
+def test_append_batches_routes_rows_like_the_kafka_sink(tmp_path):
+    schema = columns("key binary, value string, partition int")
+    options = write_options({"path": str(tmp_path), "topic": "t"}, schema)
+    with Store(tmp_path) as store:
+        store.create_topic("t", partitions=3)
+    batch = pa.RecordBatch.from_pydict(
+        {"key": [b"a", b"b", None], "value": ["1", "2", "3"], "partition": [None, None, 2]}
+    )
+    counts = append_batches(options, iter([batch]))
+    with Store(tmp_path, read_only=True) as store:
+        for key, value in ((b"a", b"1"), (b"b", b"2")):
+            p = (kafka_murmur2(key) & 0x7FFFFFFF) % 3
+            assert (key, value) in [(r.key, r.value) for r in store.log("t", p).scan()]
+        assert [r.value for r in store.log("t", 2).scan()][-1] == b"3"
+    assert sum(counts.values()) == 3
+
+
+@pytest.mark.parametrize(
+    ("ddl", "options", "message"),
+    [
+        ("key binary", {"topic": "t"}, "'value' not found"),
+        ("value int", {"topic": "t"}, "value attribute type must be binary or string"),
+        ("value binary", {}, "topic option required"),
+        ("value binary, partition string", {"topic": "t"}, "partition attribute type"),
+    ],
+)
+def test_write_options_check_columns(ddl, options, message):
+    with pytest.raises(SparkOptionError, match=message):
+        write_options({"path": "/d", **options}, columns(ddl))
+
+
+# ---------------------------------------------------------------- the columnar decoder
+
+
+maybe_bytes = st.none() | st.binary(max_size=300)  # > 63 bytes: multi-byte length varints
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    batches=st.lists(
+        st.tuples(
+            st.lists(st.tuples(maybe_bytes, maybe_bytes, st.integers(0, 10**13)), min_size=1),
+            st.sampled_from([compression.NONE, compression.GZIP, compression.ZSTD]),
+            st.sampled_from([CREATE_TIME, LOG_APPEND_TIME]),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    cut=st.tuples(st.integers(0, 5), st.integers(0, 5)),
+)
+def test_decode_columns_agrees_with_decode_records(batches, cut):
+    encoded, base = [], 100
+    for rows, codec, ts_type in batches:
+        keys, values, stamps = (list(c) for c in zip(*rows, strict=True))
+        data = encode_batch(base, values, keys=keys, timestamps=stamps, codec=codec,
+                            timestamp_type=ts_type)  # fmt: skip
+        encoded.append((read_header(data), memoryview(data)))
+        base += len(rows)
+    start, end = 100 + cut[0], base - cut[1]
+    expected = [
+        (rec.key, rec.value, rec.offset, rec.timestamp, header.timestamp_type)
+        for header, batch in encoded
+        for rec in decode_records(batch, header)
+        if start <= rec.offset < end
+    ]
+    got = decode_columns(encoded, start, end)
+    columns = [got[name] for name in ("key", "value", "offset", "timestamp", "timestampType")]
+    assert list(zip(*(c.tolist() for c in columns), strict=True)) == expected
+
+
+def test_decode_columns_rejects_a_bad_records_section():
+    data = bytearray(encode_batch(0, [b"abc", b"def"]))
+    data[HEADER_SIZE] += 2  # the first record claims one more byte than it has
+    with pytest.raises(CorruptRecordError):
+        decode_columns([(read_header(bytes(data)), memoryview(bytes(data)))], 0, 2)
