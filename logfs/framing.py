@@ -50,7 +50,9 @@ class Framed(NamedTuple):
 class LineFramer:
     """Console-producer framing: one record per line."""
 
-    def __init__(self, *, max_bytes: int, parse_key: bool = False, separator: bytes = b"\t") -> None:
+    def __init__(
+        self, *, max_bytes: int, parse_key: bool = False, separator: bytes = b"\t"
+    ) -> None:
         self.max_bytes = max_bytes
         self.parse_key = parse_key
         self.separator = separator
@@ -65,7 +67,9 @@ class LineFramer:
         text = self.pending + data if self.pending else bytes(data)
         *lines, tail = text.split(b"\n")
         if len(tail) > self.max_bytes:
-            raise TooLargeError(f"an unterminated line of {len(tail)} bytes exceeds {self.max_bytes}")
+            raise TooLargeError(
+                f"an unterminated line of {len(tail)} bytes exceeds {self.max_bytes}"
+            )
         return self._records(lines), tail
 
     def finish(self) -> Framed:

@@ -68,6 +68,8 @@ class FlushTicket(NamedTuple):
     fds: list[int]
     next_offset: int
     messages: int
+    segments: tuple[LogSegment, ...] = ()
+    directory: bool = False
 
 
 class Log:
@@ -412,12 +414,23 @@ class Log:
     def prepare_flush(self) -> FlushTicket:
         """Write pending index entries and duplicate the fds to fsync, so the
         fsyncs can run in a thread while appends go on."""
-        fds = [os.dup(fd) for segment in self._dirty.values() for fd in segment.sync_fds()]
+        segments = tuple(self._dirty.values())
+        fds = [os.dup(fd) for segment in segments for fd in segment.sync_fds()]
         if self._dir_dirty:
             fds.append(os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY))
+        ticket = FlushTicket(
+            fds, self.next_offset, self.unflushed_messages, segments, self._dir_dirty
+        )
         self._dirty.clear()
         self._dir_dirty = False
-        return FlushTicket(fds, self.next_offset, self.unflushed_messages)
+        return ticket
+
+    def abort_flush(self, ticket: FlushTicket) -> None:
+        """A flush failed: what it was to sync stays due for the next one."""
+        for segment in ticket.segments:
+            if segment in self.segments:
+                self._dirty[segment.base_offset] = segment
+        self._dir_dirty = self._dir_dirty or ticket.directory
 
     def complete_flush(self, ticket: FlushTicket) -> None:
         """Advance the recovery point to what the ticket made durable."""
@@ -431,6 +444,9 @@ class Log:
         try:
             for fd in ticket.fds:
                 os.fsync(fd)
+        except OSError:
+            self.abort_flush(ticket)
+            raise
         finally:
             for fd in ticket.fds:
                 os.close(fd)

@@ -1,3 +1,4 @@
+import os
 import random
 
 import pytest
@@ -135,3 +136,21 @@ def test_roll_on_segment_ms(tmp_path):
         clock[0] = 1_200
         log.append([b"c"], timestamp=1_200)
         assert [s.base_offset for s in log.segments] == [0, 2]
+
+
+def test_failed_fsync_stays_due(store, monkeypatch):
+    log = small_topic(store)
+    log.append([b"a"])
+    real_fsync = os.fsync
+
+    def failing(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(OSError):
+        log.flush()
+    assert log.recovery_point == 0 and log.unflushed_messages == 1
+    synced = []
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    log.flush()
+    assert log.recovery_point == 1 and len(synced) >= 3  # log, index and time index again

@@ -1,0 +1,154 @@
+"""What the mount keeps per open file, and the text of the generated files.
+
+Each ``open()`` of a mount file gets one of these; the FUSE layer finds it by
+file handle. They hold only per-open state (framing buffers, receipts, read
+cursors, snapshots); the data is in the store.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .config import TopicConfig, read_properties, write_properties
+from .framing import Framed, LengthFramer, LineFramer
+
+# At most this many bytes of unread receipts are kept per open append file:
+# a reader of receipts reads them as it goes, others never open for reading.
+MAX_RECEIPT_BYTES = 1 << 20
+
+
+class AppendFile:
+    """An open ``append`` / ``append.bin``: framing state and receipts.
+
+    A receipt is one line ``<partition> <first offset> <last offset>\\n`` per
+    append made through this open file; they are kept only when the file was
+    opened for reading too (``O_RDWR``), and reading returns and consumes them.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int | None,
+        config: TopicConfig,
+        *,
+        binary: bool,
+        receipts: bool,
+    ):
+        self.topic = topic
+        self.partition = partition  # None: the topic's append file, records spread over partitions
+        if binary:
+            self.framer: LineFramer | LengthFramer = LengthFramer(
+                max_bytes=config.max_message_bytes
+            )
+        else:
+            self.framer = LineFramer(
+                max_bytes=config.max_message_bytes,
+                parse_key=config.parse_key,
+                separator=config.key_separator.encode(),
+            )
+        self.receipts = bytearray() if receipts else None
+
+    def add_receipt(self, partition: int, first: int, count: int) -> None:
+        if self.receipts is not None and len(self.receipts) < MAX_RECEIPT_BYTES:
+            self.receipts += f"{partition} {first} {first + count - 1}\n".encode()
+
+    def read_receipts(self, size: int) -> bytes:
+        if not self.receipts:
+            return b""
+        out = bytes(self.receipts[:size])
+        del self.receipts[:size]
+        return out
+
+
+class SnapshotFile:
+    """A generated file (``state``, ``config``) read from the text it had at open."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.data[offset : offset + size]
+
+
+class ConfigFile(SnapshotFile):
+    """An open ``<topic>/config``.
+
+    Writes are ``key=value`` lines. Opened with ``O_APPEND`` (``>>``) they
+    change only the keys written; otherwise (``>``, ``cp``, an editor saving)
+    the text written becomes the topic's whole configuration and keys not
+    mentioned go back to their defaults. Every write that completes a line is
+    validated and applied at once, so a bad key or value fails that write()
+    with EINVAL and changes nothing.
+    """
+
+    def __init__(self, topic: str, data: bytes, *, merge: bool) -> None:
+        super().__init__(data)
+        self.topic = topic
+        self.merge = merge
+        self.written = b""
+
+    def overrides(
+        self, written: bytes, current: dict[str, str], defaults: dict[str, str]
+    ) -> dict[str, str]:
+        """The topic's overrides after the complete lines in ``written``.
+
+        Raises InvalidConfigError for an unknown key or a bad value. Keys
+        whose value equals the mount-wide default are dropped, so writing back
+        the whole effective configuration pins nothing.
+        """
+        lines = read_properties(written.decode("utf-8", "surrogateescape"))
+        merged = {**current, **lines} if self.merge else lines
+        effective = TopicConfig.from_properties(merged, defaults).to_properties()
+        baseline = TopicConfig.from_properties(None, defaults).to_properties()
+        return {k: effective[k] for k in merged if effective[k] != baseline[k]}
+
+
+class StreamFile:
+    """An open ``stream``: where the last read stopped (see StreamIndex.read)."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.hint: tuple | None = None
+
+
+def config_text(config: TopicConfig) -> bytes:
+    """The effective configuration as sorted ``key=value`` lines."""
+    return write_properties(config.to_properties()).encode()
+
+
+def state_text(log) -> bytes:
+    """The partition's state as one JSON object (a line)."""
+    state = {
+        "topic": log.topic,
+        "partition": log.partition,
+        "log_start_offset": log.log_start_offset,
+        "next_offset": log.next_offset,
+        "last_offset": log.next_offset - 1 if log.next_offset > log.log_start_offset else None,
+        "records": log.next_offset - log.log_start_offset,
+        "recovery_point": log.recovery_point,
+        "unflushed_messages": log.unflushed_messages,
+        "last_flush_ms": log.last_flush_ms,
+        "segments": len(log.segments),
+        "active_segment_base_offset": log.segments[-1].base_offset if log.segments else None,
+        "size_bytes": log.size_bytes,
+    }
+    return (json.dumps(state) + "\n").encode()
+
+
+def framed_by_partition(framed: Framed, partitions: int, choose) -> dict[int, Framed]:
+    """Split a topic-level write over partitions: ``choose(key)`` for keyed
+    records, one partition for all unkeyed ones (``choose(None)``, called once,
+    like Kafka's sticky partitioner: a write's unkeyed records stay together)."""
+    out: dict[int, Framed] = {}
+    sticky = None
+    for key, value in zip(framed.keys, framed.values, strict=True):
+        if key is None:
+            if sticky is None:
+                sticky = choose(None)
+            p = sticky
+        else:
+            p = choose(key)
+        out.setdefault(p, Framed([], [])).keys.append(key)
+        out[p].values.append(value)
+    return out

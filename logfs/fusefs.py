@@ -1,0 +1,418 @@
+"""pyfuse3 Operations: the mount's tree over a Store (see docs/mount.md).
+
+Handlers resolve the inode, call the store and build attributes; the tree's
+shape and the inode table are in fusetree.py, existence, listings and
+attributes in fuseview.py, per-open-file state in fusefiles.py, the line and
+binary framing in framing.py. Every error becomes
+an errno through the one table `ERRNOS`; only `FUSEError` leaves a handler.
+
+Caching: directories and static files are cached for a second; ``offset/<n>``
+files for a minute (a record never changes; a deleted topic's paths get new
+inodes); ``stream``, ``state`` and ``append`` not at all, so ``tail -f``'s
+once-a-second fstat sees the stream grow. ``append``, ``stream``, ``state``
+and ``config`` are opened with direct_io: every write() reaches the daemon
+as-is (one write, one append) and reads are never served stale.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import itertools
+import logging
+import os
+
+import pyfuse3
+
+from .errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    InvalidConfigError,
+    InvalidTopicError,
+    LogfsError,
+    OffsetOutOfRangeError,
+    ReadOnlyError,
+    RecordTooLargeError,
+    TopicExistsError,
+    UnknownTopicError,
+    UnsupportedCodecError,
+)
+from .framing import FramingError, TooLargeError, partition_for_key
+from .fusefiles import (
+    AppendFile,
+    ConfigFile,
+    SnapshotFile,
+    StreamFile,
+    config_text,
+    framed_by_partition,
+    state_text,
+)
+from .fusetree import APPENDS, BINARY_APPENDS, DIRECTORIES, Kind, number
+from .fuseview import View, fail
+
+logger = logging.getLogger(__name__)
+
+# The one table from store errors to errnos; the first match along the MRO wins.
+ERRNOS: dict[type[BaseException], int] = {
+    OffsetOutOfRangeError: errno.ENOENT,
+    UnknownTopicError: errno.ENOENT,
+    InvalidTopicError: errno.EINVAL,
+    InvalidConfigError: errno.EINVAL,
+    TopicExistsError: errno.EEXIST,
+    RecordTooLargeError: errno.EMSGSIZE,
+    TooLargeError: errno.EMSGSIZE,
+    FramingError: errno.EINVAL,
+    ReadOnlyError: errno.EROFS,
+    CorruptRecordError: errno.EIO,
+    CorruptIndexError: errno.EIO,
+    UnsupportedCodecError: errno.EIO,
+    LogfsError: errno.EIO,
+}
+
+
+def errno_for(exc: BaseException) -> int:
+    """The errno a client sees for ``exc``; never EINTR, never >= 512."""
+    for cls in type(exc).__mro__:
+        if cls in ERRNOS:
+            return ERRNOS[cls]
+    if isinstance(exc, OSError) and exc.errno and 0 < exc.errno < 512 and exc.errno != errno.EINTR:
+        return exc.errno
+    logger.exception("unexpected error in a FUSE handler")
+    return errno.EIO
+
+
+def fuse_errors(handler):
+    """Turn every exception a handler raises into a FUSEError."""
+
+    @functools.wraps(handler)
+    async def wrapper(self, *args):
+        try:
+            return await handler(self, *args)
+        except pyfuse3.FUSEError:
+            raise
+        except Exception as e:
+            if not isinstance(e, (LogfsError, FramingError)):
+                logger.debug("%s%r failed: %r", handler.__name__, args, e)
+            raise pyfuse3.FUSEError(errno_for(e)) from None
+
+    return wrapper
+
+
+class Operations(pyfuse3.Operations):
+    """The mount over ``store``; ``flusher`` (optional) runs fsyncs off the loop."""
+
+    supports_dot_lookup = True
+    enable_writeback_cache = False
+
+    def __init__(self, store, *, flusher=None, partitions: int = 1) -> None:
+        super().__init__()
+        self.store = store
+        self.flusher = flusher
+        self.partitions = partitions
+        self.view = View(store)
+        self.inodes = self.view.inodes
+        self.files: dict[int, object] = {}
+        self._fh = itertools.count(1)
+        self._sticky = itertools.count()
+
+    @fuse_errors
+    async def lookup(self, parent_inode, name, ctx=None):
+        parent = self.view.node(parent_inode)
+        text = os.fsdecode(name)
+        if text == ".":
+            path = parent.path
+        elif text == "..":
+            path = parent.path[:-1]
+        else:
+            path = (*parent.path, text)
+        node = self.view.resolve(path)
+        attrs = self.view.attrs(node)
+        node.lookups += 1
+        return attrs
+
+    async def forget(self, inode_list):
+        for inode, count in inode_list:
+            self.inodes.forget(inode, count)
+
+    @fuse_errors
+    async def getattr(self, inode, ctx=None):
+        node = self.view.node(inode)
+        if node.kind is not Kind.ROOT:
+            self.view.resolve(node.path)  # still there? (a deleted topic answers ENOENT)
+        return self.view.attrs(node)
+
+    @fuse_errors
+    async def setattr(self, inode, attr, fields, fh, ctx=None):
+        node = self.view.node(inode)
+        if fields.update_mode or fields.update_uid or fields.update_gid:
+            raise fail(errno.EPERM)
+        if fields.update_size:
+            # `> file` and `truncate -s 0` on an append-only file: nothing to cut.
+            if node.kind not in APPENDS and node.kind is not Kind.CONFIG:
+                raise fail(errno.EACCES)
+            if attr.st_size != 0:
+                raise fail(errno.EINVAL)
+        return self.view.attrs(node)  # times (touch) are accepted and not stored
+
+    @fuse_errors
+    async def readlink(self, inode, ctx=None):
+        node = self.view.node(inode)
+        if node.kind not in (Kind.TIME, Kind.SEGMENT):
+            raise fail(errno.EINVAL)
+        return os.fsencode(node.record)
+
+    # ------------------------------------------------------------ directories
+
+    @fuse_errors
+    async def opendir(self, inode, ctx=None):
+        node = self.view.node(inode)
+        if node.kind not in DIRECTORIES:
+            raise fail(errno.ENOTDIR)
+        return inode
+
+    @fuse_errors
+    async def readdir(self, fh, start_id, token):
+        node = self.view.node(fh)
+        entries = self.view.entries(node)
+        for i in range(start_id, len(entries)):
+            try:
+                child = self.view.resolve((*node.path, entries[i]))
+            except pyfuse3.FUSEError:
+                continue  # gone since the listing was made
+            if not pyfuse3.readdir_reply(
+                token, os.fsencode(entries[i]), self.view.attrs(child, listing=True), i + 1
+            ):
+                break
+            child.lookups += 1
+
+    async def releasedir(self, fh):
+        pass
+
+    @fuse_errors
+    async def mkdir(self, parent_inode, name, mode, ctx=None):
+        parent = self.view.node(parent_inode)
+        text = os.fsdecode(name)
+        if parent.kind is Kind.ROOT:
+            self.store.create_topic(text, partitions=self.partitions)
+        elif parent.kind is Kind.TOPIC:
+            n = number(text)
+            if n is None:
+                raise fail(errno.EINVAL)
+            count = self.store.topics().get(parent.topic, 0)
+            if n < count:
+                raise fail(errno.EEXIST)
+            self.store.add_partitions(parent.topic, n + 1)
+        else:
+            raise fail(errno.EPERM)
+        return await self.lookup(parent_inode, name, ctx)
+
+    @fuse_errors
+    async def rmdir(self, parent_inode, name, ctx=None):
+        parent = self.view.node(parent_inode)
+        text = os.fsdecode(name)
+        if parent.kind is not Kind.ROOT:
+            raise fail(errno.EPERM)  # partitions cannot be removed, as in Kafka
+        self.store.delete_topic(text)
+        self.view.forget_topic(text)
+
+    @fuse_errors
+    async def create(self, parent_inode, name, mode, flags, ctx=None):
+        # Only reached for names that do not exist: the tree is fixed.
+        raise fail(errno.EPERM)
+
+    async def _refuse(self, *args):
+        raise fail(errno.EPERM)
+
+    unlink = rename = symlink = link = mknod = _refuse
+
+    @fuse_errors
+    async def statfs(self, ctx=None):
+        st = os.statvfs(self.store.path)
+        data = pyfuse3.StatvfsData()
+        for field in (
+            "f_bsize",
+            "f_frsize",
+            "f_blocks",
+            "f_bfree",
+            "f_bavail",
+            "f_files",
+            "f_ffree",
+            "f_favail",
+        ):
+            setattr(data, field, getattr(st, field))
+        data.f_namemax = 255
+        return data
+
+    # ------------------------------------------------------------ files
+
+    @fuse_errors
+    async def open(self, inode, flags, ctx=None):
+        node = self.view.node(inode)
+        kind = node.kind
+        writing = flags & os.O_ACCMODE != os.O_RDONLY
+        if kind in DIRECTORIES:
+            raise fail(errno.EISDIR)
+        if writing and kind not in APPENDS and kind is not Kind.CONFIG:
+            raise fail(errno.EACCES)
+        if writing and self.store.read_only:
+            raise fail(errno.EROFS)
+        fh = next(self._fh)
+        if kind in APPENDS:
+            config = self.store.topic_config(node.topic)
+            partition = node.partition if kind in (Kind.APPEND, Kind.APPEND_BIN) else None
+            reading = flags & os.O_ACCMODE != os.O_WRONLY
+            binary = kind in BINARY_APPENDS
+            self.files[fh] = AppendFile(
+                node.topic, partition, config, binary=binary, receipts=reading
+            )
+            # Receipts are a stream, not a file: without lseek, bash's `read`
+            # (on `exec 3<>append`) takes one byte at a time instead of reading
+            # ahead and seeking back. O_APPEND opens (Python "a+") stay seekable:
+            # Python's buffered "+" modes refuse a file that cannot seek.
+            nonseekable = reading and not flags & os.O_APPEND
+            return pyfuse3.FileInfo(fh=fh, direct_io=True, nonseekable=nonseekable)
+        elif kind is Kind.STREAM:
+            self.files[fh] = StreamFile(node.topic, node.partition)
+        elif kind is Kind.STATE:
+            self.files[fh] = SnapshotFile(state_text(self.view.log(node)))
+        elif kind is Kind.CONFIG:
+            text = config_text(self.store.topic_config(node.topic))
+            self.files[fh] = ConfigFile(node.topic, text, merge=bool(flags & os.O_APPEND))
+        else:  # OFFSET: immutable, so the page cache may keep it across opens
+            self.files[fh] = SnapshotFile(node.record.value or b"")
+            return pyfuse3.FileInfo(fh=fh, keep_cache=True)
+        return pyfuse3.FileInfo(fh=fh, direct_io=True)
+
+    def _file(self, fh: int):
+        file = self.files.get(fh)
+        if file is None:
+            raise fail(errno.EBADF)
+        return file
+
+    @fuse_errors
+    async def read(self, fh, off, size):
+        file = self._file(fh)
+        if isinstance(file, AppendFile):
+            return file.read_receipts(size)
+        if isinstance(file, StreamFile):
+            log = self.store.log(file.topic, file.partition)
+            data, file.hint = self.view.stream(file.topic, file.partition).read(
+                log, off, size, file.hint
+            )
+            return data
+        return file.read(off, size)
+
+    @fuse_errors
+    async def write(self, fh, off, buf):
+        file = self._file(fh)
+        if isinstance(file, AppendFile):
+            framed, tail = file.framer.feed(buf)
+            self._append(file, framed)
+            file.framer.pending = tail  # committed only once the records are in the log
+        elif isinstance(file, ConfigFile):
+            written = file.written + bytes(buf)
+            complete = written[: written.rfind(b"\n") + 1]
+            if complete:
+                self._apply_config(file, complete)
+            file.written = written
+        else:
+            raise fail(errno.EBADF)
+        return len(buf)
+
+    def _append(self, file: AppendFile, framed) -> None:
+        if not framed.values:
+            return
+        if file.partition is not None:
+            log = self.store.log(file.topic, file.partition)
+            keys = framed.keys if any(k is not None for k in framed.keys) else None
+            first = log.append(framed.values, keys=keys)
+            file.add_receipt(file.partition, first, len(framed.values))
+            return
+        count = self.store.topics().get(file.topic)
+        if not count:
+            raise fail(errno.ENOENT)
+
+        def choose(key):
+            return next(self._sticky) % count if key is None else partition_for_key(key, count)
+
+        for partition, part in sorted(framed_by_partition(framed, count, choose).items()):
+            keys = part.keys if any(k is not None for k in part.keys) else None
+            first = self.store.log(file.topic, partition).append(part.values, keys=keys)
+            file.add_receipt(partition, first, len(part.values))
+
+    def _apply_config(self, file: ConfigFile, written: bytes) -> None:
+        current = self.store.topic_overrides(file.topic)
+        overrides = file.overrides(written, current, self.store.defaults)
+        if overrides != current:
+            self.store.set_topic_config(file.topic, overrides)
+
+    @fuse_errors
+    async def flush(self, fh):
+        """close(): a trailing partial line becomes a record; errors reach close()."""
+        file = self._file(fh)
+        if isinstance(file, AppendFile) and file.framer.pending:
+            try:
+                self._append(file, file.framer.finish())
+            finally:
+                file.framer.pending = b""
+        elif isinstance(file, ConfigFile) and file.written and not file.written.endswith(b"\n"):
+            file.written += b"\n"
+            self._apply_config(file, file.written)
+
+    async def release(self, fh):
+        try:
+            await self.flush(fh)
+        except pyfuse3.FUSEError as e:
+            logger.warning("closing an append file lost its unterminated tail: errno %d", e.errno)
+        self.files.pop(fh, None)
+
+    @fuse_errors
+    async def fsync(self, fh, datasync):
+        """fsync on an append file returns once its partition(s) are durable."""
+        file = self._file(fh)
+        if not isinstance(file, AppendFile):
+            return
+        if file.partition is not None:
+            logs = [self.store.log(file.topic, file.partition)]
+        else:
+            logs = [
+                self.store.log(file.topic, p) for p in range(self.store.topics().get(file.topic, 0))
+            ]
+        for log in logs:
+            if self.flusher is not None:
+                await self.flusher.flush_log(log)
+            else:
+                log.flush()
+
+    # ------------------------------------------------------------ extended attributes
+
+    @fuse_errors
+    async def getxattr(self, inode, name, ctx=None):
+        value = self.view.xattrs(self.view.node(inode)).get(os.fsdecode(name))
+        if value is None:
+            raise fail(pyfuse3.ENOATTR)
+        return value
+
+    @fuse_errors
+    async def listxattr(self, inode, ctx=None):
+        return [os.fsencode(name) for name in self.view.xattrs(self.view.node(inode))]
+
+    @fuse_errors
+    async def setxattr(self, inode, name, value, ctx=None):
+        raise fail(errno.ENOTSUP)
+
+    @fuse_errors
+    async def removexattr(self, inode, name, ctx=None):
+        raise fail(errno.ENOTSUP)
+
+    # ------------------------------------------------------------ shutdown
+
+    def close_files(self) -> None:
+        """At unmount: every open append file's partial line becomes a record."""
+        for fh, file in list(self.files.items()):
+            if isinstance(file, AppendFile) and file.framer.pending:
+                try:
+                    self._append(file, file.framer.finish())
+                except Exception as e:  # noqa: BLE001 - shutdown goes on
+                    logger.warning("unterminated tail of an append file lost at unmount: %s", e)
+            self.files.pop(fh, None)

@@ -1,0 +1,252 @@
+"""The mount's tree: node kinds by path, the inode table, the stream index.
+
+Paths are tuples of names below the mount point::
+
+    ()                                   ROOT
+    (topic,)                             TOPIC            directory
+    (topic, "append" | "append.bin")     TOPIC_APPEND[_BIN]
+    (topic, "config")                    CONFIG
+    (topic, "<p>")                       PARTITION        directory
+    (topic, "<p>", "append" | "append.bin" | "stream" | "state")
+    (topic, "<p>", "offset" | "time" | "segments")        directories
+    (topic, "<p>", "offset", "<n>")      OFFSET           one record's value
+    (topic, "<p>", "time", "<ms>")       TIME             symlink to ../offset/<n>
+    (topic, "<p>", "segments", name)     SEGMENT          symlink into DATA
+
+`kind_of` answers from the path's shape alone; whether the topic, partition
+or offset exists is the store's to say. Numbers must be canonical decimals
+(``7``, not ``07``), so every record has exactly one path.
+
+Inodes are handed out on lookup and dropped when the kernel forgets them, so
+``offset/<n>`` files cost memory only while the kernel holds them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+from collections.abc import Iterator
+
+import pyfuse3
+
+ROOT_INODE = pyfuse3.ROOT_INODE
+
+
+class Kind(enum.Enum):
+    ROOT = "root"
+    TOPIC = "topic"
+    TOPIC_APPEND = "topic append"
+    TOPIC_APPEND_BIN = "topic append.bin"
+    CONFIG = "config"
+    PARTITION = "partition"
+    APPEND = "append"
+    APPEND_BIN = "append.bin"
+    STREAM = "stream"
+    STATE = "state"
+    OFFSET_DIR = "offset/"
+    OFFSET = "offset"
+    TIME_DIR = "time/"
+    TIME = "time"
+    SEGMENT_DIR = "segments/"
+    SEGMENT = "segment"
+
+
+DIRECTORIES = {
+    Kind.ROOT,
+    Kind.TOPIC,
+    Kind.PARTITION,
+    Kind.OFFSET_DIR,
+    Kind.TIME_DIR,
+    Kind.SEGMENT_DIR,
+}
+SYMLINKS = {Kind.TIME, Kind.SEGMENT}
+APPENDS = {Kind.APPEND, Kind.APPEND_BIN, Kind.TOPIC_APPEND, Kind.TOPIC_APPEND_BIN}
+BINARY_APPENDS = {Kind.APPEND_BIN, Kind.TOPIC_APPEND_BIN}
+
+TOPIC_CHILDREN = {
+    "append": Kind.TOPIC_APPEND,
+    "append.bin": Kind.TOPIC_APPEND_BIN,
+    "config": Kind.CONFIG,
+}
+PARTITION_CHILDREN = {
+    "append": Kind.APPEND,
+    "append.bin": Kind.APPEND_BIN,
+    "offset": Kind.OFFSET_DIR,
+    "segments": Kind.SEGMENT_DIR,
+    "state": Kind.STATE,
+    "stream": Kind.STREAM,
+    "time": Kind.TIME_DIR,
+}
+
+
+def number(name: str) -> int | None:
+    """The value of a canonical non-negative decimal, else None."""
+    if not name.isascii() or not name.isdigit() or (len(name) > 1 and name[0] == "0"):
+        return None
+    return int(name)
+
+
+def kind_of(path: tuple[str, ...]) -> Kind | None:
+    """The kind of node a path names, from its shape alone (None: no such node)."""
+    depth = len(path)
+    if depth == 0:
+        return Kind.ROOT
+    if depth == 1:
+        return Kind.TOPIC
+    if depth == 2:
+        return TOPIC_CHILDREN.get(path[1]) or (
+            Kind.PARTITION if number(path[1]) is not None else None
+        )
+    if number(path[1]) is None:
+        return None
+    if depth == 3:
+        return PARTITION_CHILDREN.get(path[2])
+    if depth == 4:
+        if path[2] == "offset" and number(path[3]) is not None:
+            return Kind.OFFSET
+        if path[2] == "time" and number(path[3]) is not None:
+            return Kind.TIME
+        if path[2] == "segments":
+            return Kind.SEGMENT
+    return None
+
+
+class Node:
+    """One inode: its path, kind, kernel lookup count and cached content."""
+
+    __slots__ = ("inode", "path", "kind", "lookups", "record")
+
+    def __init__(self, inode: int, path: tuple[str, ...], kind: Kind) -> None:
+        self.inode = inode
+        self.path = path
+        self.kind = kind
+        self.lookups = 0
+        self.record = None  # offset/<n>: the Record, read once (records are immutable)
+
+    @property
+    def topic(self) -> str:
+        return self.path[0]
+
+    @property
+    def partition(self) -> int:
+        return int(self.path[1])
+
+    def __repr__(self) -> str:
+        return (
+            f"Node({self.inode}, /{'/'.join(self.path)}, {self.kind.name}, lookups={self.lookups})"
+        )
+
+
+class InodeTable:
+    """Inodes by number and by path; a path keeps its inode while the kernel
+    remembers it, and gets a fresh one after its topic is deleted."""
+
+    def __init__(self) -> None:
+        root = Node(ROOT_INODE, (), Kind.ROOT)
+        self._nodes: dict[int, Node] = {ROOT_INODE: root}
+        self._by_path: dict[tuple[str, ...], int] = {(): ROOT_INODE}
+        self._next = ROOT_INODE + 1
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def get(self, inode: int) -> Node | None:
+        return self._nodes.get(inode)
+
+    def node(self, path: tuple[str, ...], kind: Kind) -> Node:
+        """The node for ``path``, created if new; the caller counts the lookup."""
+        inode = self._by_path.get(path)
+        if inode is not None:
+            return self._nodes[inode]
+        node = Node(self._next, path, kind)
+        self._next += 1
+        self._nodes[node.inode] = node
+        self._by_path[path] = node.inode
+        return node
+
+    def forget(self, inode: int, count: int) -> None:
+        node = self._nodes.get(inode)
+        if node is None or inode == ROOT_INODE:
+            return
+        node.lookups -= count
+        if node.lookups <= 0:
+            del self._nodes[inode]
+            if self._by_path.get(node.path) == inode:
+                del self._by_path[node.path]
+
+    def unlink_prefix(self, prefix: tuple[str, ...]) -> None:
+        """Forget the paths under ``prefix`` (a deleted topic): later lookups
+        get new inodes, so no cached page of the old topic is ever served."""
+        n = len(prefix)
+        for path in [p for p in self._by_path if p[:n] == prefix and p]:
+            del self._by_path[path]
+
+
+class StreamIndex:
+    """Byte positions in one partition's ``stream`` file.
+
+    The stream is every record's value followed by ``\\n``, from the log start
+    offset at the time the index was (re)built. The index keeps the stream's
+    size up to the offset it has seen and a checkpoint ``(offset, position)``
+    at least every `CHECKPOINT_BYTES`, so a read at any position decodes at
+    most one checkpoint interval. It is extended lazily with the records
+    appended since, and rebuilt when retention moves the log start past its
+    base (the stream then shrinks, which ``tail -f`` reports as truncation).
+    """
+
+    CHECKPOINT_BYTES = 64 * 1024
+
+    def __init__(self) -> None:
+        self.base = -1
+        self.generation = 0
+        self._reset(0)
+
+    def _reset(self, base: int) -> None:
+        self.base = base
+        self.end = base  # the first offset not yet counted
+        self.size = 0
+        self._offsets = [base]
+        self._positions = [0]
+        self.generation += 1
+
+    def update(self, log) -> int:
+        """Count the records appended since the last call; returns the size."""
+        if log.log_start_offset > self.base or log.next_offset < self.end:
+            self._reset(log.log_start_offset)
+        for record in log.scan(self.end, log.next_offset):
+            if self.size - self._positions[-1] >= self.CHECKPOINT_BYTES:
+                self._offsets.append(record.offset)
+                self._positions.append(self.size)
+            self.size += len(record.value or b"") + 1
+            self.end = record.offset + 1
+        self.end = max(self.end, log.next_offset)
+        return self.size
+
+    def read(self, log, position: int, size: int, hint: tuple | None = None) -> tuple[bytes, tuple]:
+        """``size`` bytes of the stream from ``position``.
+
+        ``hint`` is what the previous read on the same open file returned; a
+        sequential reader then continues where it stopped instead of at the
+        checkpoint before. Returns the bytes and the next hint.
+        """
+        self.update(log)
+        if position >= self.size or size <= 0:
+            return b"", hint
+        i = bisect.bisect_right(self._positions, position) - 1
+        offset, pos = self._offsets[i], self._positions[i]
+        if hint and hint[0] == self.generation and pos <= hint[2] <= position:
+            offset, pos = hint[1], hint[2]
+        out = bytearray()
+        want_end = position + size
+        for record_offset, line in self._lines(log, offset):
+            if pos + len(line) > position:
+                out += line[max(0, position - pos) : want_end - pos]
+            if pos + len(line) >= want_end:
+                break
+            pos += len(line)
+            offset = record_offset + 1
+        return bytes(out), (self.generation, offset, pos)
+
+    def _lines(self, log, start: int) -> Iterator[tuple[int, bytes]]:
+        for record in log.scan(start, self.end):
+            yield record.offset, (record.value or b"") + b"\n"

@@ -1,0 +1,207 @@
+"""The mount's nodes as the store sees them: existence, listings, attributes.
+
+`View` answers the questions every handler asks first — does this path exist
+now, what is in this directory, what are this node's attributes and extended
+attributes — from the store's current state, without opening anything. The
+handlers in fusefs.py add the per-open-file behaviour.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import time
+
+import pyfuse3
+
+from .fusefiles import config_text, state_text
+from .fusetree import (
+    APPENDS,
+    DIRECTORIES,
+    PARTITION_CHILDREN,
+    TOPIC_CHILDREN,
+    InodeTable,
+    Kind,
+    Node,
+    StreamIndex,
+    kind_of,
+    number,
+)
+
+BLOCK_SIZE = 1 << 20  # tools size their writes by st_blksize: 1 MiB is max_write
+OFFSET_LISTING = 100  # `ls offset/` shows the newest this many offsets
+XATTR = "user.logfs."
+
+
+def fail(code: int) -> pyfuse3.FUSEError:
+    return pyfuse3.FUSEError(code)
+
+
+class View:
+    """Nodes over ``store``: the inode table, stream indexes and attributes."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.inodes = InodeTable()
+        self.streams: dict[tuple[str, int], StreamIndex] = {}
+        self._uid, self._gid = os.getuid(), os.getgid()
+        self._started_ns = time.time_ns()
+
+    def node(self, inode: int) -> Node:
+        node = self.inodes.get(inode)
+        if node is None:
+            raise fail(errno.ENOENT)
+        return node
+
+    def log(self, node: Node):
+        return self.store.log(node.topic, node.partition)
+
+    def resolve(self, path: tuple[str, ...]) -> Node:
+        """The node at ``path`` if it exists in the store now; ENOENT if not."""
+        kind = kind_of(path)
+        if kind is None:
+            raise fail(errno.ENOENT)
+        if kind is not Kind.ROOT:
+            topics = self.store.topics()
+            if path[0] not in topics:
+                raise fail(errno.ENOENT)
+            in_partition = len(path) > 1 and kind not in TOPIC_CHILDREN.values()
+            if in_partition and number(path[1]) >= topics[path[0]]:
+                raise fail(errno.ENOENT)
+        node = self.inodes.node(path, kind)
+        if kind is Kind.OFFSET and node.record is None:
+            node.record = self.log(node).read(int(path[3]))
+        elif kind is Kind.TIME:
+            offset = self.log(node).offset_for_time(int(path[3]))
+            if offset is None:
+                raise fail(errno.ENOENT)
+            node.record = f"../offset/{offset}"
+        elif kind is Kind.SEGMENT:
+            target = self.segment_files(node.topic, node.partition).get(path[3])
+            if target is None:
+                raise fail(errno.ENOENT)
+            node.record = target
+        return node
+
+    def segment_files(self, topic: str, partition: int) -> dict[str, str]:
+        files = {}
+        for seg in self.store.log(topic, partition).segments:
+            for path in (seg.log_path, seg.index_path, seg.timeindex_path):
+                files[os.path.basename(path)] = os.path.abspath(path)
+        return files
+
+    def entries(self, node: Node) -> list[str]:
+        """The names in a directory, in listing order."""
+        if node.kind is Kind.ROOT:
+            return list(self.store.topics())
+        if node.kind is Kind.TOPIC:
+            count = self.store.topics().get(node.topic, 0)
+            return [str(p) for p in range(count)] + list(TOPIC_CHILDREN)
+        if node.kind is Kind.PARTITION:
+            return list(PARTITION_CHILDREN)
+        if node.kind is Kind.OFFSET_DIR:
+            log = self.log(node)
+            first = max(log.log_start_offset, log.next_offset - OFFSET_LISTING)
+            return [str(n) for n in range(first, log.next_offset)]
+        if node.kind is Kind.SEGMENT_DIR:
+            return sorted(self.segment_files(node.topic, node.partition))
+        return []  # time/: every millisecond is a name; none is listed
+
+    # ------------------------------------------------------------ attributes
+
+    def attrs(self, node: Node, *, listing: bool = False) -> pyfuse3.EntryAttributes:
+        """stat(2) for ``node``; also how long the kernel may cache it.
+
+        ``listing``: for readdirplus (``ls -l``), where a stream's size is the
+        last one counted rather than counted now — counting a large
+        partition's stream the first time takes seconds, and its attributes
+        are not cached anyway, so a stat right after gets the exact size.
+        """
+        attrs = pyfuse3.EntryAttributes()
+        attrs.st_ino = node.inode
+        attrs.generation = 0
+        attrs.st_uid, attrs.st_gid = self._uid, self._gid
+        attrs.st_blksize = BLOCK_SIZE
+        attrs.st_nlink = 1
+        mtime = self._started_ns
+        kind = node.kind
+        size = 0
+        timeout = 1.0
+        if kind in DIRECTORIES:
+            mode = stat.S_IFDIR | 0o755
+            attrs.st_nlink = 2
+        elif kind in (Kind.TIME, Kind.SEGMENT):
+            mode = stat.S_IFLNK | 0o777
+            size = len(node.record)
+            timeout = 0 if kind is Kind.TIME else 1.0
+        elif kind is Kind.OFFSET:
+            mode = stat.S_IFREG | 0o444
+            size = len(node.record.value or b"")
+            mtime = max(node.record.timestamp, 0) * 1_000_000
+            timeout = 60.0
+        elif kind in APPENDS:
+            mode = stat.S_IFREG | 0o644
+            timeout = 0
+        elif kind is Kind.CONFIG:
+            mode = stat.S_IFREG | 0o644
+            size = len(config_text(self.store.topic_config(node.topic)))
+            timeout = 0
+        elif kind is Kind.STREAM:
+            mode = stat.S_IFREG | 0o444
+            index = self.stream(node.topic, node.partition)
+            size = index.size if listing else index.update(self.log(node))
+            mtime = time.time_ns()
+            timeout = 0
+        else:  # STATE
+            mode = stat.S_IFREG | 0o444
+            size = len(state_text(self.log(node)))
+            mtime = time.time_ns()
+            timeout = 0
+        if self.store.read_only:
+            mode &= ~0o222
+        attrs.st_mode = mode
+        attrs.st_size = size
+        attrs.st_blocks = (size + 511) // 512
+        attrs.st_atime_ns = attrs.st_ctime_ns = attrs.st_mtime_ns = mtime
+        attrs.entry_timeout = attrs.attr_timeout = timeout
+        return attrs
+
+    def forget_topic(self, topic: str) -> None:
+        """After a topic is deleted: fresh inodes and stream indexes next time."""
+        self.inodes.unlink_prefix((topic,))
+        for key in [k for k in self.streams if k[0] == topic]:
+            del self.streams[key]
+
+    def stream(self, topic: str, partition: int) -> StreamIndex:
+        index = self.streams.get((topic, partition))
+        if index is None:
+            index = self.streams[(topic, partition)] = StreamIndex()
+        return index
+
+    def xattrs(self, node: Node) -> dict[str, bytes]:
+        """The root's pid and data dir; a record's offset, timestamp, key, headers."""
+        if node.kind is Kind.ROOT:
+            return {
+                XATTR + "pid": str(os.getpid()).encode(),
+                XATTR + "data": os.fsencode(os.path.abspath(self.store.path)),
+            }
+        if node.kind is not Kind.OFFSET:
+            return {}
+        record = node.record
+        out = {
+            XATTR + "offset": str(record.offset).encode(),
+            XATTR + "timestamp": str(record.timestamp).encode(),
+            XATTR + "headers": json.dumps(
+                [
+                    [k, None if v is None else v.decode("utf-8", "backslashreplace")]
+                    for k, v in record.headers
+                ]
+            ).encode(),
+        }
+        if record.key is not None:
+            out[XATTR + "key"] = record.key
+        for name, value in record.headers:
+            out.setdefault(f"{XATTR}header.{name}", value or b"")
+        return out

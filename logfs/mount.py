@@ -1,0 +1,328 @@
+"""Wiring a mount: store, flusher, FUSE, signals, teardown; and the daemon.
+
+`serve` is the one function that runs a mount: it opens (and recovers) the
+store, mounts, runs `pyfuse3.main` and the flusher in one nursery until
+SIGINT/SIGTERM or an external unmount, then tears down in this order: the
+open append files' unterminated lines become records, every log is flushed,
+the checkpoints are written, the file system is unmounted, the store's lock is
+released.
+
+`mount` is ``logfs mount``: it checks what it can up front, then (unless
+foreground) starts the daemon in a new session and returns once the daemon
+reports the mount ready and it shows in /proc/self/mountinfo. `umount` is
+``logfs umount``: it asks the daemon (its pid is the root's
+``user.logfs.pid`` attribute) to shut down with SIGTERM and waits for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
+import pyfuse3
+import trio
+
+from .config import TopicConfig
+from .errors import LogfsError
+from .flusher import Flusher
+from .fusefs import Operations
+from .store import Store
+
+logger = logging.getLogger("logfs")
+
+# Passed to the kernel / libfuse as they are.
+FUSE_OPTIONS = {
+    "ro",
+    "allow_other",
+    "allow_root",
+    "auto_unmount",
+    "default_permissions",
+    "noatime",
+    "sync",
+    "dirsync",
+    "debug",
+}
+# What mount(8) and fstab add; meaningless here, accepted and ignored.
+IGNORED_OPTIONS = {
+    "rw", "defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser", "owner",
+    "group", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "async", "atime", "relatime",
+    "strictatime", "diratime", "nodiratime",
+}  # fmt: skip
+LOG_FILE = "logfs.log"  # in DATA, for a daemon without -o log=...
+
+
+class MountOptions(NamedTuple):
+    """``-o`` options, sorted by who consumes them."""
+
+    fuse: frozenset[str]  # for pyfuse3.init
+    defaults: dict[str, str]  # topic-config defaults (Kafka names)
+    partitions: int  # partitions of a topic made by mkdir
+    read_only: bool
+    log: str | None  # the daemon's log file
+
+
+def parse_options(options: Mapping[str, str | None]) -> MountOptions:
+    """Sort ``-o`` options; raises LogfsError for an unknown one or a bad value."""
+    fuse, defaults = set(), {}
+    partitions, log = 1, None
+    for key, value in options.items():
+        if key in FUSE_OPTIONS:
+            fuse.add(key)
+        elif key in IGNORED_OPTIONS or key.startswith(("x-", "comment")):
+            continue
+        elif key == "partitions":
+            if not (value or "").isdigit() or int(value) < 1:
+                raise LogfsError(f"partitions={value}: expected a positive integer")
+            partitions = int(value)
+        elif key == "log":
+            log = value or None
+        elif key == "fsname" or key == "subtype":
+            continue  # always the data dir and "logfs"
+        elif "." in key:
+            defaults[key] = value or ""
+        else:
+            raise LogfsError(f"unknown mount option {key!r}")
+    TopicConfig.from_properties(defaults=defaults)  # InvalidConfigError (a LogfsError) if bad
+    return MountOptions(frozenset(fuse), defaults, partitions, "ro" in fuse, log)
+
+
+# ---------------------------------------------------------------- the daemon
+
+
+def serve(
+    data: str, mountpoint: str, options: MountOptions, ready: Callable[[], None] | None = None
+) -> int:
+    """Run a mount until it is unmounted or signalled; returns an exit code."""
+    store = Store(data, defaults=options.defaults, read_only=options.read_only)
+    flusher = Flusher(store)
+    ops = Operations(store, flusher=flusher, partitions=options.partitions)
+    fuse_options = {f"fsname={os.path.abspath(data)}", "subtype=logfs", *options.fuse}
+    try:
+        pyfuse3.init(ops, mountpoint, fuse_options)
+    except BaseException:
+        store.close()
+        raise
+    logger.info("mounted %s on %s", data, mountpoint)
+    try:
+        if ready is not None:
+            ready()
+        trio.run(_run, flusher)
+    finally:
+        with contextlib.ExitStack() as teardown:  # runs bottom-up, each step even if one fails
+            teardown.callback(store.close)
+            teardown.callback(pyfuse3.close, unmount=True)
+            teardown.callback(store.checkpoint)
+            teardown.callback(store.flush)
+            teardown.callback(ops.close_files)
+        logger.info("unmounted %s", mountpoint)
+    return 0
+
+
+async def _run(flusher: Flusher) -> None:
+    async with trio.open_nursery() as nursery:
+        await nursery.start(flusher.run)
+        nursery.start_soon(_stop_on_signal)
+        await pyfuse3.main()  # returns on pyfuse3.terminate() or an external unmount
+        nursery.cancel_scope.cancel()
+
+
+async def _stop_on_signal() -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            logger.info("%s: unmounting", signal.Signals(signum).name)
+            pyfuse3.terminate()
+            return
+
+
+# ---------------------------------------------------------------- mount / umount
+
+
+def mount(
+    data: str,
+    mountpoint: str,
+    options: Mapping[str, str | None] | None = None,
+    foreground: bool = False,
+) -> int:
+    """``logfs mount``: returns 0 once the mount is ready (foreground: once it
+    is unmounted again), else 1 with a one-line reason on stderr."""
+    data, mountpoint = os.path.abspath(data), os.path.abspath(mountpoint)
+    try:
+        opts = parse_options(options or {})
+        _preflight(data, mountpoint, opts)
+        if foreground:
+            level = logging.DEBUG if "debug" in opts.fuse else logging.INFO
+            logging.basicConfig(level=level, format="logfs: %(levelname)s: %(message)s")
+            return serve(data, mountpoint, opts)
+        return _spawn(data, mountpoint, options or {}, opts)
+    except (LogfsError, OSError, RuntimeError) as e:
+        print(f"logfs mount: {_one_line(e)}", file=sys.stderr)
+        return 1
+
+
+def _preflight(data: str, mountpoint: str, opts: MountOptions) -> None:
+    # mountinfo first: stat on a dead or hung mount point would fail or block.
+    if is_mounted(mountpoint):
+        raise LogfsError(f"{mountpoint} is already mounted")
+    if not os.path.isdir(mountpoint):
+        raise LogfsError(f"mount point {mountpoint} does not exist or is not a directory")
+    if not os.path.exists("/dev/fuse"):
+        raise LogfsError("FUSE is not available: /dev/fuse is missing (modprobe fuse)")
+    if opts.read_only and not os.path.isdir(data):
+        raise LogfsError(f"{data}: no such data directory")
+
+
+def _spawn(data: str, mountpoint: str, options: Mapping, opts: MountOptions) -> int:
+    """Start the daemon and wait for its ready line (or its error)."""
+    log_path = opts.log or os.path.join(data, LOG_FILE)
+    if not opts.read_only:
+        os.makedirs(data, exist_ok=True)
+    try:
+        log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
+    except OSError:
+        log = open(os.devnull, "wb")  # noqa: SIM115
+    read_end, write_end = os.pipe()
+    cmd = [
+        sys.executable,
+        "-m",
+        "logfs.mount",
+        str(write_end),
+        data,
+        mountpoint,
+        json.dumps(dict(options)),
+    ]
+    with log:
+        child = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            pass_fds=[write_end],
+            start_new_session=True,
+            cwd="/",
+        )
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as status:
+        line = status.readline().decode(errors="replace").strip()
+    if line != "ready":
+        child.wait()
+        raise LogfsError(
+            line.removeprefix("error: ") or f"the daemon exited with status {child.returncode}"
+        )
+    deadline = time.monotonic() + 10
+    while not is_mounted(mountpoint):
+        if time.monotonic() > deadline or child.poll() is not None:
+            raise LogfsError(
+                f"the daemon said ready but {mountpoint} is not in /proc/self/mountinfo"
+            )
+        time.sleep(0.01)
+    return 0
+
+
+def _daemon_main(argv: list[str]) -> int:
+    """The daemon (``python -m logfs.mount STATUS_FD DATA MNT OPTIONS_JSON``)."""
+    status_fd, data, mountpoint, options = int(argv[0]), argv[1], argv[2], json.loads(argv[3])
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s logfs[%(process)d] %(levelname)s: %(message)s"
+    )
+
+    def ready() -> None:
+        os.write(status_fd, b"ready\n")
+        os.close(status_fd)
+
+    try:
+        return serve(data, mountpoint, parse_options(options), ready)
+    except (LogfsError, OSError, RuntimeError) as e:
+        logger.error("%s", _one_line(e))
+        with contextlib.suppress(OSError):
+            os.write(status_fd, f"error: {_one_line(e)}\n".encode())
+        return 1
+
+
+def umount(mountpoint: str, timeout: float = 60.0) -> int:
+    """``logfs umount``: flush, checkpoint and unmount; 0 once done."""
+    mountpoint = os.path.abspath(mountpoint)
+    fstype = mount_type(mountpoint)
+    if fstype is None:
+        print(f"logfs umount: {mountpoint} is not mounted", file=sys.stderr)
+        return 1
+    if fstype != "fuse.logfs":
+        print(f"logfs umount: {mountpoint} is not a logfs mount ({fstype})", file=sys.stderr)
+        return 1
+    pid = _daemon_pid(mountpoint)
+    if pid is None:  # a dead daemon: only the kernel's mount is left
+        done = subprocess.run(["fusermount3", "-u", mountpoint], capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"logfs umount: {_one_line(done.stderr)}", file=sys.stderr)
+        return done.returncode
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _alive(pid) or is_mounted(mountpoint):
+        if time.monotonic() > deadline:
+            print(
+                f"logfs umount: the daemon (pid {pid}) did not exit within {timeout:.0f} s",
+                file=sys.stderr,
+            )
+            return 1
+        time.sleep(0.02)
+    return 0
+
+
+def _daemon_pid(mountpoint: str) -> int | None:
+    """The daemon's pid from the root's xattr, in a thread: a hung mount must not hang us."""
+    result: list[int] = []
+
+    def ask() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            result.append(int(os.getxattr(mountpoint, "user.logfs.pid")))
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    thread.join(5.0)
+    return result[0] if result else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def mount_type(mountpoint: str) -> str | None:
+    """The file system type mounted on ``mountpoint`` (from /proc/self/mountinfo), or None."""
+    target = os.path.abspath(mountpoint)
+    with open("/proc/self/mountinfo") as f:
+        entries = [line.split() for line in f]
+    found = None
+    for fields in entries:
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])  # \040: space
+        if point == target:
+            found = fields[fields.index("-") + 1]  # the last mount on top wins
+    return found
+
+
+def is_mounted(mountpoint: str) -> bool:
+    return mount_type(mountpoint) is not None
+
+
+def _one_line(e: BaseException | str) -> str:
+    text = str(e).strip() or type(e).__name__
+    if isinstance(e, OSError) and e.strerror:
+        text = f"{e.filename + ': ' if e.filename else ''}{e.strerror}"
+    return text.splitlines()[0] if text else "unknown error"
+
+
+if __name__ == "__main__":
+    sys.exit(_daemon_main(sys.argv[1:]))

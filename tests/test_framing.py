@@ -1,0 +1,80 @@
+"""Line and binary framing of append files, and Kafka's key partitioner."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from kafka.partitioner.default import murmur2 as kafka_murmur2
+
+from logfs.framing import (
+    FramingError,
+    LengthFramer,
+    LineFramer,
+    TooLargeError,
+    frame,
+    murmur2,
+    partition_for_key,
+)
+
+
+def feed_all(framer, chunks):
+    values = []
+    for chunk in chunks:
+        framed, framer.pending = framer.feed(chunk)
+        values += framed.values
+    return values + framer.finish().values
+
+
+@given(st.lists(st.binary(max_size=30).filter(lambda b: b"\n" not in b), max_size=20), st.data())
+def test_lines_survive_any_split(lines, data):
+    text = b"".join(line + b"\n" for line in lines)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=5)))
+    chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    assert feed_all(LineFramer(max_bytes=1000), chunks) == lines
+
+
+@given(st.lists(st.binary(max_size=40), max_size=20), st.data())
+def test_frames_survive_any_split(values, data):
+    stream = b"".join(frame(v) for v in values)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=5)))
+    chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+    assert feed_all(LengthFramer(max_bytes=1000), chunks) == values
+
+
+def test_feed_does_not_commit():
+    framer = LineFramer(max_bytes=100)
+    framed, tail = framer.feed(b"a\nb")
+    assert framed.values == [b"a"] and tail == b"b" and framer.pending == b""
+
+
+def test_keys():
+    framer = LineFramer(max_bytes=100, parse_key=True, separator=b"::")
+    framed, _ = framer.feed(b"k::v::w\n::x\n")
+    assert framed.keys == [b"k", b""] and framed.values == [b"v::w", b"x"]
+    with pytest.raises(FramingError):
+        framer.feed(b"no separator\n")
+
+
+def test_limits():
+    with pytest.raises(TooLargeError):
+        LineFramer(max_bytes=3).feed(b"abcd\n")
+    with pytest.raises(TooLargeError):
+        LineFramer(max_bytes=3).feed(b"abcd")
+    with pytest.raises(TooLargeError):
+        LengthFramer(max_bytes=3).feed(frame(b"abcd")[:4])
+    framer = LengthFramer(max_bytes=3)
+    framer.pending = frame(b"ab")[:5]
+    with pytest.raises(FramingError):
+        framer.finish()
+
+
+@given(st.binary(max_size=64))
+def test_murmur2_is_kafkas(data):
+    assert murmur2(data) & 0xFFFFFFFF == kafka_murmur2(data) & 0xFFFFFFFF
+
+
+def test_partition_for_key():
+    # Kafka: Utils.toPositive(Utils.murmur2(key)) % numPartitions
+    assert all(0 <= partition_for_key(bytes([i]), 7) < 7 for i in range(256))
+    assert partition_for_key(b"foo", 3) == (kafka_murmur2(b"foo") & 0x7FFFFFFF) % 3
