@@ -11,6 +11,7 @@ import json
 
 from .config import TopicConfig, read_properties, write_properties
 from .framing import Framed, LengthFramer, LineFramer
+from .log import max_record_bytes
 
 # At most this many bytes of unread receipts are kept per open append file:
 # a reader of receipts reads them as it goes, others never open for reading.
@@ -38,11 +39,11 @@ class AppendFile:
         self.partition = partition  # None: the topic's append file, records spread over partitions
         if binary:
             self.framer: LineFramer | LengthFramer = LengthFramer(
-                max_bytes=config.max_message_bytes
+                max_bytes=max_record_bytes(config)
             )
         else:
             self.framer = LineFramer(
-                max_bytes=config.max_message_bytes,
+                max_bytes=max_record_bytes(config),
                 parse_key=config.parse_key,
                 separator=config.key_separator.encode(),
             )

@@ -57,6 +57,12 @@ HEADER_OVERHEAD = 10
 TARGET_BATCH_BYTES = 16 * 1024
 
 
+def max_record_bytes(config: TopicConfig) -> int:
+    """The largest key plus value that always fits a batch of max.message.bytes
+    when alone (uncompressed, no headers)."""
+    return max(0, config.max_message_bytes - HEADER_SIZE - RECORD_OVERHEAD)
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
