@@ -133,6 +133,8 @@ class Store:
         TopicConfig.from_properties(defaults=self.defaults)  # validate early
         self._lock_fd = -1
         self._logs: dict[tuple[str, int], Log] = {}
+        # partitions found on disk but not opened yet: (directory, recovery point, log start)
+        self._unopened: dict[tuple[str, int], tuple[str, int, int]] = {}
         self._overrides: dict[str, dict[str, str]] = {}
         if read_only:
             if not self.path.is_dir():
@@ -173,19 +175,27 @@ class Store:
             match = PARTITION_DIR.fullmatch(entry.name)
             if not match or not entry.is_dir():
                 continue
-            topic, partition = match.group(1), int(match.group(2))
-            tp = (topic, partition)
-            self._logs[tp] = Log(
-                entry.path,
-                topic,
-                partition,
-                self._config(topic),
-                recovery_point=recovery.get(tp, 0),
-                log_start_offset=starts.get(tp, 0),
-                writable=not self.read_only,
-            )
+            tp = (match.group(1), int(match.group(2)))
+            self._unopened[tp] = (entry.path, recovery.get(tp, 0), starts.get(tp, 0))
         if not self.read_only:
+            # A writer recovers every partition now; a reader opens each on first use.
+            for tp in list(self._unopened):
+                self._open_log(tp)
             self.checkpoint()
+
+    def _open_log(self, tp: tuple[str, int]) -> Log:
+        path, recovery_point, log_start_offset = self._unopened.pop(tp)
+        log = Log(
+            path,
+            tp[0],
+            tp[1],
+            self._config(tp[0]),
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            writable=not self.read_only,
+        )
+        self._logs[tp] = log
+        return log
 
     def _config(self, topic: str) -> TopicConfig:
         try:
@@ -203,12 +213,12 @@ class Store:
     def topics(self) -> dict[str, int]:
         """Topic name -> number of partitions, sorted by name."""
         counts: dict[str, int] = {}
-        for topic, _ in self._logs:
+        for topic, _ in sorted([*self._logs, *self._unopened]):
             counts[topic] = counts.get(topic, 0) + 1
         return dict(sorted(counts.items()))
 
     def partitions(self, topic: str) -> list[int]:
-        parts = sorted(p for t, p in self._logs if t == topic)
+        parts = sorted(p for t, p in [*self._logs, *self._unopened] if t == topic)
         if not parts:
             raise UnknownTopicError(f"unknown topic {topic!r}")
         return parts
@@ -285,12 +295,17 @@ class Store:
 
     def log(self, topic: str, partition: int) -> Log:
         try:
-            return self._logs[(topic, int(partition))]
-        except (KeyError, ValueError):
-            raise UnknownTopicError(f"unknown topic-partition {topic}-{partition}") from None
+            tp = (topic, int(partition))
+        except ValueError:
+            tp = None
+        if tp in self._logs:
+            return self._logs[tp]
+        if tp in self._unopened:
+            return self._open_log(tp)
+        raise UnknownTopicError(f"unknown topic-partition {topic}-{partition}")
 
     def logs(self) -> list[Log]:
-        return list(self._logs.values())
+        return [self.log(*tp) for tp in sorted([*self._logs, *self._unopened])]
 
     def flush(self) -> None:
         for log in self._logs.values():
@@ -318,6 +333,7 @@ class Store:
             for log in self._logs.values():
                 log.close()
             self._logs.clear()
+            self._unopened.clear()
             if self._lock_fd >= 0:
                 os.close(self._lock_fd)
                 self._lock_fd = -1
