@@ -149,9 +149,12 @@ class Log:
         )
         self.log_start_offset = min(self.log_start_offset, self.next_offset)
         if self.writable:
+            # What recovery validated past the recovery point may still be only in
+            # the page cache (a process crash): make it durable before trusting it.
             for segment in self.segments[first_to_recover:]:
-                self._dirty[segment.base_offset] = segment
-            self.flush()  # what recovery validated is made durable before it is trusted
+                if segment.next_offset > recovery_point or self.truncated_bytes:
+                    self._dirty[segment.base_offset] = segment
+            self.flush()
         self.recovery_point = (
             self.next_offset if self.writable else min(recovery_point, self.next_offset)
         )
