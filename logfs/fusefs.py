@@ -309,6 +309,7 @@ class Operations(pyfuse3.Operations):
             framed, tail = file.framer.feed(buf)
             self._append(file, framed)
             file.framer.pending = tail  # committed only once the records are in the log
+            await self._sync_if_due(file)
         elif isinstance(file, ConfigFile):
             written = file.written + bytes(buf)
             complete = written[: written.rfind(b"\n") + 1]
@@ -355,6 +356,7 @@ class Operations(pyfuse3.Operations):
                 self._append(file, file.framer.finish())
             finally:
                 file.framer.pending = b""
+            await self._sync_if_due(file)
         elif isinstance(file, ConfigFile) and file.written and not file.written.endswith(b"\n"):
             file.written += b"\n"
             self._apply_config(file, file.written)
@@ -372,17 +374,30 @@ class Operations(pyfuse3.Operations):
         file = self._file(fh)
         if not isinstance(file, AppendFile):
             return
+        for log in self._logs_of(file):
+            await self._sync(log)
+
+    def _logs_of(self, file: AppendFile) -> list:
         if file.partition is not None:
-            logs = [self.store.log(file.topic, file.partition)]
+            return [self.store.log(file.topic, file.partition)]
+        return [
+            self.store.log(file.topic, p) for p in range(self.store.topics().get(file.topic, 0))
+        ]
+
+    async def _sync(self, log) -> None:
+        if self.flusher is not None:
+            await self.flusher.flush_log(log)  # fsync in a worker thread
         else:
-            logs = [
-                self.store.log(file.topic, p) for p in range(self.store.topics().get(file.topic, 0))
-            ]
-        for log in logs:
-            if self.flusher is not None:
-                await self.flusher.flush_log(log)
-            else:
-                log.flush()
+            log.flush()
+
+    async def _sync_if_due(self, file: AppendFile) -> None:
+        """flush.messages: a write() that brings a partition to that many
+        unflushed records returns once they are durable, as Kafka flushes in
+        its append path; leaving it to the flusher's next tick would
+        acknowledge records a power failure can still take."""
+        for log in self._logs_of(file):
+            if log.unflushed_messages >= log.config.flush_messages:
+                await self._sync(log)
 
     # ------------------------------------------------------------ extended attributes
 
