@@ -91,7 +91,10 @@ def fuse_errors(handler):
         except pyfuse3.FUSEError:
             raise
         except Exception as e:
-            if not isinstance(e, (LogfsError, FramingError)):
+            if isinstance(e, (CorruptRecordError, CorruptIndexError)):
+                # bit rot below the recovery point is only found when read: say where
+                logger.error("%s%r: %s (answering EIO)", handler.__name__, args, e)
+            elif not isinstance(e, (LogfsError, FramingError)):
                 logger.debug("%s%r failed: %r", handler.__name__, args, e)
             raise pyfuse3.FUSEError(errno_for(e)) from None
 

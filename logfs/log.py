@@ -137,7 +137,13 @@ class Log:
                 segment.load()
             except (CorruptIndexError, CorruptRecordError) as e:
                 logger.warning("%s: %s; rebuilding from the log", segment.log_path, e)
-                self.truncated_bytes += segment.recover()
+                cut = segment.recover()
+                if cut and self.writable:
+                    # damage below the recovery point: later segments would leave a hole
+                    self.truncated_bytes += cut
+                    self._add_segment(segment)
+                    self._drop_segments_after(i)
+                    break
             self._add_segment(segment)
         if not self.segments and self.writable:
             self._add_segment(
@@ -170,6 +176,7 @@ class Log:
                 logger.warning("%s: deleting segment after a truncated one", path)
                 for suffix in (".log", ".index", ".timeindex"):
                     path.with_suffix(suffix).unlink(missing_ok=True)
+                self._dir_dirty = True
 
     # ------------------------------------------------------------ state
 
