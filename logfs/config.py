@@ -13,6 +13,8 @@ can be tested with tables; callers do the I/O.
 from __future__ import annotations
 
 import dataclasses
+import re
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -149,6 +151,23 @@ def parse_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
+# What write_properties escapes (\t, \n, \\, \xNN, \uNNNN, \UNNNNNNNN); as in Java
+# properties, a backslash before any other character stands for that character.
+_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.?)", re.DOTALL)
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(value: str) -> str:
+    def one(m: re.Match) -> str:
+        code = m[1]
+        if len(code) > 2 and code[0] in "xuU":
+            n = int(code[1:], 16)
+            return "\ufffd" if n > sys.maxunicode or 0xD800 <= n < 0xE000 else chr(n)
+        return _ESCAPES.get(code, code)
+
+    return _ESCAPE.sub(one, value)
+
+
 def read_properties(text: str) -> dict[str, str]:
     """Parse ``key=value`` lines; ``#`` and ``!`` start comments."""
     props = {}
@@ -160,7 +179,7 @@ def read_properties(text: str) -> dict[str, str]:
         if not sep:
             raise InvalidConfigError(f"line {number}: expected key=value, got {line!r}")
         # Values keep their whitespace: a key.separator may be a space or a tab.
-        props[key.strip()] = value.encode("latin-1").decode("unicode_escape")
+        props[key.strip()] = _unescape(value)
     return props
 
 

@@ -46,7 +46,12 @@ class View:
         self.store = store
         self.inodes = InodeTable()
         self.streams: dict[tuple[str, int], StreamIndex] = {}
-        self._uid, self._gid = os.getuid(), os.getgid()
+        # The mount shows DATA's owner, group and permission bits, so that with
+        # -o allow_other,default_permissions the kernel lets other users do through
+        # the mount what DATA lets them do, and no more (docs/operations.md).
+        data = os.stat(store.path)
+        self._uid, self._gid = data.st_uid, data.st_gid
+        self._perm = stat.S_IMODE(data.st_mode)
         self._started_ns = time.time_ns()
 
     def node(self, inode: int) -> Node:
@@ -159,6 +164,10 @@ class View:
             size = len(state_text(self.log(node)))
             mtime = time.time_ns()
             timeout = 0
+        if stat.S_ISDIR(mode):
+            mode = stat.S_IFDIR | self._perm
+        elif stat.S_ISREG(mode):
+            mode = stat.S_IFREG | (self._perm & (0o666 if mode & 0o200 else 0o444))
         if self.store.read_only:
             mode &= ~0o222
         attrs.st_mode = mode

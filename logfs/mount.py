@@ -93,6 +93,10 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
         else:
             raise LogfsError(f"unknown mount option {key!r}")
     TopicConfig.from_properties(defaults=defaults)  # InvalidConfigError (a LogfsError) if bad
+    if "allow_other" in fuse:
+        # Without the kernel's permission checks every user could append, create and
+        # delete topics; with them, DATA's owner and modes apply (docs/operations.md).
+        fuse.add("default_permissions")
     return MountOptions(frozenset(fuse), defaults, partitions, "ro" in fuse, log)
 
 
