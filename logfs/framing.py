@@ -30,6 +30,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
+PACKED_BYTES = 4096  # writes of at least this much are cut into lines with numpy
+
 
 class FramingError(ValueError):
     """Input that cannot be framed into records (missing key separator,
@@ -45,6 +49,23 @@ class Framed(NamedTuple):
 
     keys: list[bytes | None]
     values: list[bytes]
+
+
+class Packed(NamedTuple):
+    """Unkeyed lines cut out of a write without a Python object per record:
+    ``data`` is the complete lines, each with its ``\\n``; ``lengths`` the values'
+    lengths (see `Log.append_packed`)."""
+
+    data: memoryview
+    lengths: np.ndarray
+
+    @property
+    def values(self) -> list[bytes]:
+        return bytes(self.data).split(b"\n")[:-1]
+
+    @property
+    def keys(self) -> list[None]:
+        return [None] * len(self.lengths)
 
 
 class LineFramer:
@@ -65,12 +86,21 @@ class LineFramer:
         ``self.pending`` (the caller commits after a successful append).
         """
         text = self.pending + data if self.pending else bytes(data)
-        *lines, tail = text.split(b"\n")
+        end = text.rfind(b"\n") + 1
+        tail = text[end:]
         if len(tail) > self.max_bytes:
             raise TooLargeError(
                 f"an unterminated line of {len(tail)} bytes exceeds {self.max_bytes}"
             )
-        return self._records(lines), tail
+        if self.parse_key or end < PACKED_BYTES:  # few lines: numpy costs more than it saves
+            return self._records(text[:end].split(b"\n")[:-1]), tail
+        newlines = np.flatnonzero(np.frombuffer(text, np.uint8, end) == 10)
+        lengths = np.diff(newlines, prepend=-1) - 1
+        if len(lengths) and int(lengths.max()) > self.max_bytes:
+            raise TooLargeError(
+                f"a record of {int(lengths.max())} bytes exceeds {self.max_bytes}"
+            )
+        return Packed(memoryview(text)[:end], lengths), tail
 
     def finish(self) -> Framed:
         """The pending partial line as a record (on close); empty when none."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from . import stream
 from .config import TopicConfig, read_properties, write_properties
 from .framing import Framed, LengthFramer, LineFramer
 from .log import max_record_bytes
@@ -105,12 +106,43 @@ class ConfigFile(SnapshotFile):
 
 
 class StreamFile:
-    """An open ``stream``: where the last read stopped (see StreamIndex.read)."""
+    """An open ``stream``: decoded lines read ahead of the reader.
+
+    ``buf`` holds the stream's bytes from position ``pos``, ending just before
+    record ``offset``; a sequential reader is served from it and it is refilled
+    a few MiB of log at a time, column-wise (`stream.lines_from`). A read
+    elsewhere starts over from the mark before it (`stream.locate`).
+    """
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
         self.partition = partition
-        self.hint: tuple | None = None
+        self.key: tuple | None = None
+        self.buf = b""
+        self.pos = 0
+        self.offset = 0
+
+    def read(self, log, position: int, size: int) -> bytes:
+        total = stream.size(log)
+        if total is None or position >= total or size <= 0:
+            return b""
+        size = min(size, total - position)
+        key = (log, log.log_start_offset)
+        if key != self.key or not self.pos <= position <= self.pos + len(self.buf):
+            self.key = key
+            self.offset, self.pos = stream.locate(log, position)
+            self.buf = b""
+        while self.pos + len(self.buf) < position + size and self.offset < log.next_offset:
+            cut = min(position - self.pos, len(self.buf))  # what the reader is past
+            self.buf, self.pos = self.buf[cut:], self.pos + cut
+            segment = log.segment_for(self.offset)
+            data, after = stream.lines_from(segment, self.offset)
+            if after <= self.offset:
+                break
+            self.buf += data
+            self.offset = after
+        start = position - self.pos
+        return self.buf[start : start + size]
 
 
 def config_text(config: TopicConfig) -> bytes:

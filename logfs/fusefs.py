@@ -37,7 +37,7 @@ from .errors import (
     UnknownTopicError,
     UnsupportedCodecError,
 )
-from .framing import FramingError, TooLargeError, partition_for_key
+from .framing import FramingError, Packed, TooLargeError, partition_for_key
 from .fusefiles import (
     AppendFile,
     ConfigFile,
@@ -129,6 +129,8 @@ class Operations(pyfuse3.Operations):
         else:
             path = (*parent.path, text)
         node = self.view.resolve(path)
+        if node.kind is Kind.STREAM:
+            await self.view.count_streams(self.view.log(node))
         attrs = self.view.attrs(node)
         node.lookups += 1
         return attrs
@@ -142,6 +144,8 @@ class Operations(pyfuse3.Operations):
         node = self.view.node(inode)
         if node.kind is not Kind.ROOT:
             self.view.resolve(node.path)  # still there? (a deleted topic answers ENOENT)
+        if node.kind is Kind.STREAM:
+            await self.view.count_streams(self.view.log(node))
         return self.view.attrs(node)
 
     @fuse_errors
@@ -299,10 +303,8 @@ class Operations(pyfuse3.Operations):
             return file.read_receipts(size)
         if isinstance(file, StreamFile):
             log = self.store.log(file.topic, file.partition)
-            data, file.hint = self.view.stream(file.topic, file.partition).read(
-                log, off, size, file.hint
-            )
-            return data
+            await self.view.count_streams(log)
+            return file.read(log, off, size)
         return file.read(off, size)
 
     @fuse_errors
@@ -324,6 +326,9 @@ class Operations(pyfuse3.Operations):
         return len(buf)
 
     def _append(self, file: AppendFile, framed) -> None:
+        if isinstance(framed, Packed):
+            self._append_packed(file, framed)
+            return
         if not framed.values:
             return
         if file.partition is not None:
@@ -343,6 +348,20 @@ class Operations(pyfuse3.Operations):
             keys = part.keys if any(k is not None for k in part.keys) else None
             first = self.store.log(file.topic, partition).append(part.values, keys=keys)
             file.add_receipt(partition, first, len(part.values))
+
+    def _append_packed(self, file: AppendFile, packed: Packed) -> None:
+        """Unkeyed lines: one partition (the topic's append: the sticky one)."""
+        count = len(packed.lengths)
+        if not count:
+            return
+        partition = file.partition
+        if partition is None:
+            partitions = self.store.topics().get(file.topic)
+            if not partitions:
+                raise fail(errno.ENOENT)
+            partition = next(self._sticky) % partitions
+        first = self.store.log(file.topic, partition).append_packed(packed.data, packed.lengths)
+        file.add_receipt(partition, first, count)
 
     def _apply_config(self, file: ConfigFile, written: bytes) -> None:
         current = self.store.topic_overrides(file.topic)

@@ -1,4 +1,4 @@
-"""The mount's tree: node kinds by path, the inode table, the stream index.
+"""The mount's tree: node kinds by path, the inode table.
 
 Paths are tuples of names below the mount point::
 
@@ -23,9 +23,7 @@ Inodes are handed out on lookup and dropped when the kernel forgets them, so
 
 from __future__ import annotations
 
-import bisect
 import enum
-from collections.abc import Iterator
 
 import pyfuse3
 
@@ -180,73 +178,3 @@ class InodeTable:
         n = len(prefix)
         for path in [p for p in self._by_path if p[:n] == prefix and p]:
             del self._by_path[path]
-
-
-class StreamIndex:
-    """Byte positions in one partition's ``stream`` file.
-
-    The stream is every record's value followed by ``\\n``, from the log start
-    offset at the time the index was (re)built. The index keeps the stream's
-    size up to the offset it has seen and a checkpoint ``(offset, position)``
-    at least every `CHECKPOINT_BYTES`, so a read at any position decodes at
-    most one checkpoint interval. It is extended lazily with the records
-    appended since, and rebuilt when retention moves the log start past its
-    base (the stream then shrinks, which ``tail -f`` reports as truncation).
-    """
-
-    CHECKPOINT_BYTES = 64 * 1024
-
-    def __init__(self) -> None:
-        self.base = -1
-        self.generation = 0
-        self._reset(0)
-
-    def _reset(self, base: int) -> None:
-        self.base = base
-        self.end = base  # the first offset not yet counted
-        self.size = 0
-        self._offsets = [base]
-        self._positions = [0]
-        self.generation += 1
-
-    def update(self, log) -> int:
-        """Count the records appended since the last call; returns the size."""
-        if log.log_start_offset > self.base or log.next_offset < self.end:
-            self._reset(log.log_start_offset)
-        for record in log.scan(self.end, log.next_offset):
-            if self.size - self._positions[-1] >= self.CHECKPOINT_BYTES:
-                self._offsets.append(record.offset)
-                self._positions.append(self.size)
-            self.size += len(record.value or b"") + 1
-            self.end = record.offset + 1
-        self.end = max(self.end, log.next_offset)
-        return self.size
-
-    def read(self, log, position: int, size: int, hint: tuple | None = None) -> tuple[bytes, tuple]:
-        """``size`` bytes of the stream from ``position``.
-
-        ``hint`` is what the previous read on the same open file returned; a
-        sequential reader then continues where it stopped instead of at the
-        checkpoint before. Returns the bytes and the next hint.
-        """
-        self.update(log)
-        if position >= self.size or size <= 0:
-            return b"", hint
-        i = bisect.bisect_right(self._positions, position) - 1
-        offset, pos = self._offsets[i], self._positions[i]
-        if hint and hint[0] == self.generation and pos <= hint[2] <= position:
-            offset, pos = hint[1], hint[2]
-        out = bytearray()
-        want_end = position + size
-        for record_offset, line in self._lines(log, offset):
-            if pos + len(line) > position:
-                out += line[max(0, position - pos) : want_end - pos]
-            if pos + len(line) >= want_end:
-                break
-            pos += len(line)
-            offset = record_offset + 1
-        return bytes(out), (self.generation, offset, pos)
-
-    def _lines(self, log, start: int) -> Iterator[tuple[int, bytes]]:
-        for record in log.scan(start, self.end):
-            yield record.offset, (record.value or b"") + b"\n"

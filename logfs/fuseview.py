@@ -15,7 +15,9 @@ import stat
 import time
 
 import pyfuse3
+import trio
 
+from . import stream
 from .fusefiles import config_text, state_text
 from .fusetree import (
     APPENDS,
@@ -25,7 +27,6 @@ from .fusetree import (
     InodeTable,
     Kind,
     Node,
-    StreamIndex,
     kind_of,
     number,
 )
@@ -45,7 +46,7 @@ class View:
     def __init__(self, store) -> None:
         self.store = store
         self.inodes = InodeTable()
-        self.streams: dict[tuple[str, int], StreamIndex] = {}
+        self._counting: dict[object, trio.Event] = {}
         # The mount shows DATA's owner, group and permission bits, so that with
         # -o allow_other,default_permissions the kernel lets other users do through
         # the mount what DATA lets them do, and no more (docs/operations.md).
@@ -119,10 +120,8 @@ class View:
     def attrs(self, node: Node, *, listing: bool = False) -> pyfuse3.EntryAttributes:
         """stat(2) for ``node``; also how long the kernel may cache it.
 
-        ``listing``: for readdirplus (``ls -l``), where a stream's size is the
-        last one counted rather than counted now — counting a large
-        partition's stream the first time takes seconds, and its attributes
-        are not cached anyway, so a stat right after gets the exact size.
+        A stream's size needs its segments counted (`count_streams`); until
+        then (only readdirplus, ``ls -l``, gets here first) it reads as 0.
         """
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = node.inode
@@ -155,8 +154,7 @@ class View:
             timeout = 0
         elif kind is Kind.STREAM:
             mode = stat.S_IFREG | 0o444
-            index = self.stream(node.topic, node.partition)
-            size = index.size if listing else index.update(self.log(node))
+            size = stream.size(self.log(node)) or 0
             mtime = time.time_ns()
             timeout = 0
         else:  # STATE
@@ -178,16 +176,28 @@ class View:
         return attrs
 
     def forget_topic(self, topic: str) -> None:
-        """After a topic is deleted: fresh inodes and stream indexes next time."""
+        """After a topic is deleted: fresh inodes next time."""
         self.inodes.unlink_prefix((topic,))
-        for key in [k for k in self.streams if k[0] == topic]:
-            del self.streams[key]
 
-    def stream(self, topic: str, partition: int) -> StreamIndex:
-        index = self.streams.get((topic, partition))
-        if index is None:
-            index = self.streams[(topic, partition)] = StreamIndex()
-        return index
+    async def count_streams(self, log) -> None:
+        """Count the stream bytes of ``log``'s segments loaded from disk, each
+        once, in a worker thread: the mount serves other requests meanwhile."""
+        for segment in stream.uncounted(log):
+            event = self._counting.get(segment)
+            if event is not None:
+                await event.wait()
+                continue
+            event = self._counting[segment] = trio.Event()
+            try:
+                counted = await trio.to_thread.run_sync(
+                    stream.count_loaded, segment.log_path, segment.stream.loaded_size
+                )
+                segment.stream.loaded = counted
+            except FileNotFoundError:
+                pass  # deleted by retention meanwhile
+            finally:
+                del self._counting[segment]
+                event.set()
 
     def xattrs(self, node: Node) -> dict[str, bytes]:
         """The root's pid and data dir; a record's offset, timestamp, key, headers."""

@@ -64,7 +64,7 @@ class _Index:
         self._keys = np.empty(16, dtype=np.int64)
         self._values = np.empty(16, dtype=np.int64)
         self._count = 0
-        self._pending: list[np.ndarray] = []
+        self._written = 0  # entries [_written, _count) are not in the file yet
         self._fd = -1
 
     # ------------------------------------------------------------ state
@@ -105,6 +105,7 @@ class _Index:
         if len(keys) > 1 and (np.any(np.diff(keys) < 0) or np.any(np.diff(values) < 0)):
             raise CorruptIndexError(f"{self.path}: entries are not in order")
         self._reset(keys, values)
+        self._written = self._count
         if self.writable and len(entries) * self.dtype.itemsize != len(data):
             self._rewrite()
 
@@ -115,9 +116,9 @@ class _Index:
 
     def write_pending(self) -> None:
         """Write the entries added since the last call to the file."""
-        if self._pending and self.writable:
-            os.write(self._open(), b"".join(p.tobytes() for p in self._pending))
-        self._pending.clear()
+        if self._written < self._count and self.writable:
+            os.write(self._open(), self._entries_bytes(self._written, self._count))
+        self._written = self._count
 
     def fileno(self) -> int:
         self.write_pending()
@@ -125,7 +126,7 @@ class _Index:
 
     def _rewrite(self) -> None:
         """Replace the file with exactly the entries in memory."""
-        self._pending.clear()
+        self._written = self._count
         self.close()
         data = self._entries_bytes(0, self._count)
         with open(self.path, "wb") as f:
@@ -138,7 +139,7 @@ class _Index:
             self._fd = -1
 
     def delete(self) -> None:
-        self._pending.clear()
+        self._written = self._count
         self.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
@@ -159,7 +160,6 @@ class _Index:
         self._keys[self._count] = key
         self._values[self._count] = value
         self._count += 1
-        self._pending.append(self._entries_array(self._count - 1, self._count))
 
     def truncate(self, count: int) -> None:
         """Keep the first ``count`` entries, in memory and on disk."""

@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from . import compression
+import numpy as np
+
+from . import columns, compression
 from .config import TopicConfig, flush_due, should_roll
 from .errors import (
     CorruptIndexError,
@@ -55,6 +57,8 @@ HEADER_OVERHEAD = 10
 # batch.size): big enough that per-batch costs fade, small enough that
 # reading one record decodes little.
 TARGET_BATCH_BYTES = 16 * 1024
+# Appends of at least this many plain records take the column-wise encoder.
+PACKED_MIN = 32
 
 
 def max_record_bytes(config: TopicConfig) -> int:
@@ -232,10 +236,64 @@ class Log:
                 else CREATE_TIME
             )
         codec = compression.BY_NAME[self.config.compression_type]
-        encoded = self._encode(values, keys, headers, timestamp, codec, timestamp_type)
+        encoded = None
+        plain = keys is None and headers is None and isinstance(timestamp, int)
+        if plain and codec == compression.NONE and len(values) >= PACKED_MIN:
+            try:
+                packed = b"\n".join(values) + b"\n"
+            except TypeError:  # a null value: the general encoder
+                pass
+            else:
+                lengths = np.fromiter(map(len, values), np.int64, len(values))
+                encoded = self._encode_packed(packed, lengths, timestamp, timestamp_type)
+        if encoded is None:
+            encoded = self._encode(values, keys, headers, timestamp, codec, timestamp_type)
         self._write(encoded, now)
         self.unflushed_messages += len(values)
         return first
+
+    def append_packed(self, packed: bytes | memoryview, lengths: np.ndarray) -> int:
+        """Append keyless, headerless records given packed: each value followed by
+        one separator byte (lines with their ``\\n``); ``lengths`` are the values'.
+
+        Same result and errors as ``append`` of the values, without making a
+        Python object per record. Returns the offset of the first.
+        """
+        if not len(lengths):
+            return self.next_offset
+        encoded = None
+        codec = compression.BY_NAME[self.config.compression_type]
+        if codec == compression.NONE and self.writable and len(lengths) >= PACKED_MIN:
+            first, now = self.next_offset, self.clock()
+            log_append = self.config.message_timestamp_type == "LogAppendTime"
+            timestamp_type = LOG_APPEND_TIME if log_append else CREATE_TIME
+            encoded = self._encode_packed(packed, lengths, now, timestamp_type)
+        if encoded is None:
+            values, pos = [], 0
+            for length in lengths.tolist():
+                values.append(bytes(packed[pos : pos + length]))
+                pos += length + 1
+            return self.append(values)
+        self._write(encoded, now)
+        self.unflushed_messages += len(lengths)
+        return first
+
+    def _encode_packed(self, packed, lengths, timestamp, timestamp_type):
+        limit = self.config.max_message_bytes
+        if int(lengths.max()) > max_record_bytes(self.config):
+            return None  # near the limit: the general encoder decides exactly
+        target = min(limit, TARGET_BATCH_BYTES) - HEADER_SIZE
+        cuts = columns.plain_cuts(lengths, target, RECORD_OVERHEAD)
+        enc = columns.encode_plain(
+            packed, lengths, self.next_offset, cuts,
+            timestamp=timestamp, timestamp_type=timestamp_type,
+        )  # fmt: skip
+        out, position = [], 0
+        for size, last, stream in zip(enc.sizes, enc.last_offsets, enc.stream_bytes, strict=True):
+            batch = enc.data[position : position + size]
+            out.append((batch, BatchInfo(size, last, timestamp, stream)))
+            position += size
+        return out
 
     def _encode(
         self, values, keys, headers, timestamp, codec, timestamp_type
@@ -268,7 +326,7 @@ class Log:
                     timestamp_type,
                 )
             else:
-                out.append(_with_info(batch, base + end - start - 1, timestamp))
+                out.append(_with_info(batch, base + end - start - 1, timestamp, values[start:end]))
             base = out[-1][1].last_offset + 1
         return out
 
@@ -279,9 +337,10 @@ class Log:
         if max(len(first), len(second)) > limit:
             raise RecordTooLargeError(f"records do not fit max.message.bytes={limit}")
         timestamp = args[3]
+        values = args[0]
         return [
-            _with_info(first, base + middle - start - 1, timestamp),
-            _with_info(second, base + end - start - 1, timestamp),
+            _with_info(first, base + middle - start - 1, timestamp, values[start:middle]),
+            _with_info(second, base + end - start - 1, timestamp, values[middle:end]),
         ]
 
     @staticmethod
@@ -321,7 +380,7 @@ class Log:
     def _flush_pending(self, pending: list[tuple[bytes, BatchInfo]]) -> None:
         if pending:
             segment = self.active_segment
-            segment.append(b"".join(b for b, _ in pending), [info for _, info in pending])
+            segment.append([b for b, _ in pending], [info for _, info in pending])
             self._dirty[segment.base_offset] = segment
 
     def roll(self) -> LogSegment:
@@ -525,9 +584,10 @@ def _is_segment_name(name: str) -> bool:
     return len(name) == 24 and name.endswith(".log") and name[:20].isdigit()
 
 
-def _with_info(batch: bytes, last_offset: int, timestamp) -> tuple[bytes, BatchInfo]:
+def _with_info(batch: bytes, last_offset: int, timestamp, values) -> tuple[bytes, BatchInfo]:
     max_ts = timestamp if isinstance(timestamp, int) else read_header(batch).max_timestamp
-    return batch, BatchInfo(len(batch), last_offset, max_ts)
+    stream = sum(len(v) for v in values if v is not None) + len(values)
+    return batch, BatchInfo(len(batch), last_offset, max_ts, stream)
 
 
 def _chunks(values, keys, headers, budget: int) -> Iterator[tuple[int, int]]:

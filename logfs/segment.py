@@ -30,10 +30,12 @@ from .config import INT_MAX, TopicConfig
 from .errors import CorruptIndexError, CorruptRecordError
 from .index import OffsetIndex, TimeIndex
 from .record import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, read_header, verify_crc
+from .stream import SegmentStream
 
 log = logging.getLogger(__name__)
 
 SCAN_CHUNK = 1 << 20
+IOV_MAX = 1024  # buffers one writev() takes (Linux)
 
 
 def segment_name(base_offset: int, suffix: str) -> str:
@@ -46,6 +48,7 @@ class BatchInfo(NamedTuple):
     size: int
     last_offset: int
     max_timestamp: int
+    stream_bytes: int = 0  # its values' bytes plus one per record (see stream.py)
 
 
 class LogSegment:
@@ -78,6 +81,7 @@ class LogSegment:
         self._first_timestamp: int | None = None
         self._offset_of_max = base_offset
         self._bytes_since_index_entry = 0
+        self.stream = SegmentStream(self.size)
 
     # ------------------------------------------------------------ loading
 
@@ -106,6 +110,7 @@ class LogSegment:
         self.next_offset = self.base_offset
         self._scan_tail(last.position, verify=False, indexed=len(self.offset_index) > 0)
         self.time_index.check(self.next_offset)
+        self.stream = SegmentStream(self.size)
 
     def recover(self, from_offset: int = -1) -> int:
         """Validate every batch holding offsets >= ``from_offset``, rebuild the
@@ -134,6 +139,7 @@ class LogSegment:
         )
         truncated = self._scan_tail(start, verify=True)
         self.flush_indexes()
+        self.stream = SegmentStream(self.size)
         return truncated
 
     def _scan_tail(self, position: int, *, verify: bool, indexed: bool = False) -> int:
@@ -264,13 +270,21 @@ class LogSegment:
     def can_hold(self, last_offset: int) -> bool:
         return last_offset - self.base_offset <= INT_MAX
 
-    def append(self, data: bytes, batches: list[BatchInfo]) -> None:
-        """Append whole batches in one write; on failure nothing stays behind."""
+    def append(self, data: bytes | list, batches: list[BatchInfo]) -> None:
+        """Append whole batches (bytes, or a list of buffers: gathered by the
+        kernel, no copy) in one write; on failure nothing stays behind."""
         start = self.size
+        if isinstance(data, list) and len(data) > IOV_MAX:
+            data = b"".join(data)
         try:
-            written = os.write(self._fd, data)
-            if written != len(data):
-                raise OSError(28, f"short write of {written} of {len(data)} bytes")
+            if isinstance(data, list):
+                expected = sum(len(b) for b in data)
+                written = os.writev(self._fd, data)
+            else:
+                expected = len(data)
+                written = os.write(self._fd, data)
+            if written != expected:
+                raise OSError(28, f"short write of {written} of {expected} bytes")
         except BaseException:
             os.ftruncate(self._fd, start)
             raise
@@ -278,6 +292,9 @@ class LogSegment:
         for info in batches:
             self._index_batch(position, info.size, info.last_offset, info.max_timestamp)
             position += info.size
+        self.stream.on_append(
+            self.next_offset, [i.stream_bytes for i in batches], [i.last_offset for i in batches]
+        )
         self.size = position
         self.next_offset = batches[-1].last_offset + 1
 

@@ -1,0 +1,377 @@
+"""Column-wise encoding and decoding of record batches with numpy.
+
+`record.encode_batch` and `record.decode_records` handle one record at a time in
+Python (about a microsecond each). The hot paths — appending lines through the
+mount, reading ``stream``, counting a stream's size, Spark reads — handle many
+batches at once here instead; the bytes are exactly those of `record` (tests
+check both against each other under Hypothesis).
+
+Decoding: records are variable-length, so finding where each starts is a walk
+along the records' length varints. The walk takes one step in every batch at
+once ("lockstep"), so its Python cost is per *record index within a batch*,
+not per record; every field is then decoded for all records together.
+
+Encoding (`encode_plain`) covers the common append: values without keys or
+headers, one timestamp, no compression. The values come packed — each value
+followed by one separator byte (the ``\\n`` of a line) — and the records'
+bytes are laid out around them: each record is ::
+
+    length varint | 0x00 attributes | 0x00 timestamp delta | offset delta varint |
+    0x01 key length -1 | value length varint | value | 0x00 header count
+
+so a record ends with the value and the byte that was the separator.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+import numpy as np
+
+from . import compression
+from .errors import CorruptRecordError
+from .record import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER,
+    HEADER_SIZE,
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    MAGIC,
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+    crc32c,
+)
+
+PAD = bytes(10)  # lets a varint read past the last record hit zeros, not the end
+_SCALAR_BELOW = 4  # batches still walking when the lockstep walk hands over to Python
+
+# ---------------------------------------------------------------- decoding
+
+
+def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Decode the zig-zag varint at every position; returns (values, positions after)."""
+    b = buf[pos]
+    z = (b & 0x7F).astype(np.uint64)
+    size = np.ones(len(pos), np.int64)
+    more = np.flatnonzero(b & 0x80)
+    shift = np.uint64(7)
+    while more.size:
+        if shift > 63:
+            raise CorruptRecordError("varint longer than 10 bytes")
+        b = buf[pos[more] + size[more]]
+        z[more] |= (b & 0x7F).astype(np.uint64) << shift
+        size[more] += 1
+        more = more[(b & 0x80) != 0]
+        shift += np.uint64(7)
+    values = (z >> np.uint64(1)).astype(np.int64) ^ -(z & np.uint64(1)).astype(np.int64)
+    return values, pos + size
+
+
+def _walk_scalar(data: bytes, pos: int, count: int, out: np.ndarray, first: int) -> int:
+    for k in range(count):
+        out[first + k] = pos
+        b = data[pos]
+        if b < 0x80:  # a one-byte length: zig-zag of n >= 0 is 2n
+            pos += 1 + (b >> 1)
+            continue
+        z, shift, p = b & 0x7F, 7, pos + 1
+        while True:
+            b = data[p]
+            z |= (b & 0x7F) << shift
+            p += 1
+            if b < 0x80 or shift > 63:
+                break
+            shift += 7
+        pos = p + (z >> 1)
+    return pos
+
+
+def _after_record(buf: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Where the records starting at ``p`` end (from their length varints)."""
+    b0 = buf[p]
+    if (b0 < 0x80).all():  # one-byte lengths: zig-zag of n >= 0 is 2n
+        return p + 1 + (b0 >> 1)
+    b1 = buf[p + 1].astype(np.int64)
+    two = b0 >= 0x80
+    if not (two & (b1 >= 0x80)).any():  # records under 8 KiB: at most two bytes
+        z = np.where(two, (b0 & 0x7F) | (b1 << 7), b0)
+        if (z & 1).any():
+            raise CorruptRecordError("negative record length")
+        return p + 1 + two + (z >> 1)
+    length, after = varints(buf, p)
+    if (length < 0).any():
+        raise CorruptRecordError("negative record length")
+    return after + length
+
+
+def record_starts(
+    data: bytes, buf: np.ndarray, starts: np.ndarray, counts: np.ndarray, ends: np.ndarray
+) -> np.ndarray:
+    """Where each record starts, for records sections at ``starts``..``ends`` of ``buf``
+    holding ``counts`` records each; in section order, then record order.
+
+    Raises:
+        CorruptRecordError: a section's records do not end exactly at its end.
+    """
+    counts = counts.astype(np.int64)
+    first = np.zeros(len(counts), np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    out = np.empty(int(counts.sum()), np.int64)
+    order = np.argsort(-counts, kind="stable")
+    cnt, fst = counts[order], first[order]
+    pos = starts[order].astype(np.int64)
+    steps = int(cnt[0]) if len(cnt) else 0
+    active = np.searchsorted(-cnt, -np.arange(steps), side="left")
+    limit = len(buf) - len(PAD)
+    k = 0
+    try:
+        while k < steps and active[k] >= _SCALAR_BELOW:
+            a = int(active[k])
+            p = pos[:a]
+            out[fst[:a] + k] = p
+            pos[:a] = _after_record(buf, p)
+            if pos[:a].max() > limit:
+                raise CorruptRecordError("a record runs past its batch")
+            k += 1
+        for i in range(int(active[k]) if k < steps else 0):
+            pos[i] = _walk_scalar(data, int(pos[i]), int(cnt[i]) - k, out, int(fst[i]) + k)
+    except IndexError:
+        raise CorruptRecordError("a record runs past its batch") from None
+    if not np.array_equal(pos, ends[order]):
+        bad = int(np.flatnonzero(pos != ends[order])[0])
+        raise CorruptRecordError(
+            f"records end at {int(pos[bad] - ends[order][bad]):+d} bytes from their batch's end"
+        )
+    return out
+
+
+class Columns(NamedTuple):
+    """Decoded fields of many records (numpy arrays, one element per record) over
+    ``buf``, the concatenated records sections (padded)."""
+
+    buf: np.ndarray
+    offset: np.ndarray
+    timestamp: np.ndarray
+    log_append: np.ndarray  # bool
+    key_start: np.ndarray
+    key_len: np.ndarray  # -1: null
+    value_start: np.ndarray
+    value_len: np.ndarray  # -1: null
+    batch_of: np.ndarray  # index into the batches passed in
+
+
+def decode(batches: list[tuple[BatchHeader, memoryview]]) -> Columns:
+    """The fields of every record of whole (CRC-checked, non-control) batches.
+
+    Headers are not decoded (only stepped over via the record length).
+    """
+    bodies = []
+    for header, batch in batches:
+        body = batch[HEADER_SIZE : header.size]
+        if header.codec != compression.NONE:
+            body = compression.decompress(header.codec, bytes(body))
+        bodies.append(body)
+    data = bytearray(b"".join(bodies) + PAD)
+    sizes = np.fromiter((len(b) for b in bodies), np.int64, len(bodies))
+    ends = np.cumsum(sizes)
+    return decode_bodies(data, ends - sizes, ends, [h for h, _ in batches])
+
+
+def decode_region(region: bytearray, positions: list[int], headers: list[BatchHeader]) -> Columns:
+    """`decode` for uncompressed batches that lie in ``region`` at ``positions``
+    (followed by at least ``len(PAD)`` bytes): no copy of the records."""
+    pos = np.asarray(positions, np.int64)
+    ends = pos + np.fromiter((h.size for h in headers), np.int64, len(headers))
+    return decode_bodies(region, pos + HEADER_SIZE, ends, headers)
+
+
+def decode_bodies(
+    data: bytearray, starts: np.ndarray, ends: np.ndarray, headers: list[BatchHeader]
+) -> Columns:
+    """Decode the records sections at ``data[starts[i]:ends[i]]`` of ``headers[i]``."""
+    buf = np.frombuffer(data, np.uint8)
+    n = len(headers)
+    counts = np.fromiter((h.records_count for h in headers), np.int64, n)
+    pos = _uniform_starts(buf, starts, ends, counts)
+    if pos is None:
+        pos = record_starts(bytes(data), buf, starts, counts, ends)
+    batch_of = np.repeat(np.arange(n), counts)
+
+    def per_row(values, dtype=np.int64):
+        return np.fromiter(values, dtype, n)[batch_of]
+
+    length, pos = varints(buf, pos)
+    record_end = pos + length
+    ts_delta, pos = varints(buf, pos + 1)  # + 1: the record attributes byte
+    offset_delta, pos = varints(buf, pos)
+    key_len, key_start = varints(buf, pos)
+    value_len, value_start = varints(buf, key_start + np.maximum(key_len, 0))
+    if np.any(value_start + np.maximum(value_len, 0) >= record_end + 1):
+        raise CorruptRecordError(f"batch at offset {headers[0].base_offset}: bad record fields")
+    log_append = per_row((h.timestamp_type == LOG_APPEND_TIME for h in headers), bool)
+    timestamp = np.where(
+        log_append,
+        per_row(h.max_timestamp for h in headers),
+        per_row(h.base_timestamp for h in headers) + ts_delta,
+    )
+    offset = per_row(h.base_offset for h in headers) + offset_delta
+    return Columns(
+        buf, offset, timestamp, log_append, key_start, key_len, value_start, value_len, batch_of
+    )
+
+
+def _uniform_starts(
+    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, counts: np.ndarray
+) -> np.ndarray | None:
+    """Record starts when every batch's records are all the same size (fixed-size
+    values: a common case), proven by checking each record's length; else None."""
+    sizes = ends - starts
+    if not len(counts) or (counts <= 0).any() or (sizes % counts).any():
+        return None
+    step = sizes // counts
+    batch_of = np.repeat(np.arange(len(counts)), counts)
+    within = np.arange(len(batch_of)) - np.repeat(np.cumsum(counts) - counts, counts)
+    guess = starts[batch_of] + within * step[batch_of]
+    try:
+        if np.array_equal(_after_record(buf, guess), guess + step[batch_of]):
+            return guess  # each guessed start leads to the next: the walk itself
+    except CorruptRecordError:
+        pass
+    return None
+
+
+def value_lines(cols: Columns, keep: np.ndarray | None = None) -> bytes:
+    """Every (kept) record's value followed by ``\\n`` (a null value: just ``\\n``)."""
+    vs, vl = cols.value_start, np.maximum(cols.value_len, 0)
+    if keep is not None:
+        vs, vl = vs[keep], vl[keep]
+    if not len(vs):
+        return b""
+    ve = vs + vl  # the header count byte: it becomes the "\n"
+    runs = np.empty(2 * len(vs) + 1, np.int64)
+    runs[0] = vs[0]
+    runs[2:-1:2] = vs[1:] - ve[:-1] - 1
+    runs[1::2] = vl + 1
+    runs[-1] = len(cols.buf) - ve[-1] - 1
+    pattern = np.zeros(len(runs), bool)
+    pattern[1::2] = True
+    work = cols.buf if cols.buf.flags.writeable else cols.buf.copy()
+    work[ve] = 10  # the records are not needed again: the buffer is the caller's scratch
+    return work[np.repeat(pattern, runs)].tobytes()
+
+
+def stream_bytes(cols: Columns, n_batches: int) -> np.ndarray:
+    """Per batch: bytes its records add to a ``stream`` (each value and a newline)."""
+    per_record = np.maximum(cols.value_len, 0) + 1
+    return np.bincount(cols.batch_of, weights=per_record, minlength=n_batches).astype(np.int64)
+
+
+# ---------------------------------------------------------------- encoding
+
+
+class Encoded(NamedTuple):
+    """Batches laid out back to back in one buffer."""
+
+    data: memoryview
+    sizes: list[int]  # bytes per batch
+    last_offsets: list[int]
+    stream_bytes: list[int]  # per batch, see `stream_bytes`
+
+
+def _varint_sizes(z: np.ndarray) -> np.ndarray:
+    return 1 + (z >= 1 << 7) + (z >= 1 << 14) + (z >= 1 << 21) + (z >= 1 << 28)
+
+
+def _put_varints(out: np.ndarray, pos: np.ndarray, z: np.ndarray, sizes: np.ndarray) -> None:
+    """Write the (already zig-zagged, non-negative) varints ``z`` at ``pos``."""
+    for k in range(int(sizes.max())):
+        sel = np.flatnonzero(sizes > k)
+        byte = (z[sel] >> (7 * k)) & 0x7F
+        out[pos[sel] + k] = byte | np.where(sizes[sel] > k + 1, 0x80, 0)
+
+
+def plain_cuts(lengths: np.ndarray, budget: int, overhead: int) -> list[int]:
+    """Greedy batch ends: records (each at most ``overhead + length`` bytes) are
+    added to a batch while the total stays within ``budget``; at least one each."""
+    cum = np.cumsum(lengths + overhead)
+    cuts, start, n = [], 0, len(lengths)
+    while start < n:
+        before = int(cum[start - 1]) if start else 0
+        end = max(start + 1, int(np.searchsorted(cum, before + budget, side="right")))
+        cuts.append(min(end, n))
+        start = end
+    return cuts
+
+
+def encode_plain(
+    packed: bytes | memoryview,
+    lengths: np.ndarray,
+    base_offset: int,
+    cuts: list[int],
+    *,
+    timestamp: int,
+    timestamp_type: int,
+) -> Encoded:
+    """Uncompressed batches of keyless, headerless records at one timestamp.
+
+    Args:
+        packed: the values, each followed by one separator byte (any value).
+        lengths: each value's length.
+        cuts: the end (exclusive record index) of each batch, see `plain_cuts`.
+    """
+    n = len(lengths)
+    lengths = lengths.astype(np.int64)
+    counts = np.diff(np.asarray([0, *cuts], np.int64))
+    nb = len(counts)
+    batch_first = np.asarray([0, *cuts[:-1]], np.int64)
+    delta = np.arange(n, dtype=np.int64) - np.repeat(batch_first, counts)
+    zdelta, zlen = 2 * delta, 2 * lengths
+    s_delta, s_len = _varint_sizes(zdelta), _varint_sizes(zlen)
+    body = 2 + s_delta + 1 + s_len + lengths + 1  # attrs, ts, delta, key, vlen, value, headers
+    zbody = 2 * body
+    s_body = _varint_sizes(zbody)
+    record = s_body + body
+    batch_of = np.repeat(np.arange(nb), counts)
+    rec_start = np.zeros(n, np.int64)
+    np.cumsum(record[:-1], out=rec_start[1:])
+    rec_start += HEADER_SIZE * (batch_of + 1)
+    prefix = s_body + 2 + s_delta + 1 + s_len
+    total = int(rec_start[-1] + record[-1])
+    out = np.empty(total, np.uint8)
+    # Value bytes and their separators go where the records' prefixes leave room.
+    runs = np.empty(2 * n, np.int64)
+    runs[0::2] = prefix
+    runs[0::2][batch_first] += HEADER_SIZE
+    runs[1::2] = lengths + 1
+    pattern = np.zeros(2 * n, bool)
+    pattern[1::2] = True
+    out[np.repeat(pattern, runs)] = np.frombuffer(packed, np.uint8, int(lengths.sum()) + n)
+    out[rec_start + record - 1] = 0  # header count
+    _put_varints(out, rec_start, zbody, s_body)
+    p = rec_start + s_body
+    out[p] = 0  # attributes
+    out[p + 1] = 0  # timestamp delta
+    _put_varints(out, p + 2, zdelta, s_delta)
+    p = p + 2 + s_delta
+    out[p] = 1  # null key
+    _put_varints(out, p + 1, zlen, s_len)
+    ends = np.cumsum(np.bincount(batch_of, weights=record, minlength=nb).astype(np.int64))
+    sizes = (ends - np.concatenate(([0], ends[:-1]))) + HEADER_SIZE
+    stream = np.bincount(batch_of, weights=lengths + 1, minlength=nb).astype(np.int64)
+    view = memoryview(out).cast("B")
+    attributes = TIMESTAMP_TYPE_BIT if timestamp_type == LOG_APPEND_TIME else 0
+    position, last_offsets = 0, []
+    size_list = sizes.tolist()
+    for count, size in zip(counts.tolist(), size_list, strict=True):
+        HEADER.pack_into(
+            view, position, base_offset, size - LOG_OVERHEAD, -1, MAGIC, 0, attributes,
+            count - 1, timestamp, timestamp, -1, -1, -1, count,
+        )  # fmt: skip
+        crc = crc32c(view[position + ATTRIBUTES_OFFSET : position + size])
+        struct.pack_into(">I", view, position + CRC_OFFSET, crc)
+        base_offset += count
+        last_offsets.append(base_offset - 1)
+        position += size
+    return Encoded(view, size_list, last_offsets, stream.tolist())

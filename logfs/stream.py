@@ -1,0 +1,227 @@
+"""A partition's records as lines: sizes and positions without scanning the log.
+
+The mount's ``stream`` file is every record's value followed by ``\\n``, from
+the log start offset. Its size and the position of each record in it are kept
+per segment, as *stream bytes* (value bytes plus one per record):
+
+- batches appended since the segment was opened add their stream bytes as they
+  are written (the encoder knows them), so a growing partition's size is a sum
+  over its segments;
+- the part of a segment that was already on disk when it was opened is counted
+  once, on first need, by `count_loaded` — column-wise, without building
+  records, and safe to run in a worker thread (it reads through its own file
+  descriptor and touches no shared state).
+
+Marks ``(offset, stream position)`` at batch boundaries, at least every
+`MARK_BYTES` of stream, let a reader start anywhere after decoding at most one
+mark interval. Control batches add nothing (readers skip them).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from typing import NamedTuple
+
+from . import compression
+from .columns import PAD, decode, decode_region, stream_bytes, value_lines
+from .errors import CorruptRecordError
+from .record import HEADER_SIZE, BatchHeader, decode_records, read_header, verify_crc
+
+MARK_BYTES = 64 * 1024
+REGION_BYTES = 8 << 20  # decoding this much at a time amortizes numpy's per-call costs
+
+
+class Counted(NamedTuple):
+    """Stream bytes of a run of batches, and marks into it."""
+
+    total: int
+    offsets: list[int]
+    positions: list[int]
+
+
+class SegmentStream:
+    """A segment's stream bytes: the loaded part (counted lazily), then appends."""
+
+    def __init__(self, loaded_size: int) -> None:
+        self.loaded_size = loaded_size
+        self.loaded: Counted | None = None if loaded_size else Counted(0, [], [])
+        self.appended = 0
+        self._offsets: list[int] = []
+        self._positions: list[int] = []
+        self.origin: tuple[int, int] | None = None  # (log start offset, its stream position)
+
+    def on_append(self, next_offset: int, stream_bytes: list[int], last_offsets: list[int]):
+        """Batches appended at ``next_offset``: their stream bytes and last offsets."""
+        first = next_offset
+        for size, last in zip(stream_bytes, last_offsets, strict=True):
+            if not self._positions or self.appended - self._positions[-1] >= MARK_BYTES:
+                self._offsets.append(first)
+                self._positions.append(self.appended)
+            self.appended += size
+            first = last + 1
+
+    @property
+    def size(self) -> int | None:
+        """Stream bytes of the whole segment; None until the loaded part is counted."""
+        return None if self.loaded is None else self.loaded.total + self.appended
+
+    def mark_before(self, position: int) -> tuple[int, int]:
+        """The last mark at or before stream ``position`` (of this segment):
+        ``(offset, position)``; needs the loaded part counted."""
+        loaded = self.loaded
+        if position >= loaded.total and self._positions:
+            i = max(0, bisect.bisect_right(self._positions, position - loaded.total) - 1)
+            return self._offsets[i], loaded.total + self._positions[i]
+        i = bisect.bisect_right(loaded.positions, position) - 1
+        if i < 0:
+            return -1, 0  # the segment's first offset
+        return loaded.offsets[i], loaded.positions[i]
+
+
+def read_region(
+    fd: int, position: int, end: int, max_bytes: int, path: str = ""
+) -> tuple[bytearray, list[int], list[BatchHeader]]:
+    """Whole CRC-checked batches from ``position`` (a batch boundary), about
+    ``max_bytes`` of them (at least one) and none past ``end``: the bytes
+    (padded for `columns.decode_region`), their positions in it and headers."""
+    want = max(HEADER_SIZE, min(max_bytes, end - position))
+    region = bytearray(want + len(PAD))
+    got = os.preadv(fd, [memoryview(region)[:want]], position)
+    positions, headers, pos = [], [], 0
+    while pos + HEADER_SIZE <= got:
+        header = read_header(region, pos, position + pos)
+        if pos + header.size > got:
+            if positions:
+                break
+            region = bytearray(header.size + len(PAD))  # one batch larger than max_bytes
+            got = os.preadv(fd, [memoryview(region)[: header.size]], position)
+            if got < header.size:
+                raise CorruptRecordError(f"{path}: batch at {position} runs past the end")
+        verify_crc(memoryview(region)[pos : pos + header.size], header, position + pos)
+        positions.append(pos)
+        headers.append(header)
+        pos += header.size
+    region[pos : pos + len(PAD)] = PAD  # what follows the last batch reads as zeros
+    return region, positions, headers
+
+
+def batch_lines(
+    region: bytearray,
+    positions: list[int],
+    headers: list[BatchHeader],
+    *,
+    start: int = -1,
+    count_only: bool = False,
+):
+    """The stream lines (or per-batch stream byte counts) of a region's data batches,
+    leaving out records below ``start``."""
+    data = [(p, h) for p, h in zip(positions, headers, strict=True) if not h.is_control]
+    if not data:
+        return [0] * len(headers) if count_only else b""
+    if all(h.codec == compression.NONE for _, h in data):
+        cols = decode_region(region, [p for p, _ in data], [h for _, h in data])
+    else:
+        cols = decode([(h, memoryview(region)[p : p + h.size]) for p, h in data])
+    if count_only:
+        counts = iter(stream_bytes(cols, len(data)).tolist())
+        return [0 if h.is_control else next(counts) for h in headers]
+    keep = cols.offset >= start if start > data[0][1].base_offset else None
+    return value_lines(cols, keep)
+
+
+def count_loaded(path: str, loaded_size: int) -> Counted:
+    """Count the stream bytes of ``path``'s first ``loaded_size`` bytes (whole
+    batches), with marks; runs in a worker thread."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        total, offsets, positions, last_mark = 0, [], [], -MARK_BYTES
+        position = 0
+        while position < loaded_size:
+            region, starts, headers = read_region(fd, position, loaded_size, REGION_BYTES, path)
+            if not headers:
+                break
+            sizes = batch_lines(region, starts, headers, count_only=True)
+            for header, size in zip(headers, sizes, strict=True):
+                if total - last_mark >= MARK_BYTES:
+                    offsets.append(header.base_offset)
+                    positions.append(total)
+                    last_mark = total
+                total += size
+                position += header.size
+        return Counted(total, offsets, positions)
+    finally:
+        os.close(fd)
+
+
+def lines_from(segment, offset: int, max_bytes: int = REGION_BYTES) -> tuple[bytes, int]:
+    """Lines of ``segment``'s records from ``offset`` on, about ``max_bytes`` of
+    log at a time; returns them and the offset after the last one."""
+    end_offset = segment.next_offset
+    if offset >= end_offset:
+        return b"", max(offset, end_offset)
+    found = segment.find(offset)
+    if found is None:
+        return b"", end_offset
+    region, positions, headers = read_region(
+        segment.fileno(), found[0], segment.size, max_bytes, segment.log_path
+    )
+    lines = batch_lines(region, positions, headers, start=offset)
+    return lines, headers[-1].next_offset
+
+
+# ---------------------------------------------------------------- a partition's stream
+
+
+def _origin(log) -> int:
+    """Stream bytes of the first segment's records below the log start offset
+    (non-zero only when a checkpoint put the log start inside a segment)."""
+    first = log.segments[0] if log.segments else None
+    if first is None or log.log_start_offset <= first.base_offset:
+        return 0
+    if first.stream.origin is None or first.stream.origin[0] != log.log_start_offset:
+        total = 0
+        for _, header, batch in first.batches(0):
+            if header.base_offset >= log.log_start_offset:
+                break
+            if not header.is_control:
+                for record in decode_records(batch, header):
+                    if record.offset < log.log_start_offset:
+                        total += len(record.value or b"") + 1
+        first.stream.origin = (log.log_start_offset, total)
+    return first.stream.origin[1]
+
+
+def uncounted(log) -> list:
+    """The segments whose loaded part is still to be counted (`count_loaded`)."""
+    return [s for s in list(log.segments) if s.stream.loaded is None]
+
+
+def size(log) -> int | None:
+    """The size of ``log``'s stream; None while a segment is uncounted."""
+    total = 0
+    for segment in list(log.segments):
+        part = segment.stream.size
+        if part is None:
+            return None
+        total += part
+    return total - _origin(log)
+
+
+def locate(log, position: int) -> tuple[int, int]:
+    """A record at or before stream ``position``, at most about `MARK_BYTES`
+    before it: ``(offset, its stream position)``; ``(next_offset, size)`` past
+    the end. Every segment must be counted."""
+    origin = _origin(log)
+    target, start = position + origin, 0
+    for segment in list(log.segments):
+        part = segment.stream.size
+        if target < start + part:
+            offset, pos = segment.stream.mark_before(target - start)
+            if offset < 0:
+                offset = segment.base_offset
+            if offset < log.log_start_offset or start + pos < origin:
+                return log.log_start_offset, 0
+            return offset, start + pos - origin
+        start += part
+    return log.next_offset, start - origin
