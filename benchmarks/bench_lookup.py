@@ -33,26 +33,21 @@ def percentile(samples: list[float], q: float) -> float:
     return sorted(samples)[int(q * (len(samples) - 1))]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100000,1000000,10000000")
-    parser.add_argument("--reads", type=int, default=20_000)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
+def measure(sizes: list[int], reads: int, rounds: int, progress=print) -> dict[int, list[float]]:
+    """Microseconds per ``log.read`` of random offsets, per log size."""
     with tempfile.TemporaryDirectory(prefix="logfs-bench-") as tmp:
         store = Store(tmp)
         for size in sizes:
             t = time.perf_counter()
             build(store, f"n{size}", size)
-            print(f"built {size:>10,} records in {time.perf_counter() - t:5.1f} s", flush=True)
+            progress(f"built {size:>10,} records in {time.perf_counter() - t:5.1f} s")
         store.close()
         # Reopen: lookups go through the indexes loaded from disk, as after a restart.
         store = Store(tmp, read_only=True)
         samples: dict[int, list[float]] = {size: [] for size in sizes}
         rng = random.Random(42)
-        per_round = args.reads // args.rounds
-        for _ in range(args.rounds):
+        per_round = reads // rounds
+        for _ in range(rounds):
             for size in sizes:
                 log = store.log(f"n{size}", 0)
                 offsets = [rng.randrange(size) for _ in range(per_round)]
@@ -62,6 +57,17 @@ def main() -> None:
                     log.read(offset)
                     out.append((time.perf_counter_ns() - t) / 1000)
         store.close()
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100000,1000000,10000000")
+    parser.add_argument("--reads", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    samples = measure(sizes, args.reads, args.rounds, lambda m: print(m, flush=True))
     base = statistics.median(samples[sizes[0]])
     print(f"\n{'records':>12} {'p50 us':>8} {'p99 us':>8} {'p50 ratio':>10}")
     for size in sizes:

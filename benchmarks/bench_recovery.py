@@ -21,22 +21,19 @@ from logfs import Store
 from logfs.store import RECOVERY_POINT_FILE
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mib", type=int, default=512)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
+def measure(mib: int, rounds: int) -> tuple[float, list[float], list[float]]:
+    """MB of segment; seconds per recovery and per plain read, per round."""
     with tempfile.TemporaryDirectory(prefix="logfs-bench-") as tmp:
         with Store(tmp) as store:
             store.create_topic("t", 1)
             log = store.log("t", 0)
             chunk = [b"%099d" % i for i in range(10_000)]
-            while log.size_bytes < args.mib << 20:
+            while log.size_bytes < mib << 20:
                 log.append(chunk)
         segment = next(Path(tmp, "t-0").glob("*.log"))
         size = segment.stat().st_size
         recover, read = [], []
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             Path(tmp, RECOVERY_POINT_FILE).unlink()
             t = time.perf_counter()
             Store(tmp).close()
@@ -46,7 +43,15 @@ def main() -> None:
                 while f.read(1 << 20):
                     pass
             read.append(time.perf_counter() - t)
-    mb = size / 1e6
+    return size / 1e6, recover, read
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=int, default=512)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    mb, recover, read = measure(args.mib, args.rounds)
     r, b = statistics.median(recover), statistics.median(read)
     print(f"segment: {mb:.0f} MB, {args.rounds} rounds, medians")
     print(f"{'recovery (validate + rebuild indexes)':<40} {mb / r:8.0f} MB/s")

@@ -1,0 +1,61 @@
+"""Mounting logfs and the null file system for benchmarks, and always cleaning up.
+
+The same rules as the test helpers (tests/mount_helpers.py, which this reuses):
+daemons run in their own session with output to a file, readiness comes from
+/proc/self/mountinfo, cleanup is SIGTERM, then ``fusermount3 -u`` (``-z``), then
+SIGKILL of the daemon's own pid — never a stat of the mount point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests")]
+
+from mount_helpers import Daemon, force_unmount, mount_type  # noqa: E402
+
+
+class NullDaemon:
+    """benchmarks/nullfs.py on ``mountpoint`` as a child process."""
+
+    def __init__(self, mountpoint: Path, log: Path, source_bytes: int) -> None:
+        self.mountpoint = Path(mountpoint)
+        self.log = log
+        self.source_bytes = source_bytes
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> NullDaemon:
+        cmd = [sys.executable, str(HERE / "nullfs.py"), str(self.mountpoint)]
+        cmd += ["--source-bytes", str(self.source_bytes)]
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
+            )
+        deadline = time.monotonic() + 30
+        while mount_type(self.mountpoint) != "fuse.nullfs":
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.__exit__()
+                raise RuntimeError(f"nullfs did not mount; see {self.log}")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
+        force_unmount(self.mountpoint, self.proc.pid if self.proc.poll() is None else None)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+
+
+def logfs_mount(data: Path, mountpoint: Path, log: Path, *options: str) -> Daemon:
+    """``logfs mount -f`` as a context manager (see tests/mount_helpers.Daemon)."""
+    return Daemon(data, mountpoint, *options, log=log)

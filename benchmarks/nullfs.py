@@ -1,0 +1,124 @@
+"""A do-nothing pyfuse3 file system: the FUSE transport limit.
+
+One directory with a file ``sink`` that accepts every ``write()`` and drops it
+(like ``/dev/null``), a file ``source`` that serves ``--source-bytes`` of
+100-byte lines and a directory ``records/`` whose every numeric name is a
+100-byte file (like ``offset/<n>``, with the same one-minute cache timeouts);
+sink and source are opened with
+direct_io and report
+``st_blksize`` = 1 MiB, exactly as logfs's ``append`` and ``stream`` are, so a
+``cat`` through it pays every cost of FUSE and pyfuse3 on trio and none of
+logfs's. The benchmark compares logfs's mount against this one.
+
+    python benchmarks/nullfs.py MOUNTPOINT [--source-bytes N]   (foreground; SIGTERM unmounts)
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import signal
+import stat
+
+import pyfuse3
+import trio
+
+SINK_INODE = pyfuse3.ROOT_INODE + 1
+SOURCE_INODE = pyfuse3.ROOT_INODE + 2
+RECORDS_INODE = pyfuse3.ROOT_INODE + 3
+NAMES = {b"sink": SINK_INODE, b"source": SOURCE_INODE, b"records": RECORDS_INODE}
+FIRST_RECORD = 1000  # records/<n> is inode FIRST_RECORD + n
+RECORD_BYTES = 100
+BLOCK = 1 << 20
+
+
+class NullOperations(pyfuse3.Operations):
+    def __init__(self, source_bytes: int) -> None:
+        super().__init__()
+        self.source_bytes = source_bytes
+        line = b"x" * 99 + b"\n"
+        self.block = line * (BLOCK // len(line) + 1)
+
+    def _attrs(self, inode: int) -> pyfuse3.EntryAttributes:
+        attrs = pyfuse3.EntryAttributes()
+        attrs.st_ino = inode
+        attrs.st_blksize = BLOCK
+        attrs.st_uid, attrs.st_gid = os.getuid(), os.getgid()
+        if inode in (pyfuse3.ROOT_INODE, RECORDS_INODE):
+            attrs.st_mode, attrs.st_nlink = stat.S_IFDIR | 0o755, 2
+        else:
+            attrs.st_mode, attrs.st_nlink = stat.S_IFREG | 0o644, 1
+            attrs.st_size = self.source_bytes if inode == SOURCE_INODE else 0
+        attrs.entry_timeout = attrs.attr_timeout = 0
+        if inode >= FIRST_RECORD:
+            attrs.st_mode, attrs.st_size = stat.S_IFREG | 0o444, RECORD_BYTES
+            attrs.entry_timeout = attrs.attr_timeout = 60
+        return attrs
+
+    async def getattr(self, inode, ctx=None):
+        return self._attrs(inode)
+
+    async def lookup(self, parent_inode, name, ctx=None):
+        if parent_inode == RECORDS_INODE and name.isdigit():
+            return self._attrs(FIRST_RECORD + int(name))
+        if parent_inode != pyfuse3.ROOT_INODE or name not in NAMES:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return self._attrs(NAMES[name])
+
+    async def setattr(self, inode, attr, fields, fh, ctx=None):
+        return self._attrs(inode)
+
+    async def open(self, inode, flags, ctx=None):
+        if inode >= FIRST_RECORD:
+            return pyfuse3.FileInfo(fh=inode, keep_cache=True)
+        return pyfuse3.FileInfo(fh=inode, direct_io=True)
+
+    async def read(self, fh, off, size):
+        if fh >= FIRST_RECORD:
+            return self.block[off:RECORD_BYTES]
+        if fh != SOURCE_INODE or off >= self.source_bytes:
+            return b""
+        size = min(size, self.source_bytes - off, BLOCK)
+        start = off % 100
+        return self.block[start : start + size]
+
+    async def write(self, fh, off, buf):
+        return len(buf)
+
+    async def flush(self, fh):
+        pass
+
+    async def release(self, fh):
+        pass
+
+
+async def _run() -> None:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_stop_on_signal)
+        await pyfuse3.main()
+        nursery.cancel_scope.cancel()
+
+
+async def _stop_on_signal() -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            pyfuse3.terminate()
+            return
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mountpoint")
+    parser.add_argument("--source-bytes", type=int, default=100 << 20)
+    args = parser.parse_args()
+    options = {"fsname=nullfs", "subtype=nullfs"}
+    pyfuse3.init(NullOperations(args.source_bytes), args.mountpoint, options)
+    try:
+        trio.run(_run)
+    finally:
+        pyfuse3.close(unmount=True)
+
+
+if __name__ == "__main__":
+    main()
