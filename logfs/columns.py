@@ -53,6 +53,14 @@ _SCALAR_BELOW = 4  # batches still walking when the lockstep walk hands over to 
 def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Decode the zig-zag varint at every position; returns (values, positions after)."""
     b = buf[pos]
+    if b.max(initial=0) < 0x80:  # all one byte: the common case for most fields
+        z = b.astype(np.int64)
+        return (z >> 1) ^ -(z & 1), pos + 1
+    b1 = buf[pos + 1].astype(np.int64)
+    two = b >= 0x80
+    if not (two & (b1 >= 0x80)).any():  # at most two bytes (values under 8192)
+        z = np.where(two, (b & 0x7F) | (b1 << 7), b)
+        return (z >> 1) ^ -(z & 1), pos + 1 + two
     z = (b & 0x7F).astype(np.uint64)
     size = np.ones(len(pos), np.int64)
     more = np.flatnonzero(b & 0x80)
@@ -69,7 +77,7 @@ def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values, pos + size
 
 
-def _walk_scalar(data: bytes, pos: int, count: int, out: np.ndarray, first: int) -> int:
+def _walk_scalar(data: bytes | bytearray, pos: int, count: int, out: np.ndarray, first: int) -> int:
     for k in range(count):
         out[first + k] = pos
         b = data[pos]
@@ -91,7 +99,7 @@ def _walk_scalar(data: bytes, pos: int, count: int, out: np.ndarray, first: int)
 def _after_record(buf: np.ndarray, p: np.ndarray) -> np.ndarray:
     """Where the records starting at ``p`` end (from their length varints)."""
     b0 = buf[p]
-    if (b0 < 0x80).all():  # one-byte lengths: zig-zag of n >= 0 is 2n
+    if b0.max() < 0x80:  # one-byte lengths: zig-zag of n >= 0 is 2n
         return p + 1 + (b0 >> 1)
     b1 = buf[p + 1].astype(np.int64)
     two = b0 >= 0x80
@@ -107,7 +115,11 @@ def _after_record(buf: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 
 def record_starts(
-    data: bytes, buf: np.ndarray, starts: np.ndarray, counts: np.ndarray, ends: np.ndarray
+    data: bytes | bytearray,
+    buf: np.ndarray,
+    starts: np.ndarray,
+    counts: np.ndarray,
+    ends: np.ndarray,
 ) -> np.ndarray:
     """Where each record starts, for records sections at ``starts``..``ends`` of ``buf``
     holding ``counts`` records each; in section order, then record order.
@@ -123,19 +135,28 @@ def record_starts(
     cnt, fst = counts[order], first[order]
     pos = starts[order].astype(np.int64)
     steps = int(cnt[0]) if len(cnt) else 0
-    active = np.searchsorted(-cnt, -np.arange(steps), side="left")
-    limit = len(buf) - len(PAD)
+    active = np.searchsorted(-cnt, -np.arange(steps), side="left").tolist()
+    lockstep = next((k for k, a in enumerate(active) if a < _SCALAR_BELOW), steps)
+    # Step k's starts go to row k; rows are read out batch by batch at the end.
+    # (A start past the buffer raises IndexError; one inside another batch
+    # makes this batch's records end in the wrong place: both are caught.)
+    grid = np.empty((lockstep, len(cnt)), np.int64)
     k = 0
     try:
-        while k < steps and active[k] >= _SCALAR_BELOW:
-            a = int(active[k])
+        for k in range(lockstep):
+            a = active[k]
             p = pos[:a]
-            out[fst[:a] + k] = p
+            grid[k, :a] = p
             pos[:a] = _after_record(buf, p)
-            if pos[:a].max() > limit:
-                raise CorruptRecordError("a record runs past its batch")
-            k += 1
-        for i in range(int(active[k]) if k < steps else 0):
+        k = lockstep
+        if lockstep:
+            taken = np.minimum(cnt, lockstep)
+            rows = np.arange(lockstep)[:, None] < taken[None, :]
+            at = np.repeat(fst, taken) + (
+                np.arange(int(taken.sum())) - np.repeat(np.cumsum(taken) - taken, taken)
+            )
+            out[at] = grid.T[rows.T]
+        for i in range(active[k] if k < steps else 0):
             pos[i] = _walk_scalar(data, int(pos[i]), int(cnt[i]) - k, out, int(fst[i]) + k)
     except IndexError:
         raise CorruptRecordError("a record runs past its batch") from None
@@ -153,8 +174,8 @@ class Columns(NamedTuple):
 
     buf: np.ndarray
     offset: np.ndarray
-    timestamp: np.ndarray
-    log_append: np.ndarray  # bool
+    timestamp: np.ndarray | None
+    log_append: np.ndarray | None  # bool
     key_start: np.ndarray
     key_len: np.ndarray  # -1: null
     value_start: np.ndarray
@@ -179,24 +200,29 @@ def decode(batches: list[tuple[BatchHeader, memoryview]]) -> Columns:
     return decode_bodies(data, ends - sizes, ends, [h for h, _ in batches])
 
 
-def decode_region(region: bytearray, positions: list[int], headers: list[BatchHeader]) -> Columns:
+def decode_region(
+    region: bytearray, positions: list[int], headers: list[BatchHeader], timestamps: bool = True
+) -> Columns:
     """`decode` for uncompressed batches that lie in ``region`` at ``positions``
     (followed by at least ``len(PAD)`` bytes): no copy of the records."""
     pos = np.asarray(positions, np.int64)
     ends = pos + np.fromiter((h.size for h in headers), np.int64, len(headers))
-    return decode_bodies(region, pos + HEADER_SIZE, ends, headers)
+    return decode_bodies(region, pos + HEADER_SIZE, ends, headers, timestamps)
 
 
 def decode_bodies(
-    data: bytearray, starts: np.ndarray, ends: np.ndarray, headers: list[BatchHeader]
+    data: bytearray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    headers: list[BatchHeader],
+    timestamps: bool = True,
 ) -> Columns:
-    """Decode the records sections at ``data[starts[i]:ends[i]]`` of ``headers[i]``."""
+    """Decode the records sections at ``data[starts[i]:ends[i]]`` of ``headers[i]``
+    (``timestamps=False``: leave ``timestamp`` and ``log_append`` None)."""
     buf = np.frombuffer(data, np.uint8)
     n = len(headers)
     counts = np.fromiter((h.records_count for h in headers), np.int64, n)
-    pos = _uniform_starts(buf, starts, ends, counts)
-    if pos is None:
-        pos = record_starts(bytes(data), buf, starts, counts, ends)
+    pos = record_starts(data, buf, starts, counts, ends)
     batch_of = np.repeat(np.arange(n), counts)
 
     def per_row(values, dtype=np.int64):
@@ -210,36 +236,18 @@ def decode_bodies(
     value_len, value_start = varints(buf, key_start + np.maximum(key_len, 0))
     if np.any(value_start + np.maximum(value_len, 0) >= record_end + 1):
         raise CorruptRecordError(f"batch at offset {headers[0].base_offset}: bad record fields")
-    log_append = per_row((h.timestamp_type == LOG_APPEND_TIME for h in headers), bool)
-    timestamp = np.where(
-        log_append,
-        per_row(h.max_timestamp for h in headers),
-        per_row(h.base_timestamp for h in headers) + ts_delta,
-    )
+    log_append = timestamp = None
+    if timestamps:
+        log_append = per_row((h.timestamp_type == LOG_APPEND_TIME for h in headers), bool)
+        timestamp = np.where(
+            log_append,
+            per_row(h.max_timestamp for h in headers),
+            per_row(h.base_timestamp for h in headers) + ts_delta,
+        )
     offset = per_row(h.base_offset for h in headers) + offset_delta
     return Columns(
         buf, offset, timestamp, log_append, key_start, key_len, value_start, value_len, batch_of
     )
-
-
-def _uniform_starts(
-    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, counts: np.ndarray
-) -> np.ndarray | None:
-    """Record starts when every batch's records are all the same size (fixed-size
-    values: a common case), proven by checking each record's length; else None."""
-    sizes = ends - starts
-    if not len(counts) or (counts <= 0).any() or (sizes % counts).any():
-        return None
-    step = sizes // counts
-    batch_of = np.repeat(np.arange(len(counts)), counts)
-    within = np.arange(len(batch_of)) - np.repeat(np.cumsum(counts) - counts, counts)
-    guess = starts[batch_of] + within * step[batch_of]
-    try:
-        if np.array_equal(_after_record(buf, guess), guess + step[batch_of]):
-            return guess  # each guessed start leads to the next: the walk itself
-    except CorruptRecordError:
-        pass
-    return None
 
 
 def value_lines(cols: Columns, keep: np.ndarray | None = None) -> bytes:
@@ -281,15 +289,28 @@ class Encoded(NamedTuple):
 
 
 def _varint_sizes(z: np.ndarray) -> np.ndarray:
-    return 1 + (z >= 1 << 7) + (z >= 1 << 14) + (z >= 1 << 21) + (z >= 1 << 28)
+    """Bytes of each (zig-zagged, non-negative, < 2**35) varint."""
+    top = int(z.max(initial=0))
+    sizes = np.ones(len(z), np.int64)
+    bound = 1 << 7
+    while top >= bound:
+        sizes += z >= bound
+        bound <<= 7
+    return sizes
 
 
 def _put_varints(out: np.ndarray, pos: np.ndarray, z: np.ndarray, sizes: np.ndarray) -> None:
     """Write the (already zig-zagged, non-negative) varints ``z`` at ``pos``."""
-    for k in range(int(sizes.max())):
-        sel = np.flatnonzero(sizes > k)
-        byte = (z[sel] >> (7 * k)) & 0x7F
-        out[pos[sel] + k] = byte | np.where(sizes[sel] > k + 1, 0x80, 0)
+    more = sizes > 1
+    out[pos] = (z & 0x7F) | (more << 7)
+    sel = np.flatnonzero(more)
+    k = 1
+    while sel.size:
+        zs, ps = z[sel] >> (7 * k), pos[sel] + k
+        more = sizes[sel] > k + 1
+        out[ps] = (zs & 0x7F) | (more << 7)
+        sel = sel[more]
+        k += 1
 
 
 def plain_cuts(lengths: np.ndarray, budget: int, overhead: int) -> list[int]:

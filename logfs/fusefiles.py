@@ -17,6 +17,10 @@ from .log import max_record_bytes
 # At most this many bytes of unread receipts are kept per open append file:
 # a reader of receipts reads them as it goes, others never open for reading.
 MAX_RECEIPT_BYTES = 1 << 20
+# A stream is decoded this many bytes of log at a time, doubling while the
+# reader reads on: numpy's per-call costs fade over big regions; a reader of
+# one line (tail, head) still decodes little.
+READ_AHEAD_MIN, READ_AHEAD_MAX = 256 << 10, 16 << 20
 
 
 class AppendFile:
@@ -110,7 +114,7 @@ class StreamFile:
 
     ``buf`` holds the stream's bytes from position ``pos``, ending just before
     record ``offset``; a sequential reader is served from it and it is refilled
-    a few MiB of log at a time, column-wise (`stream.lines_from`). A read
+    ``ahead`` bytes of log at a time, column-wise (`stream.lines_from`). A read
     elsewhere starts over from the mark before it (`stream.locate`).
     """
 
@@ -121,6 +125,7 @@ class StreamFile:
         self.buf = b""
         self.pos = 0
         self.offset = 0
+        self.ahead = READ_AHEAD_MIN
 
     def read(self, log, position: int, size: int) -> bytes:
         total = stream.size(log)
@@ -132,15 +137,17 @@ class StreamFile:
             self.key = key
             self.offset, self.pos = stream.locate(log, position)
             self.buf = b""
+            self.ahead = READ_AHEAD_MIN
         while self.pos + len(self.buf) < position + size and self.offset < log.next_offset:
             cut = min(position - self.pos, len(self.buf))  # what the reader is past
             self.buf, self.pos = self.buf[cut:], self.pos + cut
             segment = log.segment_for(self.offset)
-            data, after = stream.lines_from(segment, self.offset)
+            data, after = stream.lines_from(segment, self.offset, self.ahead)
             if after <= self.offset:
                 break
             self.buf += data
             self.offset = after
+            self.ahead = min(2 * self.ahead, READ_AHEAD_MAX)  # a sequential reader: more
         start = position - self.pos
         return self.buf[start : start + size]
 

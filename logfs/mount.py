@@ -17,6 +17,7 @@ reports the mount ready and it shows in /proc/self/mountinfo. `umount` is
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -58,6 +59,7 @@ IGNORED_OPTIONS = {
     "group", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "async", "atime", "relatime",
     "strictatime", "diratime", "nodiratime",
 }  # fmt: skip
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt(3) parameters
 LOG_FILE = "logfs.log"  # in DATA, for a daemon without -o log=...
 
 
@@ -103,10 +105,27 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
 # ---------------------------------------------------------------- the daemon
 
 
+def keep_freed_memory() -> None:
+    """Let glibc reuse freed memory instead of returning it to the kernel.
+
+    The hot paths build numpy arrays of a few MiB per request; by default glibc
+    maps each one fresh and unmaps it on free, so every request page-faults
+    its buffers in again — the profile showed appends and stream reads about
+    1.6x slower for it. Best effort: a no-op without glibc.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(M_MMAP_THRESHOLD, 64 << 20)
+        libc.mallopt(M_TRIM_THRESHOLD, 256 << 20)
+    except (OSError, AttributeError):
+        pass
+
+
 def serve(
     data: str, mountpoint: str, options: MountOptions, ready: Callable[[], None] | None = None
 ) -> int:
     """Run a mount until it is unmounted or signalled; returns an exit code."""
+    keep_freed_memory()
     store = Store(data, defaults=options.defaults, read_only=options.read_only)
     flusher = Flusher(store)
     ops = Operations(store, flusher=flusher, partitions=options.partitions)

@@ -120,7 +120,7 @@ def batch_lines(
     if not data:
         return [0] * len(headers) if count_only else b""
     if all(h.codec == compression.NONE for _, h in data):
-        cols = decode_region(region, [p for p, _ in data], [h for _, h in data])
+        cols = decode_region(region, [p for p, _ in data], [h for _, h in data], False)
     else:
         cols = decode([(h, memoryview(region)[p : p + h.size]) for p, h in data])
     if count_only:
