@@ -132,7 +132,7 @@ class Log:
             if self.writable and i >= first_to_recover:
                 cut = segment.recover(recovery_point if i == first_to_recover else -1)
                 self._add_segment(segment)
-                if cut:
+                if cut or _ends_short(segment, bases, i):
                     self.truncated_bytes += cut
                     self._drop_segments_after(i)
                     break
@@ -142,7 +142,7 @@ class Log:
             except (CorruptIndexError, CorruptRecordError) as e:
                 logger.warning("%s: %s; rebuilding from the log", segment.log_path, e)
                 cut = segment.recover()
-                if cut and self.writable:
+                if self.writable and (cut or _ends_short(segment, bases, i)):
                     # damage below the recovery point: later segments would leave a hole
                     self.truncated_bytes += cut
                     self._add_segment(segment)
@@ -578,6 +578,12 @@ class Log:
         aside = self.dir.with_name(f"{self.dir.name}.{os.getpid()}-{time.time_ns()}-delete")
         os.rename(self.dir, aside)
         shutil.rmtree(aside, ignore_errors=True)
+
+
+def _ends_short(segment: LogSegment, bases: list[int], i: int) -> bool:
+    """A recovered segment that ends before the next one begins (truncated
+    from outside, e.g. to zero bytes): keeping the next would leave a hole."""
+    return i + 1 < len(bases) and segment.next_offset < bases[i + 1]
 
 
 def _is_segment_name(name: str) -> bool:

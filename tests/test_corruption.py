@@ -225,3 +225,16 @@ def test_damage_below_the_recovery_point_leaves_no_hole(tmp_path):
         assert [r.value for r in log.scan()] == values[:base]
     assert sorted((tmp_path / "t-0").glob("*.log")) == segments[:2]
     assert check(tmp_path) == []
+
+
+def test_segment_truncated_to_nothing_leaves_no_hole(tmp_path):
+    """Regression (found by the long run): a segment cut to zero bytes needed
+    no truncation, so the later segments were kept and offsets vanished."""
+    fill(tmp_path, 40)
+    segments = sorted((tmp_path / "t-0").glob("*.log"))
+    os.truncate(segments[0], 0)
+    with Store(tmp_path) as store:
+        log = store.log("t", 0)
+        assert (log.log_start_offset, log.next_offset) == (0, 0)
+    assert sorted((tmp_path / "t-0").glob("*.log")) == segments[:1]
+    assert check(tmp_path) == []
