@@ -20,7 +20,7 @@ MAX_RECEIPT_BYTES = 1 << 20
 # A stream is decoded this many bytes of log at a time, doubling while the
 # reader reads on: numpy's per-call costs fade over big regions; a reader of
 # one line (tail, head) still decodes little.
-READ_AHEAD_MIN, READ_AHEAD_MAX = 256 << 10, 16 << 20
+READ_AHEAD_MIN, READ_AHEAD_MAX = 1 << 20, 16 << 20
 
 
 class AppendFile:
