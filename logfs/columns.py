@@ -250,7 +250,7 @@ def decode_bodies(
     )
 
 
-def value_lines(cols: Columns, keep: np.ndarray | None = None) -> bytes:
+def value_lines(cols: Columns, keep: np.ndarray | None = None) -> bytes | memoryview:
     """Every (kept) record's value followed by ``\\n`` (a null value: just ``\\n``)."""
     vs, vl = cols.value_start, np.maximum(cols.value_len, 0)
     if keep is not None:
@@ -267,7 +267,7 @@ def value_lines(cols: Columns, keep: np.ndarray | None = None) -> bytes:
     pattern[1::2] = True
     work = cols.buf if cols.buf.flags.writeable else cols.buf.copy()
     work[ve] = 10  # the records are not needed again: the buffer is the caller's scratch
-    return work[np.repeat(pattern, runs)].tobytes()
+    return memoryview(work[np.repeat(pattern, runs)])
 
 
 def stream_bytes(cols: Columns, n_batches: int) -> np.ndarray:
@@ -314,16 +314,20 @@ def _put_varints(out: np.ndarray, pos: np.ndarray, z: np.ndarray, sizes: np.ndar
 
 
 def plain_cuts(lengths: np.ndarray, budget: int, overhead: int) -> list[int]:
-    """Greedy batch ends: records (each at most ``overhead + length`` bytes) are
-    added to a batch while the total stays within ``budget``; at least one each."""
-    cum = np.cumsum(lengths + overhead)
-    cuts, start, n = [], 0, len(lengths)
-    while start < n:
-        before = int(cum[start - 1]) if start else 0
-        end = max(start + 1, int(np.searchsorted(cum, before + budget, side="right")))
-        cuts.append(min(end, n))
-        start = end
-    return cuts
+    """Batch ends (exclusive record indexes) such that every batch's records
+    (each at most ``overhead + length`` bytes) fit ``budget``, one record at least.
+
+    Record i goes to batch ``start_i // step``, with ``start_i`` the bytes before
+    it and ``step`` the budget less the largest record: a batch then spans less
+    than ``step`` of starts plus its last record. (Not the greedy fill of
+    `log._chunks`; batches come out at most one record smaller.)
+    """
+    sizes = lengths + overhead
+    starts = np.cumsum(sizes) - sizes
+    step = max(1, budget - int(sizes.max(initial=0)))
+    ids = starts // step
+    cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+    return [*cuts.tolist(), len(lengths)] if len(lengths) else []
 
 
 def encode_plain(
@@ -360,7 +364,7 @@ def encode_plain(
     rec_start += HEADER_SIZE * (batch_of + 1)
     prefix = s_body + 2 + s_delta + 1 + s_len
     total = int(rec_start[-1] + record[-1])
-    out = np.empty(total, np.uint8)
+    out = np.zeros(total, np.uint8)  # attributes, timestamp deltas, header counts: 0
     # Value bytes and their separators go where the records' prefixes leave room.
     runs = np.empty(2 * n, np.int64)
     runs[0::2] = prefix
@@ -369,11 +373,9 @@ def encode_plain(
     pattern = np.zeros(2 * n, bool)
     pattern[1::2] = True
     out[np.repeat(pattern, runs)] = np.frombuffer(packed, np.uint8, int(lengths.sum()) + n)
-    out[rec_start + record - 1] = 0  # header count
+    out[rec_start + record - 1] = 0  # header count (was the separator)
     _put_varints(out, rec_start, zbody, s_body)
     p = rec_start + s_body
-    out[p] = 0  # attributes
-    out[p + 1] = 0  # timestamp delta
     _put_varints(out, p + 2, zdelta, s_delta)
     p = p + 2 + s_delta
     out[p] = 1  # null key

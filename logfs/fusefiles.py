@@ -122,12 +122,12 @@ class StreamFile:
         self.topic = topic
         self.partition = partition
         self.key: tuple | None = None
-        self.buf = b""
+        self.buf = memoryview(b"")
         self.pos = 0
         self.offset = 0
         self.ahead = READ_AHEAD_MIN
 
-    def read(self, log, position: int, size: int) -> bytes:
+    def read(self, log, position: int, size: int) -> bytes | memoryview:
         total = stream.size(log)
         if total is None or position >= total or size <= 0:
             return b""
@@ -136,20 +136,29 @@ class StreamFile:
         if key != self.key or not self.pos <= position <= self.pos + len(self.buf):
             self.key = key
             self.offset, self.pos = stream.locate(log, position)
-            self.buf = b""
+            self.buf = memoryview(b"")
             self.ahead = READ_AHEAD_MIN
-        while self.pos + len(self.buf) < position + size and self.offset < log.next_offset:
-            cut = min(position - self.pos, len(self.buf))  # what the reader is past
-            self.buf, self.pos = self.buf[cut:], self.pos + cut
-            segment = log.segment_for(self.offset)
-            data, after = stream.lines_from(segment, self.offset, self.ahead)
+        parts = []
+        while size > 0:
+            start = position - self.pos
+            if start < len(self.buf):
+                part = self.buf[start : start + size]  # no copy: pyfuse3 takes any buffer
+                parts.append(part)
+                position += len(part)
+                size -= len(part)
+                continue
+            if self.offset >= log.next_offset:
+                break
+            data, after = stream.lines_from(log.segment_for(self.offset), self.offset, self.ahead)
             if after <= self.offset:
                 break
-            self.buf += data
+            self.pos += len(self.buf)
+            self.buf = memoryview(data)
             self.offset = after
             self.ahead = min(2 * self.ahead, READ_AHEAD_MAX)  # a sequential reader: more
-        start = position - self.pos
-        return self.buf[start : start + size]
+        if len(parts) == 1:
+            return parts[0]
+        return b"".join(parts)
 
 
 def config_text(config: TopicConfig) -> bytes:

@@ -258,8 +258,8 @@ class TimeIndex(_Index):
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Add an entry if ``timestamp`` is larger than the last one."""
-        last = self.last
-        if last is None or (timestamp > last.timestamp and offset > last.offset):
+        n = self._count
+        if not n or (timestamp > self._keys[n - 1] and offset > self._values[n - 1]):
             self._add(timestamp, offset)
 
     def truncate_to_offset(self, offset: int) -> None:

@@ -358,6 +358,17 @@ class Log:
         )
 
     def _write(self, encoded: list[tuple[bytes, BatchInfo]], now: int) -> None:
+        segment = self.active_segment
+        if segment.size and not should_roll(
+            self.config,
+            segment_size=segment.size,
+            batch_size=sum(info.size for _, info in encoded),
+            segment_age_ms=now - segment.first_timestamp,
+            index_full=segment.index_full,
+            relative_offset_overflow=not segment.can_hold(encoded[-1][1].last_offset),
+        ):  # what the loop below decides batch by batch, for all of them at once
+            self._flush_pending(encoded)
+            return
         pending: list[tuple[bytes, BatchInfo]] = []
         pending_size = 0
         for batch, info in encoded:

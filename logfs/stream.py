@@ -154,7 +154,9 @@ def count_loaded(path: str, loaded_size: int) -> Counted:
         os.close(fd)
 
 
-def lines_from(segment, offset: int, max_bytes: int = REGION_BYTES) -> tuple[bytes, int]:
+def lines_from(
+    segment, offset: int, max_bytes: int = REGION_BYTES
+) -> tuple[bytes | memoryview, int]:
     """Lines of ``segment``'s records from ``offset`` on, about ``max_bytes`` of
     log at a time; returns them and the offset after the last one."""
     end_offset = segment.next_offset

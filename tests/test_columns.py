@@ -60,10 +60,16 @@ def test_encode_plain_matches_encode_batch(values, budget, base, ts_type, separa
     assert start == len(values) and position == len(enc.data)
 
 
-def test_plain_cuts_fill_greedily():
-    lengths = np.array([10, 10, 10, 100, 1], np.int64)
-    assert columns.plain_cuts(lengths, 40, 0) == [3, 4, 5]
-    assert columns.plain_cuts(lengths, 5, 0) == [1, 2, 3, 4, 5]  # at least one each
+@given(st.lists(st.integers(0, 5000), max_size=300), st.integers(1, 20_000))
+def test_plain_cuts_fit_the_budget(lengths, budget):
+    lengths = np.array(lengths, np.int64)
+    cuts = columns.plain_cuts(lengths, budget, 36)
+    assert cuts == sorted(set(cuts)) and (cuts[-1] if cuts else 0) == len(lengths)
+    start = 0
+    for end in cuts:
+        sizes = lengths[start:end] + 36
+        assert end > start and (end - start == 1 or sizes.sum() <= budget)
+        start = end
 
 
 record_st = st.tuples(
