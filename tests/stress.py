@@ -46,4 +46,4 @@ def summarize(path: str) -> dict[str, dict[str, int]]:
 
 if __name__ == "__main__":
     for suite, figures in sorted(summarize(sys.argv[1]).items()):
-        print(suite + ": " + ", ".join(f"{k}={v:g}" for k, v in sorted(figures.items())))
+        print(suite + ": " + ", ".join(f"{k}={v}" for k, v in sorted(figures.items())))
