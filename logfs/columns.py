@@ -320,7 +320,7 @@ def plain_cuts(lengths: np.ndarray, budget: int, overhead: int) -> list[int]:
     Record i goes to batch ``start_i // step``, with ``start_i`` the bytes before
     it and ``step`` the budget less the largest record: a batch then spans less
     than ``step`` of starts plus its last record. (Not the greedy fill of
-    `log._chunks`; batches come out at most one record smaller.)
+    `batching._chunks`; batches come out at most one record smaller.)
     """
     sizes = lengths + overhead
     starts = np.cumsum(sizes) - sizes

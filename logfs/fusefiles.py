@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 
 from . import stream
+from .batching import max_record_bytes
 from .config import TopicConfig, read_properties, write_properties
 from .framing import Framed, LengthFramer, LineFramer
-from .log import max_record_bytes
 
 # At most this many bytes of unread receipts are kept per open append file:
 # a reader of receipts reads them as it goes, others never open for reading.

@@ -24,47 +24,25 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import columns, compression
+from . import batching, compression
 from .config import TopicConfig, flush_due, should_roll
 from .errors import (
     CorruptIndexError,
     CorruptRecordError,
     OffsetOutOfRangeError,
     ReadOnlyError,
-    RecordTooLargeError,
 )
 from .record import (
     CREATE_TIME,
-    HEADER_SIZE,
     LOG_APPEND_TIME,
     BatchHeader,
     Record,
     decode_records,
-    encode_batch,
-    read_header,
     record_at,
 )
 from .segment import BatchInfo, LogSegment
 
 logger = logging.getLogger(__name__)
-
-# Upper bound of the bytes a record adds besides its key, value and header
-# strings: length, attributes, timestamp and offset deltas, key and value
-# lengths, header count (varints of at most 5 or 10 bytes).
-RECORD_OVERHEAD = 1 + 5 + 10 + 5 + 5 + 5 + 5
-HEADER_OVERHEAD = 10
-# Appends are cut into batches of about this many bytes (the Kafka producer's
-# batch.size): big enough that per-batch costs fade, small enough that
-# reading one record decodes little.
-TARGET_BATCH_BYTES = 16 * 1024
-# Appends of at least this many plain records take the column-wise encoder.
-PACKED_MIN = 32
-
-
-def max_record_bytes(config: TopicConfig) -> int:
-    """The largest key plus value that always fits a batch of max.message.bytes
-    when alone (uncompressed, no headers)."""
-    return max(0, config.max_message_bytes - HEADER_SIZE - RECORD_OVERHEAD)
 
 
 def now_ms() -> int:
@@ -238,16 +216,21 @@ class Log:
         codec = compression.BY_NAME[self.config.compression_type]
         encoded = None
         plain = keys is None and headers is None and isinstance(timestamp, int)
-        if plain and codec == compression.NONE and len(values) >= PACKED_MIN:
+        if plain and codec == compression.NONE and len(values) >= batching.PACKED_MIN:
             try:
                 packed = b"\n".join(values) + b"\n"
             except TypeError:  # a null value: the general encoder
                 pass
             else:
                 lengths = np.fromiter(map(len, values), np.int64, len(values))
-                encoded = self._encode_packed(packed, lengths, timestamp, timestamp_type)
+                encoded = batching.encode_packed(
+                    self.config, self.next_offset, packed, lengths, timestamp, timestamp_type
+                )
         if encoded is None:
-            encoded = self._encode(values, keys, headers, timestamp, codec, timestamp_type)
+            encoded = batching.encode(
+                self.config, self.next_offset, values, keys, headers, timestamp, codec,
+                timestamp_type,
+            )  # fmt: skip
         self._write(encoded, now)
         self.unflushed_messages += len(values)
         return first
@@ -263,11 +246,13 @@ class Log:
             return self.next_offset
         encoded = None
         codec = compression.BY_NAME[self.config.compression_type]
-        if codec == compression.NONE and self.writable and len(lengths) >= PACKED_MIN:
+        if codec == compression.NONE and self.writable and len(lengths) >= batching.PACKED_MIN:
             first, now = self.next_offset, self.clock()
             log_append = self.config.message_timestamp_type == "LogAppendTime"
             timestamp_type = LOG_APPEND_TIME if log_append else CREATE_TIME
-            encoded = self._encode_packed(packed, lengths, now, timestamp_type)
+            encoded = batching.encode_packed(
+                self.config, self.next_offset, packed, lengths, now, timestamp_type
+            )
         if encoded is None:
             values, pos = [], 0
             for length in lengths.tolist():
@@ -277,85 +262,6 @@ class Log:
         self._write(encoded, now)
         self.unflushed_messages += len(lengths)
         return first
-
-    def _encode_packed(self, packed, lengths, timestamp, timestamp_type):
-        limit = self.config.max_message_bytes
-        if int(lengths.max()) > max_record_bytes(self.config):
-            return None  # near the limit: the general encoder decides exactly
-        target = min(limit, TARGET_BATCH_BYTES) - HEADER_SIZE
-        cuts = columns.plain_cuts(lengths, target, RECORD_OVERHEAD)
-        enc = columns.encode_plain(
-            packed, lengths, self.next_offset, cuts,
-            timestamp=timestamp, timestamp_type=timestamp_type,
-        )  # fmt: skip
-        out, position = [], 0
-        for size, last, stream in zip(enc.sizes, enc.last_offsets, enc.stream_bytes, strict=True):
-            batch = enc.data[position : position + size]
-            out.append((batch, BatchInfo(size, last, timestamp, stream)))
-            position += size
-        return out
-
-    def _encode(
-        self, values, keys, headers, timestamp, codec, timestamp_type
-    ) -> list[tuple[bytes, BatchInfo]]:
-        limit = self.config.max_message_bytes
-        target = min(limit, TARGET_BATCH_BYTES)
-        out = []
-        base = self.next_offset
-        for start, end in _chunks(values, keys, headers, target - HEADER_SIZE):
-            batch = self._encode_chunk(
-                base, start, end, values, keys, headers, timestamp, codec, timestamp_type
-            )
-            if len(batch) > limit:
-                if end - start == 1:
-                    raise RecordTooLargeError(
-                        f"record of {len(batch)} bytes (as a batch) exceeds "
-                        f"max.message.bytes={limit}"
-                    )
-                middle = (start + end) // 2  # a compressed batch came out larger than estimated
-                out += self._encode_pieces(
-                    base,
-                    start,
-                    middle,
-                    end,
-                    values,
-                    keys,
-                    headers,
-                    timestamp,
-                    codec,
-                    timestamp_type,
-                )
-            else:
-                out.append(_with_info(batch, base + end - start - 1, timestamp, values[start:end]))
-            base = out[-1][1].last_offset + 1
-        return out
-
-    def _encode_pieces(self, base, start, middle, end, *args):
-        first = self._encode_chunk(base, start, middle, *args)
-        second = self._encode_chunk(base + middle - start, middle, end, *args)
-        limit = self.config.max_message_bytes
-        if max(len(first), len(second)) > limit:
-            raise RecordTooLargeError(f"records do not fit max.message.bytes={limit}")
-        timestamp = args[3]
-        values = args[0]
-        return [
-            _with_info(first, base + middle - start - 1, timestamp, values[start:middle]),
-            _with_info(second, base + end - start - 1, timestamp, values[middle:end]),
-        ]
-
-    @staticmethod
-    def _encode_chunk(
-        base, start, end, values, keys, headers, timestamp, codec, timestamp_type
-    ) -> bytes:
-        return encode_batch(
-            base,
-            values[start:end],
-            keys=keys[start:end] if keys is not None else None,
-            headers=headers[start:end] if headers is not None else None,
-            timestamps=timestamp if isinstance(timestamp, int) else timestamp[start:end],
-            codec=codec,
-            timestamp_type=timestamp_type,
-        )
 
     def _write(self, encoded: list[tuple[bytes, BatchInfo]], now: int) -> None:
         segment = self.active_segment
@@ -599,33 +505,3 @@ def _ends_short(segment: LogSegment, bases: list[int], i: int) -> bool:
 
 def _is_segment_name(name: str) -> bool:
     return len(name) == 24 and name.endswith(".log") and name[:20].isdigit()
-
-
-def _with_info(batch: bytes, last_offset: int, timestamp, values) -> tuple[bytes, BatchInfo]:
-    max_ts = timestamp if isinstance(timestamp, int) else read_header(batch).max_timestamp
-    stream = sum(len(v) for v in values if v is not None) + len(values)
-    return batch, BatchInfo(len(batch), last_offset, max_ts, stream)
-
-
-def _chunks(values, keys, headers, budget: int) -> Iterator[tuple[int, int]]:
-    """Cut records into runs whose size bound fits ``budget`` bytes."""
-    if keys is None and headers is None:
-        sizes = [RECORD_OVERHEAD + (len(v) if v is not None else 0) for v in values]
-    else:
-        sizes = []
-        for i, v in enumerate(values):
-            size = RECORD_OVERHEAD + (len(v) if v is not None else 0)
-            if keys is not None and keys[i] is not None:
-                size += len(keys[i])
-            if headers is not None:
-                size += sum(
-                    HEADER_OVERHEAD + len(k.encode()) + len(hv or b"") for k, hv in headers[i]
-                )
-            sizes.append(size)
-    start, total = 0, 0
-    for i, size in enumerate(sizes):
-        if total + size > budget and i > start:
-            yield start, i
-            start, total = i, 0
-        total += size
-    yield start, len(sizes)
