@@ -8,7 +8,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logfs import Store, columns, compression, stream
+from logfs.config import TopicConfig
 from logfs.errors import CorruptRecordError
+from logfs.fusefiles import StreamFile
+from logfs.log import Log
 from logfs.record import (
     CREATE_TIME,
     LOG_APPEND_TIME,
@@ -183,3 +186,21 @@ def test_stream_size_and_lines_after_reopen(tmp_path):
 
 def whole_stream_from(log, offset) -> bytes:
     return b"".join((r.value or b"") + b"\n" for r in log.scan(offset))
+
+
+def test_stream_starts_at_a_log_start_inside_the_first_segment(tmp_path):
+    values = [b"value %d" % i + b"z" * (i % 7) for i in range(500)]
+    log = Log(tmp_path / "t-0", "t", 0, TopicConfig())
+    log.append(values)
+    log.close()
+    log = Log(tmp_path / "t-0", "t", 0, TopicConfig(), recovery_point=500, log_start_offset=123)
+    for segment in stream.uncounted(log):
+        segment.stream.loaded = stream.count_loaded(segment.log_path, segment.stream.loaded_size)
+    expected = b"".join(v + b"\n" for v in values[123:])
+    assert stream.size(log) == len(expected)
+    assert stream.locate(log, 0) == (123, 0)
+    reader = StreamFile("t", 0)
+    got = b"".join(bytes(reader.read(log, pos, 1000)) for pos in range(0, len(expected), 1000))
+    assert got == expected
+    assert bytes(StreamFile("t", 0).read(log, 10, 20)) == expected[10:30]
+    log.close()
