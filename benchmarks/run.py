@@ -336,6 +336,10 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma list: append,read,stat,partitions,core")
     args = parser.parse_args()
     keep_freed_memory()  # as the daemon does, for the in-process figures
+    # The daemons run `python -m logfs.cli`: this checkout's, from any directory.
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")])
+    )
     full = args.full
     args.lines = 1_000_000 if full else 500_000
     args.small_writes = 100_000 if full else 20_000
