@@ -78,6 +78,9 @@ class LineFramer:
         self.parse_key = parse_key
         self.separator = separator
         self.pending = b""
+        # A line grew past max_bytes over several writes: its pieces are
+        # dropped and so is the rest of it, up to its newline.
+        self.discarding = False
 
     def feed(self, data: bytes) -> tuple[Framed, bytes]:
         """Cut complete lines from ``pending + data``.
@@ -85,10 +88,18 @@ class LineFramer:
         Returns the records and the new pending tail; does not change
         ``self.pending`` (the caller commits after a successful append).
         """
+        if self.discarding:
+            newline = bytes(data).find(b"\n")
+            if newline < 0:
+                raise TooLargeError(f"a line longer than {self.max_bytes} bytes is dropped")
+            self.discarding = False
+            data = bytes(data)[newline + 1 :]
         text = self.pending + data if self.pending else bytes(data)
         end = text.rfind(b"\n") + 1
         tail = text[end:]
         if len(tail) > self.max_bytes:
+            if end == 0:  # no complete line in this write: drop the whole long line
+                self.pending, self.discarding = b"", True
             raise TooLargeError(
                 f"an unterminated line of {len(tail)} bytes exceeds {self.max_bytes}"
             )
@@ -104,7 +115,7 @@ class LineFramer:
 
     def finish(self) -> Framed:
         """The pending partial line as a record (on close); empty when none."""
-        if not self.pending:
+        if not self.pending or self.discarding:
             return Framed([], [])
         return self._records([self.pending])
 

@@ -78,3 +78,16 @@ def test_partition_for_key():
     # Kafka: Utils.toPositive(Utils.murmur2(key)) % numPartitions
     assert all(0 <= partition_for_key(bytes([i]), 7) < 7 for i in range(256))
     assert partition_for_key(b"foo", 3) == (kafka_murmur2(b"foo") & 0x7FFFFFFF) % 3
+
+
+def test_a_long_line_in_pieces_is_dropped_whole():
+    framer = LineFramer(max_bytes=10)
+    for piece in (b"aaaa", b"bbbb"):
+        _, framer.pending = framer.feed(piece)
+    with pytest.raises(TooLargeError):
+        framer.feed(b"cccc")  # 12 bytes of one line: the held pieces go too
+    assert framer.pending == b"" and framer.finish().values == []
+    with pytest.raises(TooLargeError):
+        framer.feed(b"more of the same line")
+    framed, tail = framer.feed(b"end of it\nnext\nhalf")
+    assert framed.values == [b"next"] and tail == b"half"

@@ -243,11 +243,16 @@ def test_too_large_records_are_rejected_whole(fs):
     fs.call("write", fh, 0, b"keep")
     with fuse_error(errno.EMSGSIZE):
         fs.call("write", fh, 0, b"\nsmall\n" + b"x" * 2000 + b"\n")
-    with fuse_error(errno.EMSGSIZE):
-        fs.call("write", fh, 0, b"y" * 2000)  # an unterminated line too big to ever fit
     fs.call("write", fh, 0, b" me\n")
+    assert fs.values("orders") == [b"keep me"]  # the rejected write() left nothing behind
+    fs.call("write", fh, 0, b"held")
+    with fuse_error(errno.EMSGSIZE):
+        fs.call("write", fh, 0, b"y" * 2000)  # this line can never fit: all of it is dropped
+    with fuse_error(errno.EMSGSIZE):
+        fs.call("write", fh, 0, b"y" * 10)
+    fs.call("write", fh, 0, b"y\nnext\n")
     fs.close(fh)
-    assert fs.values("orders") == [b"keep me"]
+    assert fs.values("orders") == [b"keep me", b"next"]
 
 
 def test_binary_frames(fs):
