@@ -21,9 +21,6 @@ middle of a frame is an error and the incomplete frame is dropped.
 Both framers are transactional per write: `feed` returns the complete records
 and a new framer state, and the caller commits that state only after the
 records were appended, so a rejected write() leaves nothing behind.
-
-The module also holds Kafka's key partitioner (murmur2), used by a topic's
-``append`` file to choose a partition for a keyed record.
 """
 
 from __future__ import annotations
@@ -108,9 +105,7 @@ class LineFramer:
         newlines = np.flatnonzero(np.frombuffer(text, np.uint8, end) == 10)
         lengths = np.diff(newlines, prepend=-1) - 1
         if len(lengths) and int(lengths.max()) > self.max_bytes:
-            raise TooLargeError(
-                f"a record of {int(lengths.max())} bytes exceeds {self.max_bytes}"
-            )
+            raise TooLargeError(f"a record of {int(lengths.max())} bytes exceeds {self.max_bytes}")
         return Packed(memoryview(text)[:end], lengths), tail
 
     def finish(self) -> Framed:
@@ -171,34 +166,3 @@ class LengthFramer:
 def frame(value: bytes) -> bytes:
     """One ``append.bin`` frame (for writers and tests)."""
     return len(value).to_bytes(LENGTH_BYTES, "big") + value
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's murmur2 hash (``Utils.murmur2``), as a signed 32-bit int."""
-    m, r = 0x5BD1E995, 24
-    length = len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> r
-        k = (k * m) & 0xFFFFFFFF
-        h = ((h * m) & 0xFFFFFFFF) ^ k
-    rest = length % 4
-    if rest == 3:
-        h ^= data[whole + 2] << 16
-    if rest >= 2:
-        h ^= data[whole + 1] << 8
-    if rest >= 1:
-        h ^= data[whole]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for_key(key: bytes, partitions: int) -> int:
-    """Kafka's default partitioner for a keyed record: toPositive(murmur2) % n."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions

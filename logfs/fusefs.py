@@ -37,7 +37,7 @@ from .errors import (
     UnknownTopicError,
     UnsupportedCodecError,
 )
-from .framing import FramingError, Packed, TooLargeError, partition_for_key
+from .framing import FramingError, Packed, TooLargeError
 from .fusefiles import (
     AppendFile,
     ConfigFile,
@@ -49,6 +49,7 @@ from .fusefiles import (
 )
 from .fusetree import APPENDS, BINARY_APPENDS, DIRECTORIES, Kind, number
 from .fuseview import View, fail
+from .partitioner import partition_for_key
 
 logger = logging.getLogger(__name__)
 

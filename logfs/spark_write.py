@@ -36,6 +36,7 @@ from pyspark.sql.types import (
 )
 
 from .errors import LogfsError
+from .partitioner import partition_for_key
 from .spark_plan import SparkOptionError
 
 DEFAULT_LOCK_TIMEOUT = 60.0
@@ -87,32 +88,6 @@ def write_options(options: Mapping[str, str], schema: StructType) -> WriteOption
     except ValueError:
         raise SparkOptionError('option "lockTimeout" must be a number of seconds') from None
     return WriteOptions(opts["path"], topic, lock_timeout)
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` (what its default partitioner hashes keys with)."""
-    m, r = 0x5BD1E995, 24
-    length = len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> r
-        k = (k * m) & 0xFFFFFFFF
-        h = ((h * m) & 0xFFFFFFFF) ^ k
-    tail = data[whole:]
-    if len(tail) >= 3:
-        h ^= tail[2] << 16
-    if len(tail) >= 2:
-        h ^= tail[1] << 8
-    if tail:
-        h ^= tail[0]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def _column(batch, name: str) -> list | None:
@@ -180,7 +155,7 @@ def _append_batch(store, options: WriteOptions, batch, counts: dict[str, int]) -
             if key is None:
                 p = sticky.setdefault(topic, random.randrange(count))
             else:
-                p = (murmur2(key) & 0x7FFFFFFF) % count
+                p = partition_for_key(key, count)
         elif not 0 <= p < count:
             raise LogfsError(f"row {i}: partition {p} of topic {topic!r} does not exist")
         groups.setdefault((topic, p), []).append(i)

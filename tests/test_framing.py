@@ -1,11 +1,10 @@
-"""Line and binary framing of append files, and Kafka's key partitioner."""
+"""Line and binary framing of append files."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kafka.partitioner.default import murmur2 as kafka_murmur2
 
 from logfs.framing import (
     FramingError,
@@ -13,8 +12,6 @@ from logfs.framing import (
     LineFramer,
     TooLargeError,
     frame,
-    murmur2,
-    partition_for_key,
 )
 
 
@@ -67,17 +64,6 @@ def test_limits():
     framer.pending = frame(b"ab")[:5]
     with pytest.raises(FramingError):
         framer.finish()
-
-
-@given(st.binary(max_size=64))
-def test_murmur2_is_kafkas(data):
-    assert murmur2(data) & 0xFFFFFFFF == kafka_murmur2(data) & 0xFFFFFFFF
-
-
-def test_partition_for_key():
-    # Kafka: Utils.toPositive(Utils.murmur2(key)) % numPartitions
-    assert all(0 <= partition_for_key(bytes([i]), 7) < 7 for i in range(256))
-    assert partition_for_key(b"foo", 3) == (kafka_murmur2(b"foo") & 0x7FFFFFFF) % 3
 
 
 def test_a_long_line_in_pieces_is_dropped_whole():

@@ -17,9 +17,10 @@ import pytest
 import trio
 
 from logfs import Store
-from logfs.framing import frame, partition_for_key
+from logfs.framing import frame
 from logfs.fusefs import ERRNOS, Operations, errno_for
 from logfs.fuseview import OFFSET_LISTING
+from logfs.partitioner import partition_for_key
 from logfs.tools import check
 
 

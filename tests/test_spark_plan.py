@@ -39,7 +39,7 @@ from logfs.spark_plan import (
     subscribed,
 )
 from logfs.spark_read import LogfsStreamReader
-from logfs.spark_write import append_batches, murmur2, write_options
+from logfs.spark_write import append_batches, write_options
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 TYPES = {"binary": BinaryType(), "string": StringType(), "int": IntegerType()}
@@ -305,13 +305,6 @@ def test_read_range_after_retention(tmp_path):
 
 
 # ---------------------------------------------------------------- writing without Spark
-
-
-def test_murmur2_is_kafkas():
-    for data in (b"", b"a", b"ab", b"abc", b"abcd", b"hello world", bytes(range(256))):
-        # Java's int is signed, kafka-python's result is not: compare what partitioning uses.
-        assert murmur2(data) & 0x7FFFFFFF == kafka_murmur2(data) & 0x7FFFFFFF
-        assert -(1 << 31) <= murmur2(data) < 1 << 31
 
 
 def test_append_batches_routes_rows_like_the_kafka_sink(tmp_path):
