@@ -14,10 +14,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from . import columns
+from . import columns, compression
 from .config import TopicConfig
 from .errors import RecordTooLargeError
-from .record import HEADER_SIZE, encode_batch, read_header
+from .record import CREATE_TIME, HEADER_SIZE, LOG_APPEND_TIME, encode_batch, read_header
 from .segment import BatchInfo
 
 # Upper bound of the bytes a record adds besides its key, value and header
@@ -34,6 +34,33 @@ def max_record_bytes(config: TopicConfig) -> int:
     """The largest key plus value that always fits a batch of max.message.bytes
     when alone (uncompressed, no headers)."""
     return max(0, config.max_message_bytes - HEADER_SIZE - RECORD_OVERHEAD)
+
+
+def timestamp_for(config: TopicConfig, timestamp, now: int) -> tuple:
+    """The records' timestamp(s) and the batch timestamp type: the append time
+    for LogAppendTime topics or when the writer gave none."""
+    if config.message_timestamp_type == "LogAppendTime":
+        return now, LOG_APPEND_TIME
+    return (now if timestamp is None else timestamp), CREATE_TIME
+
+
+def encode_values(
+    config: TopicConfig, base_offset: int, values, keys, headers, timestamp, timestamp_type
+) -> list[tuple[bytes | memoryview, BatchInfo]]:
+    """Batches for `Log.append`: column-wise when the records allow it."""
+    codec = compression.BY_NAME[config.compression_type]
+    plain = keys is None and headers is None and isinstance(timestamp, int)
+    if plain and codec == compression.NONE and len(values) >= PACKED_MIN:
+        try:
+            packed = b"\n".join(values) + b"\n"
+        except TypeError:  # a null value: the general encoder
+            pass
+        else:
+            lengths = np.fromiter(map(len, values), np.int64, len(values))
+            encoded = encode_packed(config, base_offset, packed, lengths, timestamp, timestamp_type)
+            if encoded is not None:
+                return encoded
+    return encode(config, base_offset, values, keys, headers, timestamp, codec, timestamp_type)
 
 
 def encode_packed(

@@ -5,10 +5,10 @@ says to start a new one at the next offset. Offsets are dense from the log
 start offset to ``next_offset`` (Kafka logs may have gaps after compaction or
 transactions; reads treat a gap like an offset out of range).
 
-Durability: everything below ``recovery_point`` has been fsynced. After an
-unclean shutdown every batch from the recovery point on is validated; the
-first bad batch and everything after it (later segments too) is removed, and
-the indexes past the recovery point are rebuilt.
+Durability: everything below ``recovery_point`` has been fsynced. Opening a
+log recovers it (see recovery.py): every batch from the recovery point on is
+validated, the first bad batch and everything after it is removed, and the
+indexes past the recovery point are rebuilt.
 """
 
 from __future__ import annotations
@@ -27,19 +27,16 @@ import numpy as np
 from . import batching, compression
 from .config import TopicConfig, flush_due, should_roll
 from .errors import (
-    CorruptIndexError,
-    CorruptRecordError,
     OffsetOutOfRangeError,
     ReadOnlyError,
 )
 from .record import (
-    CREATE_TIME,
-    LOG_APPEND_TIME,
     BatchHeader,
     Record,
     decode_records,
     record_at,
 )
+from .recovery import load_segments
 from .segment import BatchInfo, LogSegment
 
 logger = logging.getLogger(__name__)
@@ -97,36 +94,11 @@ class Log:
     # ------------------------------------------------------------ loading and recovery
 
     def _load(self, recovery_point: int, log_start_offset: int) -> None:
-        if self.writable:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            for stray in self.dir.glob("*.deleted"):
-                stray.unlink()
-        bases = sorted(int(p.name[:20]) for p in self.dir.glob("*.log") if _is_segment_name(p.name))
-        first_to_recover = max(0, bisect.bisect_right(bases, recovery_point) - 1)
-        for i, base in enumerate(bases):
-            segment = LogSegment(str(self.dir), base, self.config, writable=self.writable)
-            if self.segments and self.segments[-1].next_offset > base:
-                logger.warning("%s: segment %d overlaps the one before it", self.dir, base)
-            if self.writable and i >= first_to_recover:
-                cut = segment.recover(recovery_point if i == first_to_recover else -1)
-                self._add_segment(segment)
-                if cut or _ends_short(segment, bases, i):
-                    self.truncated_bytes += cut
-                    self._drop_segments_after(i)
-                    break
-                continue
-            try:
-                segment.load()
-            except (CorruptIndexError, CorruptRecordError) as e:
-                logger.warning("%s: %s; rebuilding from the log", segment.log_path, e)
-                cut = segment.recover()
-                if self.writable and (cut or _ends_short(segment, bases, i)):
-                    # damage below the recovery point: later segments would leave a hole
-                    self.truncated_bytes += cut
-                    self._add_segment(segment)
-                    self._drop_segments_after(i)
-                    break
+        loaded = load_segments(self.dir, self.config, recovery_point, writable=self.writable)
+        for segment in loaded.segments:
             self._add_segment(segment)
+        self.truncated_bytes = loaded.truncated_bytes
+        self._dir_dirty = loaded.deleted_files
         if not self.segments and self.writable:
             self._add_segment(
                 LogSegment(str(self.dir), log_start_offset, self.config, writable=True)
@@ -139,7 +111,7 @@ class Log:
         if self.writable:
             # What recovery validated past the recovery point may still be only in
             # the page cache (a process crash): make it durable before trusting it.
-            for segment in self.segments[first_to_recover:]:
+            for segment in self.segments[loaded.first_recovered :]:
                 if segment.next_offset > recovery_point or self.truncated_bytes:
                     self._dirty[segment.base_offset] = segment
             self.flush()
@@ -150,15 +122,6 @@ class Log:
     def _add_segment(self, segment: LogSegment) -> None:
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
-
-    def _drop_segments_after(self, index: int) -> None:
-        """Delete the segment files after ``index`` that were not loaded."""
-        for path in sorted(self.dir.glob("*.log")):
-            if _is_segment_name(path.name) and int(path.name[:20]) > self._bases[index]:
-                logger.warning("%s: deleting segment after a truncated one", path)
-                for suffix in (".log", ".index", ".timeindex"):
-                    path.with_suffix(suffix).unlink(missing_ok=True)
-                self._dir_dirty = True
 
     # ------------------------------------------------------------ state
 
@@ -205,33 +168,13 @@ class Log:
         if not values:
             return first
         now = self.clock()
-        timestamp_type = CREATE_TIME
-        if self.config.message_timestamp_type == "LogAppendTime" or timestamp is None:
-            timestamp = now
-            timestamp_type = (
-                LOG_APPEND_TIME
-                if self.config.message_timestamp_type == "LogAppendTime"
-                else CREATE_TIME
-            )
-        codec = compression.BY_NAME[self.config.compression_type]
-        encoded = None
-        plain = keys is None and headers is None and isinstance(timestamp, int)
-        if plain and codec == compression.NONE and len(values) >= batching.PACKED_MIN:
-            try:
-                packed = b"\n".join(values) + b"\n"
-            except TypeError:  # a null value: the general encoder
-                pass
-            else:
-                lengths = np.fromiter(map(len, values), np.int64, len(values))
-                encoded = batching.encode_packed(
-                    self.config, self.next_offset, packed, lengths, timestamp, timestamp_type
-                )
-        if encoded is None:
-            encoded = batching.encode(
-                self.config, self.next_offset, values, keys, headers, timestamp, codec,
-                timestamp_type,
-            )  # fmt: skip
-        self._write(encoded, now)
+        timestamp, timestamp_type = batching.timestamp_for(self.config, timestamp, now)
+        self._write(
+            batching.encode_values(
+                self.config, first, values, keys, headers, timestamp, timestamp_type
+            ),
+            now,
+        )
         self.unflushed_messages += len(values)
         return first
 
@@ -242,16 +185,16 @@ class Log:
         Same result and errors as ``append`` of the values, without making a
         Python object per record. Returns the offset of the first.
         """
+        first = self.next_offset
         if not len(lengths):
-            return self.next_offset
+            return first
         encoded = None
         codec = compression.BY_NAME[self.config.compression_type]
         if codec == compression.NONE and self.writable and len(lengths) >= batching.PACKED_MIN:
-            first, now = self.next_offset, self.clock()
-            log_append = self.config.message_timestamp_type == "LogAppendTime"
-            timestamp_type = LOG_APPEND_TIME if log_append else CREATE_TIME
+            now = self.clock()
+            timestamp, timestamp_type = batching.timestamp_for(self.config, None, now)
             encoded = batching.encode_packed(
-                self.config, self.next_offset, packed, lengths, now, timestamp_type
+                self.config, first, packed, lengths, timestamp, timestamp_type
             )
         if encoded is None:
             values, pos = [], 0
@@ -495,13 +438,3 @@ class Log:
         aside = self.dir.with_name(f"{self.dir.name}.{os.getpid()}-{time.time_ns()}-delete")
         os.rename(self.dir, aside)
         shutil.rmtree(aside, ignore_errors=True)
-
-
-def _ends_short(segment: LogSegment, bases: list[int], i: int) -> bool:
-    """A recovered segment that ends before the next one begins (truncated
-    from outside, e.g. to zero bytes): keeping the next would leave a hole."""
-    return i + 1 < len(bases) and segment.next_offset < bases[i + 1]
-
-
-def _is_segment_name(name: str) -> bool:
-    return len(name) == 24 and name.endswith(".log") and name[:20].isdigit()

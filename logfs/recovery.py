@@ -1,0 +1,84 @@
+"""Opening a partition directory's segments, recovering them where needed.
+
+Segments whose offsets are all below the recovery point were fsynced: they
+are only loaded (their indexes read and sanity-checked, the tail past the
+last index entry walked). From the segment holding the recovery point on,
+every batch is validated (see `LogSegment.recover`). At the first bad batch
+the segment is truncated and every later segment is deleted, so what is
+served is always a prefix of what was written; a segment that ends before
+the next one begins (cut short from outside) counts as bad too, so offsets
+never have a hole. A read-only open validates the same way in memory only,
+writes nothing and serves the valid prefix.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from pathlib import Path
+from typing import NamedTuple
+
+from .config import TopicConfig
+from .errors import CorruptIndexError, CorruptRecordError
+from .segment import LogSegment
+
+logger = logging.getLogger(__name__)
+
+
+class Loaded(NamedTuple):
+    segments: list[LogSegment]
+    truncated_bytes: int
+    first_recovered: int  # index of the first segment validated from the recovery point
+    deleted_files: bool
+
+
+def load_segments(
+    directory: Path, config: TopicConfig, recovery_point: int, *, writable: bool
+) -> Loaded:
+    """The directory's segments in offset order, recovered as described above."""
+    if writable:
+        directory.mkdir(parents=True, exist_ok=True)
+        for stray in directory.glob("*.deleted"):
+            stray.unlink()
+    bases = sorted(int(p.name[:20]) for p in directory.glob("*.log") if is_segment_name(p.name))
+    first = max(0, bisect.bisect_right(bases, recovery_point) - 1)
+    segments: list[LogSegment] = []
+    truncated = 0
+    for i, base in enumerate(bases):
+        segment = LogSegment(str(directory), base, config, writable=writable)
+        if segments and segments[-1].next_offset > base:
+            logger.warning("%s: segment %d overlaps the one before it", directory, base)
+        if writable and i >= first:
+            cut = segment.recover(recovery_point if i == first else -1)
+        else:
+            try:
+                segment.load()
+                cut = 0
+            except (CorruptIndexError, CorruptRecordError) as e:
+                # damage below the recovery point: found now, handled as recovery does
+                logger.warning("%s: %s; rebuilding from the log", segment.log_path, e)
+                cut = segment.recover()
+        segments.append(segment)
+        if writable and (cut or _ends_short(segment, bases, i)):
+            truncated += cut
+            _delete_segments_after(directory, base)
+            return Loaded(segments, truncated, first, True)
+    return Loaded(segments, truncated, first, False)
+
+
+def _ends_short(segment: LogSegment, bases: list[int], i: int) -> bool:
+    """A recovered segment that ends before the next one begins (truncated
+    from outside, e.g. to zero bytes): keeping the next would leave a hole."""
+    return i + 1 < len(bases) and segment.next_offset < bases[i + 1]
+
+
+def _delete_segments_after(directory: Path, base: int) -> None:
+    for path in sorted(directory.glob("*.log")):
+        if is_segment_name(path.name) and int(path.name[:20]) > base:
+            logger.warning("%s: deleting segment after a truncated one", path)
+            for suffix in (".log", ".index", ".timeindex"):
+                path.with_suffix(suffix).unlink(missing_ok=True)
+
+
+def is_segment_name(name: str) -> bool:
+    return len(name) == 24 and name.endswith(".log") and name[:20].isdigit()
