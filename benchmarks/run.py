@@ -1,4 +1,4 @@
-"""The benchmark suite: every scenario of issue 5 next to its baseline, one table.
+"""The benchmark suite: every scenario next to its baseline, one table.
 
 Each scenario runs logfs and its baselines in the same rounds, interleaved (so
 machine noise hits them alike), and reports medians: logfs's rate, each
@@ -19,7 +19,7 @@ baseline's, logfs as a fraction of the baseline, and records/s.
     spark          (--spark) Spark batch read vs spark.read.text (bench_spark.py)
 
     python benchmarks/run.py            scaled-down sizes: a few minutes
-    python benchmarks/run.py --full     the issue's sizes (1M-line files, lookup at 10M, ...)
+    python benchmarks/run.py --full     full sizes (1M-line files, lookup at 10M, ...)
 """
 
 from __future__ import annotations
@@ -330,7 +330,7 @@ def bench_core(table, args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help="the issue's full sizes")
+    parser.add_argument("--full", action="store_true", help="full sizes: 1M-line files, lookup at 10M, 512 MiB recovery")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--spark", action="store_true", help="also Spark (slow)")
     parser.add_argument("--only", default="", help="comma list: append,read,stat,partitions,core")
