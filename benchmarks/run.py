@@ -330,7 +330,7 @@ def bench_core(table, args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help="full sizes: 1M-line files, lookup at 10M, 512 MiB recovery")
+    parser.add_argument("--full", action="store_true", help="full sizes (slower)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--spark", action="store_true", help="also Spark (slow)")
     parser.add_argument("--only", default="", help="comma list: append,read,stat,partitions,core")
