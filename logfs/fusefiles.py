@@ -12,7 +12,7 @@ import json
 from . import stream
 from .batching import max_record_bytes
 from .config import TopicConfig, read_properties, write_properties
-from .framing import Framed, LengthFramer, LineFramer
+from .framing import LengthFramer, LineFramer
 
 # At most this many bytes of unread receipts are kept per open append file:
 # a reader of receipts reads them as it goes, others never open for reading.
@@ -183,21 +183,3 @@ def state_text(log) -> bytes:
         "size_bytes": log.size_bytes,
     }
     return (json.dumps(state) + "\n").encode()
-
-
-def framed_by_partition(framed: Framed, partitions: int, choose) -> dict[int, Framed]:
-    """Split a topic-level write over partitions: ``choose(key)`` for keyed
-    records, one partition for all unkeyed ones (``choose(None)``, called once,
-    like Kafka's sticky partitioner: a write's unkeyed records stay together)."""
-    out: dict[int, Framed] = {}
-    sticky = None
-    for key, value in zip(framed.keys, framed.values, strict=True):
-        if key is None:
-            if sticky is None:
-                sticky = choose(None)
-            p = sticky
-        else:
-            p = choose(key)
-        out.setdefault(p, Framed([], [])).keys.append(key)
-        out[p].values.append(value)
-    return out

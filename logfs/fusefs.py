@@ -44,12 +44,10 @@ from .fusefiles import (
     SnapshotFile,
     StreamFile,
     config_text,
-    framed_by_partition,
     state_text,
 )
 from .fusetree import APPENDS, BINARY_APPENDS, DIRECTORIES, Kind, number
 from .fuseview import View, fail
-from .partitioner import partition_for_key
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +115,6 @@ class Operations(pyfuse3.Operations):
         self.inodes = self.view.inodes
         self.files: dict[int, object] = {}
         self._fh = itertools.count(1)
-        self._sticky = itertools.count()
 
     @fuse_errors
     async def lookup(self, parent_inode, name, ctx=None):
@@ -338,31 +335,22 @@ class Operations(pyfuse3.Operations):
             first = log.append(framed.values, keys=keys)
             file.add_receipt(file.partition, first, len(framed.values))
             return
-        count = self.store.topics().get(file.topic)
-        if not count:
-            raise fail(errno.ENOENT)
-
-        def choose(key):
-            return next(self._sticky) % count if key is None else partition_for_key(key, count)
-
-        for partition, part in sorted(framed_by_partition(framed, count, choose).items()):
-            keys = part.keys if any(k is not None for k in part.keys) else None
-            first = self.store.log(file.topic, partition).append(part.values, keys=keys)
-            file.add_receipt(partition, first, len(part.values))
+        for partition, first, count in self.store.append_to_topic(
+            file.topic, framed.values, framed.keys
+        ):
+            file.add_receipt(partition, first, count)
 
     def _append_packed(self, file: AppendFile, packed: Packed) -> None:
         """Unkeyed lines: one partition (the topic's append: the sticky one)."""
         count = len(packed.lengths)
         if not count:
             return
-        partition = file.partition
-        if partition is None:
-            partitions = self.store.topics().get(file.topic)
-            if not partitions:
-                raise fail(errno.ENOENT)
-            partition = next(self._sticky) % partitions
-        first = self.store.log(file.topic, partition).append_packed(packed.data, packed.lengths)
-        file.add_receipt(partition, first, count)
+        if file.partition is None:
+            receipt = self.store.append_packed_to_topic(file.topic, packed.data, packed.lengths)
+        else:
+            log = self.store.log(file.topic, file.partition)
+            receipt = file.partition, log.append_packed(packed.data, packed.lengths), count
+        file.add_receipt(*receipt)
 
     def _apply_config(self, file: ConfigFile, written: bytes) -> None:
         current = self.store.topic_overrides(file.topic)

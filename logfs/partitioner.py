@@ -1,11 +1,41 @@
-"""Kafka's default partitioner for keyed records.
+"""Kafka's default partitioner.
 
 A keyed record goes to ``toPositive(murmur2(key)) % partitions``, exactly as
 a Kafka producer would send it, so keys land on the same partition whether
-written by Kafka clients, a mount's topic-level ``append`` or Spark.
+written by Kafka clients, a mount's topic-level ``append`` or Spark. The
+unkeyed records of one append stay together on one partition, and the next
+append takes the next partition (Kafka's sticky partitioner, round robin).
 """
 
 from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+
+class Partitioner:
+    """Chooses partitions for the records of successive appends to a topic."""
+
+    def __init__(self) -> None:
+        self._rotation = itertools.count()
+
+    def sticky(self, partitions: int) -> int:
+        """The partition for the unkeyed records of the next append."""
+        return next(self._rotation) % partitions
+
+    def split(self, keys: Sequence[bytes | None], partitions: int) -> dict[int, list[int]]:
+        """Record indexes by partition, for one append."""
+        out: dict[int, list[int]] = {}
+        sticky = None
+        for i, key in enumerate(keys):
+            if key is not None:
+                p = partition_for_key(key, partitions)
+            else:
+                if sticky is None:
+                    sticky = self.sticky(partitions)
+                p = sticky
+            out.setdefault(p, []).append(i)
+        return out
 
 
 def murmur2(data: bytes) -> int:

@@ -27,7 +27,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .config import TopicConfig, parse_properties, read_properties, write_properties
@@ -40,6 +40,7 @@ from .errors import (
     UnknownTopicError,
 )
 from .log import Log
+from .partitioner import Partitioner
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,7 @@ class Store:
         self._logs: dict[tuple[str, int], Log] = {}
         # partitions found on disk but not opened yet: (directory, recovery point, log start)
         self._unopened: dict[tuple[str, int], tuple[str, int, int]] = {}
+        self._partitioner = Partitioner()
         self._overrides: dict[str, dict[str, str]] = {}
         if read_only:
             if not self.path.is_dir():
@@ -303,6 +305,33 @@ class Store:
         if tp in self._unopened:
             return self._open_log(tp)
         raise UnknownTopicError(f"unknown topic-partition {topic}-{partition}")
+
+    def append_to_topic(
+        self, topic: str, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None = None
+    ) -> list[tuple[int, int, int]]:
+        """Append records to a topic, choosing partitions as Kafka's default
+        partitioner does (see partitioner.py). Each partition's share is one
+        `Log.append`; returns ``(partition, first offset, count)`` for each."""
+        count = len(self.partitions(topic))
+        keys = keys if keys is not None and any(k is not None for k in keys) else None
+        if keys is None:
+            shares = {self._partitioner.sticky(count): None}
+        else:
+            shares = self._partitioner.split(keys, count)
+        out = []
+        for p, rows in sorted(shares.items()):
+            part_values = values if rows is None else [values[i] for i in rows]
+            part_keys = None if rows is None else [keys[i] for i in rows]
+            if part_keys is not None and all(k is None for k in part_keys):
+                part_keys = None
+            first = self.log(topic, p).append(part_values, keys=part_keys)
+            out.append((p, first, len(part_values)))
+        return out
+
+    def append_packed_to_topic(self, topic: str, packed, lengths) -> tuple[int, int, int]:
+        """`Log.append_packed` on the topic's sticky partition for this append."""
+        p = self._partitioner.sticky(len(self.partitions(topic)))
+        return p, self.log(topic, p).append_packed(packed, lengths), len(lengths)
 
     def logs(self) -> list[Log]:
         return [self.log(*tp) for tp in sorted([*self._logs, *self._unopened])]

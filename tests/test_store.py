@@ -135,3 +135,23 @@ def test_kafka_broker_log_dir_opens_read_only(tmp_path):
         assert log.read(7).value == b"value 2/1"  # mid-batch offset of a snappy batch
         assert log.offset_for_time(1002) == 2
     assert {p: p.read_bytes() for p in data.rglob("*") if p.is_file()} == before
+
+
+def test_append_to_topic_partitions_like_kafka(tmp_path):
+    from kafka.partitioner.default import murmur2 as kafka_murmur2
+
+    with Store(tmp_path) as store:
+        store.create_topic("t", 3)
+        keys = [b"a", None, b"b", None, b"a"]
+        receipts = store.append_to_topic("t", [b"1", b"2", b"3", b"4", b"5"], keys)
+        assert sum(n for _, _, n in receipts) == 5
+        for key, value in [(b"a", b"1"), (b"b", b"3"), (b"a", b"5")]:
+            p = (kafka_murmur2(key) & 0x7FFFFFFF) % 3
+            assert value in [r.value for r in store.log("t", p).scan()]
+        unkeyed = {
+            p for p in range(3) if {b"2", b"4"} <= {r.value for r in store.log("t", p).scan()}
+        }
+        assert len(unkeyed) == 1  # one append's unkeyed records stay together
+        # successive unkeyed appends rotate over the partitions
+        chosen = [store.append_to_topic("t", [b"x"])[0][0] for _ in range(3)]
+        assert sorted(chosen) == [0, 1, 2]
