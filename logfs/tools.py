@@ -151,8 +151,14 @@ def check(data: str | os.PathLike, *, repair: bool = False) -> list[str]:
 
 def _problems(path: Path) -> list[str]:
     problems = []
+    # Only the store's list of partitions: opening its logs would load and walk
+    # every segment once more before the checks below read it all anyway.
     with Store(path, read_only=True) as store:
-        partitions = [(log.topic, log.partition, log.dir) for log in store.logs()]
+        partitions = [
+            (topic, p, path / f"{topic}-{p}")
+            for topic in store.topics()
+            for p in store.partitions(topic)
+        ]
     for topic, partition, directory in partitions:
         next_offset = None
         for log_path in sorted(directory.glob("*.log")):
