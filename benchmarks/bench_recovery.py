@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from logfs import Store
-from logfs.store import RECOVERY_POINT_FILE
+from logfs.core.store import RECOVERY_POINT_FILE
 
 
 def measure(mib: int, rounds: int) -> tuple[float, list[float], list[float]]:

@@ -43,8 +43,8 @@ import bench_recovery  # noqa: E402
 from mounts import NullDaemon, logfs_mount  # noqa: E402
 
 from logfs import Store  # noqa: E402
-from logfs.framing import LineFramer  # noqa: E402
-from logfs.mount import keep_freed_memory  # noqa: E402
+from logfs.mount.daemon import keep_freed_memory  # noqa: E402
+from logfs.mount.framing import LineFramer  # noqa: E402
 
 SMALL_WRITER = """
 import os, sys

@@ -1,8 +1,8 @@
 """logfs: Apache Kafka's log storage layer as a mountable filesystem."""
 
-from .errors import LogfsError
-from .record import Record
-from .store import Store
+from .core.errors import LogfsError
+from .core.record import Record
+from .core.store import Store
 
 __all__ = ["LogfsError", "Record", "Store"]
 __version__ = "0.1.0"

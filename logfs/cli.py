@@ -10,10 +10,10 @@ import argparse
 import json
 import sys
 
-from .config import InvalidConfigError, read_properties
-from .errors import LogfsError
-from .store import Store
-from .tools import check, dump
+from .core.check import check, dump
+from .core.config import InvalidConfigError, read_properties
+from .core.errors import LogfsError
+from .core.store import Store
 
 
 def _key_values(text: str) -> dict[str, str]:
@@ -108,7 +108,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_mount(args) -> int:
-    from .mount import mount
+    from .mount.daemon import mount
 
     options: dict[str, str] = {}
     for item in args.options or []:
@@ -117,7 +117,7 @@ def cmd_mount(args) -> int:
 
 
 def cmd_umount(args) -> int:
-    from .mount import umount
+    from .mount.daemon import umount
 
     return umount(args.mountpoint)
 

@@ -24,9 +24,9 @@ from mount_helpers import Daemon, sh
 from stress import report, scale
 
 from logfs import Store
-from logfs.fusefs import Operations
-from logfs.store import validate_topic_name
-from logfs.tools import check
+from logfs.core.check import check
+from logfs.core.store import validate_topic_name
+from logfs.mount.operations import Operations
 
 EXAMPLES = scale(150, 3000)
 SETTINGS = settings(

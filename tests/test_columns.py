@@ -7,18 +7,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logfs import Store, columns, compression, stream
-from logfs.config import TopicConfig
-from logfs.errors import CorruptRecordError
-from logfs.fusefiles import StreamFile
-from logfs.log import Log
-from logfs.record import (
+from logfs import Store
+from logfs.core import columnar as columns
+from logfs.core import compression
+from logfs.core import lines as stream
+from logfs.core.config import TopicConfig
+from logfs.core.errors import CorruptRecordError
+from logfs.core.log import Log
+from logfs.core.record import (
     CREATE_TIME,
     LOG_APPEND_TIME,
     decode_records,
     encode_batch,
     read_header,
 )
+from logfs.mount.files import StreamFile
 
 values_st = st.lists(st.binary(max_size=300), min_size=1, max_size=200)
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

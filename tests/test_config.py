@@ -1,13 +1,13 @@
 import pytest
 
-from logfs.config import (
+from logfs.core.config import (
     TopicConfig,
     flush_due,
     read_properties,
     should_roll,
     write_properties,
 )
-from logfs.errors import InvalidConfigError
+from logfs.core.errors import InvalidConfigError
 
 
 def test_kafka_defaults():

@@ -2,7 +2,7 @@ import crcmod.predefined
 from hypothesis import given
 from hypothesis import strategies as st
 
-from logfs import record
+from logfs.core import record
 
 CRCMOD = crcmod.predefined.mkCrcFun("crc-32c")
 

@@ -9,9 +9,9 @@ import trio
 import trio.testing
 
 from logfs import Store
-from logfs.config import TopicConfig, flush_due
-from logfs.flusher import Flusher, fsync_fds
-from logfs.log import FlushTicket
+from logfs.core.config import TopicConfig, flush_due
+from logfs.core.log import FlushTicket
+from logfs.mount.flusher import Flusher, fsync_fds
 
 
 class FakeLog:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from logfs.framing import (
+from logfs.mount.framing import (
     FramingError,
     LengthFramer,
     LineFramer,

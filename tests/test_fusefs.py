@@ -17,11 +17,11 @@ import pytest
 import trio
 
 from logfs import Store
-from logfs.framing import frame
-from logfs.fusefs import ERRNOS, Operations, errno_for
-from logfs.fuseview import OFFSET_LISTING
-from logfs.partitioner import partition_for_key
-from logfs.tools import check
+from logfs.core.check import check
+from logfs.core.partitioner import partition_for_key
+from logfs.mount.framing import frame
+from logfs.mount.operations import ERRNOS, Operations, errno_for
+from logfs.mount.view import OFFSET_LISTING
 
 
 class FS:

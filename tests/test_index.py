@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from logfs.errors import CorruptIndexError
-from logfs.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, OffsetPosition, TimeIndex
+from logfs.core.errors import CorruptIndexError
+from logfs.core.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, OffsetPosition, TimeIndex
 
 
 def test_entry_layouts():

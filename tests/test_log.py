@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logfs import Store
-from logfs.errors import OffsetOutOfRangeError, ReadOnlyError, RecordTooLargeError
+from logfs.core.errors import OffsetOutOfRangeError, ReadOnlyError, RecordTooLargeError
 
 
 @pytest.fixture

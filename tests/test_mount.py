@@ -23,7 +23,7 @@ import pytest
 from mount_helpers import LOGFS, Daemon, force_unmount, mount_type, sh, wait_mounted
 
 from logfs import Store
-from logfs.framing import frame
+from logfs.mount.framing import frame
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
 

@@ -33,9 +33,9 @@ import trio
 from stress import report, scale
 
 from logfs import Store
-from logfs.flusher import Flusher
-from logfs.fusefs import Operations
-from logfs.tools import check
+from logfs.core.check import check
+from logfs.mount.flusher import Flusher
+from logfs.mount.operations import Operations
 
 REAL_FSYNC = os.fsync
 TICK = 0.02

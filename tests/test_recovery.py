@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logfs import Store
-from logfs.record import CRC_OFFSET, LOG_OVERHEAD, read_header
-from logfs.store import RECOVERY_POINT_FILE
+from logfs.core.record import CRC_OFFSET, LOG_OVERHEAD, read_header
+from logfs.core.store import RECOVERY_POINT_FILE
 
 CONFIG = {"segment.bytes": "3000", "index.interval.bytes": "200"}
 

@@ -13,9 +13,10 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
-from logfs import Store, compression
-from logfs.errors import CorruptRecordError
-from logfs.record import (
+from logfs import Store
+from logfs.core import compression
+from logfs.core.errors import CorruptRecordError
+from logfs.core.record import (
     CREATE_TIME,
     HEADER_SIZE,
     LOG_APPEND_TIME,
@@ -24,9 +25,9 @@ from logfs.record import (
     read_header,
 )
 from logfs.spark import LogfsDataSource
-from logfs.spark_arrow import read_range
-from logfs.spark_columns import decode_columns
-from logfs.spark_plan import (
+from logfs.spark.arrow import read_range
+from logfs.spark.arrow_columns import decode_columns
+from logfs.spark.plan import (
     DataLossError,
     OffsetRange,
     SparkOptionError,
@@ -38,8 +39,8 @@ from logfs.spark_plan import (
     split_ranges,
     subscribed,
 )
-from logfs.spark_read import LogfsStreamReader
-from logfs.spark_write import append_batches, write_options
+from logfs.spark.read import LogfsStreamReader
+from logfs.spark.write import append_batches, write_options
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 TYPES = {"binary": BinaryType(), "string": StringType(), "int": IntegerType()}

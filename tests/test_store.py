@@ -2,8 +2,8 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from logfs import Store
-from logfs.errors import InvalidTopicError, LogfsError, TopicExistsError, UnknownTopicError
-from logfs.store import read_checkpoint
+from logfs.core.errors import InvalidTopicError, LogfsError, TopicExistsError, UnknownTopicError
+from logfs.core.store import read_checkpoint
 
 
 def test_api_of_the_contract(tmp_path):

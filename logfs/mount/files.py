@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
-from . import stream
-from .batching import max_record_bytes
-from .config import TopicConfig, read_properties, write_properties
+from ..core import lines
+from ..core.batching import max_record_bytes
+from ..core.config import TopicConfig, read_properties, write_properties
 from .framing import LengthFramer, LineFramer
 
 # At most this many bytes of unread receipts are kept per open append file:
@@ -114,8 +114,8 @@ class StreamFile:
 
     ``buf`` holds the stream's bytes from position ``pos``, ending just before
     record ``offset``; a sequential reader is served from it and it is refilled
-    ``ahead`` bytes of log at a time, column-wise (`stream.lines_from`). A read
-    elsewhere starts over from the mark before it (`stream.locate`).
+    ``ahead`` bytes of log at a time, column-wise (`lines.lines_from`). A read
+    elsewhere starts over from the mark before it (`lines.locate`).
     """
 
     def __init__(self, topic: str, partition: int) -> None:
@@ -128,14 +128,14 @@ class StreamFile:
         self.ahead = READ_AHEAD_MIN
 
     def read(self, log, position: int, size: int) -> bytes | memoryview:
-        total = stream.size(log)
+        total = lines.size(log)
         if total is None or position >= total or size <= 0:
             return b""
         size = min(size, total - position)
         key = (log, log.log_start_offset)
         if key != self.key or not self.pos <= position <= self.pos + len(self.buf):
             self.key = key
-            self.offset, self.pos = stream.locate(log, position)
+            self.offset, self.pos = lines.locate(log, position)
             self.buf = memoryview(b"")
             self.ahead = READ_AHEAD_MIN
         parts = []
@@ -149,7 +149,7 @@ class StreamFile:
                 continue
             if self.offset >= log.next_offset:
                 break
-            data, after = stream.lines_from(log.segment_for(self.offset), self.offset, self.ahead)
+            data, after = lines.lines_from(log.segment_for(self.offset), self.offset, self.ahead)
             if after <= self.offset:
                 break
             self.pos += len(self.buf)

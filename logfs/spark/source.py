@@ -18,7 +18,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         f"the logfs Spark data source needs PySpark and pyarrow: pip install 'logfs[spark]' ({e})"
     ) from None
 
-from .spark_plan import parse_options
+from .plan import parse_options
 
 MISSING_ARROW = "the logfs Spark data source needs pyarrow: pip install 'logfs[spark]'"
 
@@ -39,37 +39,37 @@ class LogfsDataSource(DataSource):
 
     def schema(self):
         _require_arrow()
-        from .spark_arrow import spark_schema
+        from .arrow import spark_schema
 
         return spark_schema(parse_options(self.options, streaming=False).include_headers)
 
     def reader(self, schema):
-        from .spark_read import LogfsBatchReader
+        from .read import LogfsBatchReader
 
         _require_arrow()
         return LogfsBatchReader(parse_options(self.options, streaming=False))
 
     def streamReader(self, schema):
-        from .spark_read import LogfsStreamReader
+        from .read import LogfsStreamReader
 
         _require_arrow()
         return LogfsStreamReader(parse_options(self.options, streaming=True))
 
     def writer(self, schema, overwrite: bool):
-        from .spark_write import LogfsWriter, write_options
+        from .write import LogfsWriter, write_options
 
         _check_mode(overwrite)
         return LogfsWriter(write_options(self.options, schema))
 
     def streamWriter(self, schema, overwrite: bool):
-        from .spark_write import LogfsStreamWriter, write_options
+        from .write import LogfsStreamWriter, write_options
 
         _check_mode(overwrite)
         return LogfsStreamWriter(write_options(self.options, schema))
 
 
 def _check_mode(overwrite: bool) -> None:
-    from .spark_plan import SparkOptionError
+    from .plan import SparkOptionError
 
     _require_arrow()
     if overwrite:

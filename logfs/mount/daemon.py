@@ -33,11 +33,11 @@ from typing import NamedTuple
 import pyfuse3
 import trio
 
-from .config import TopicConfig
-from .errors import LogfsError
+from ..core.config import TopicConfig
+from ..core.errors import LogfsError
+from ..core.store import Store
 from .flusher import Flusher
-from .fusefs import Operations
-from .store import Store
+from .operations import Operations
 
 logger = logging.getLogger("logfs")
 
@@ -251,7 +251,7 @@ def _spawn(data: str, mountpoint: str, options: Mapping, opts: MountOptions) -> 
     return 0
 
 
-def _daemon_main(argv: list[str]) -> int:
+def daemon_main(argv: list[str]) -> int:
     """The daemon (``python -m logfs.mount STATUS_FD DATA MNT OPTIONS_JSON``)."""
     status_fd, data, mountpoint, options = int(argv[0]), argv[1], argv[2], json.loads(argv[3])
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -345,7 +345,3 @@ def _one_line(e: BaseException | str) -> str:
     if isinstance(e, OSError) and e.strerror:
         text = f"{e.filename + ': ' if e.filename else ''}{e.strerror}"
     return text.splitlines()[0] if text else "unknown error"
-
-
-if __name__ == "__main__":
-    sys.exit(_daemon_main(sys.argv[1:]))

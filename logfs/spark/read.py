@@ -22,7 +22,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from .spark_plan import (
+from .plan import (
     DATA_LOSS_HINT,
     DataLossError,
     OffsetMap,
@@ -48,13 +48,13 @@ class RangePartition(InputPartition):
 
 
 def _open(path: str):
-    from .store import Store  # the store never imports Spark; keep the import edge one way
+    from ..core.store import Store  # the store never imports Spark; keep the import edge one way
 
     return Store(path, read_only=True)
 
 
 def _read(options: SourceOptions, partition: RangePartition) -> Iterator:
-    from .spark_arrow import read_range
+    from .arrow import read_range
 
     store = _open(options.path)
     try:

@@ -24,7 +24,7 @@ import os
 
 import pyfuse3
 
-from .errors import (
+from ..core.errors import (
     CorruptIndexError,
     CorruptRecordError,
     InvalidConfigError,
@@ -37,8 +37,7 @@ from .errors import (
     UnknownTopicError,
     UnsupportedCodecError,
 )
-from .framing import FramingError, Packed, TooLargeError
-from .fusefiles import (
+from .files import (
     AppendFile,
     ConfigFile,
     SnapshotFile,
@@ -46,8 +45,9 @@ from .fusefiles import (
     config_text,
     state_text,
 )
-from .fusetree import APPENDS, BINARY_APPENDS, DIRECTORIES, Kind, number
-from .fuseview import View, fail
+from .framing import FramingError, Packed, TooLargeError
+from .tree import APPENDS, BINARY_APPENDS, DIRECTORIES, Kind, number
+from .view import View, fail
 
 logger = logging.getLogger(__name__)
 

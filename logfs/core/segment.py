@@ -29,8 +29,8 @@ from typing import NamedTuple
 from .config import INT_MAX, TopicConfig
 from .errors import CorruptIndexError, CorruptRecordError
 from .index import OffsetIndex, TimeIndex
+from .lines import SegmentStream
 from .record import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, read_header, verify_crc
-from .stream import SegmentStream
 
 log = logging.getLogger(__name__)
 

@@ -28,9 +28,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .record import decode_records
-from .spark_columns import decode_columns
-from .spark_plan import DATA_LOSS_HINT, DataLossError, OffsetRange
+from ..core.record import decode_records
+from .arrow_columns import decode_columns
+from .plan import DATA_LOSS_HINT, DataLossError, OffsetRange
 
 HEADER_TYPE = pa.list_(
     pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())]))

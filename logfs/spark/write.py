@@ -35,9 +35,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from .errors import LogfsError
-from .partitioner import partition_for_key
-from .spark_plan import SparkOptionError
+from ..core.errors import LogfsError
+from ..core.partitioner import partition_for_key
+from .plan import SparkOptionError
 
 DEFAULT_LOCK_TIMEOUT = 60.0
 _HEADERS = ArrayType(StructType().add("key", StringType()).add("value", BinaryType()))
@@ -118,7 +118,7 @@ def append_batches(options: WriteOptions, batches: Iterator) -> dict[str, int]:
 
 
 def _open_writable(options: WriteOptions):
-    from .store import Store
+    from ..core.store import Store
 
     try:
         return Store(options.path, lock_timeout=options.lock_timeout)

@@ -24,7 +24,7 @@ import os
 from typing import NamedTuple
 
 from . import compression
-from .columns import PAD, decode, decode_region, stream_bytes, value_lines
+from .columnar import PAD, decode, decode_region, stream_bytes, value_lines
 from .errors import CorruptRecordError
 from .record import HEADER_SIZE, BatchHeader, decode_records, read_header, verify_crc
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from .errors import LogfsError
+from ..core.errors import LogfsError
 
 EARLIEST, LATEST = -2, -1
 LONG_MAX = (1 << 63) - 1

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .columns import decode
-from .record import BatchHeader
+from ..core.columnar import decode
+from ..core.record import BatchHeader
 
 
 def _binary(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:

@@ -17,9 +17,9 @@ import time
 import pyfuse3
 import trio
 
-from . import stream
-from .fusefiles import config_text, state_text
-from .fusetree import (
+from ..core import lines
+from .files import config_text, state_text
+from .tree import (
     APPENDS,
     DIRECTORIES,
     PARTITION_CHILDREN,
@@ -154,7 +154,7 @@ class View:
             timeout = 0
         elif kind is Kind.STREAM:
             mode = stat.S_IFREG | 0o444
-            size = stream.size(self.log(node)) or 0
+            size = lines.size(self.log(node)) or 0
             mtime = time.time_ns()
             timeout = 0
         else:  # STATE
@@ -182,7 +182,7 @@ class View:
     async def count_streams(self, log) -> None:
         """Count the stream bytes of ``log``'s segments loaded from disk, each
         once, in a worker thread: the mount serves other requests meanwhile."""
-        for segment in stream.uncounted(log):
+        for segment in lines.uncounted(log):
             event = self._counting.get(segment)
             if event is not None:
                 await event.wait()
@@ -190,7 +190,7 @@ class View:
             event = self._counting[segment] = trio.Event()
             try:
                 counted = await trio.to_thread.run_sync(
-                    stream.count_loaded, segment.log_path, segment.stream.loaded_size
+                    lines.count_loaded, segment.log_path, segment.stream.loaded_size
                 )
                 segment.stream.loaded = counted
             except FileNotFoundError:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from . import columns, compression
+from . import columnar, compression
 from .config import TopicConfig
 from .errors import RecordTooLargeError
 from .record import CREATE_TIME, HEADER_SIZE, LOG_APPEND_TIME, encode_batch, read_header
@@ -72,14 +72,14 @@ def encode_packed(
     timestamp_type: int,
 ) -> list[tuple[memoryview, BatchInfo]] | None:
     """Batches of keyless, headerless values packed each with one separator byte,
-    column-wise (`columns.encode_plain`); None when a record is too near
+    column-wise (`columnar.encode_plain`); None when a record is too near
     max.message.bytes for the size bound (the general `encode` decides then)."""
     limit = config.max_message_bytes
     if int(lengths.max()) > max_record_bytes(config):
         return None  # near the limit: the general encoder decides exactly
     target = min(limit, TARGET_BATCH_BYTES) - HEADER_SIZE
-    cuts = columns.plain_cuts(lengths, target, RECORD_OVERHEAD)
-    enc = columns.encode_plain(
+    cuts = columnar.plain_cuts(lengths, target, RECORD_OVERHEAD)
+    enc = columnar.encode_plain(
         packed, lengths, base_offset, cuts,
         timestamp=timestamp, timestamp_type=timestamp_type,
     )  # fmt: skip
