@@ -3,7 +3,9 @@ import pytest
 from logfs.core.config import (
     TopicConfig,
     flush_due,
+    flush_messages_reached,
     read_properties,
+    segments_to_delete,
     should_roll,
     write_properties,
 )
@@ -97,3 +99,50 @@ FLUSH = [
 def test_flush_due(unflushed, last, now, expected):
     config = TopicConfig(flush_messages=10, flush_ms=1000)
     assert flush_due(config, unflushed=unflushed, last_flush_ms=last, now_ms=now) is expected
+
+
+FLUSH_MESSAGES = [
+    # unflushed -> reached?  (flush.messages=10)
+    (0, False),
+    (9, False),
+    (10, True),  # at least flush.messages, not more than
+    (11, True),
+]
+
+
+@pytest.mark.parametrize("unflushed, expected", FLUSH_MESSAGES)
+def test_flush_messages_reached(unflushed, expected):
+    config = TopicConfig(flush_messages=10)
+    assert flush_messages_reached(config, unflushed=unflushed) is expected
+
+
+def test_flush_messages_default_is_never():
+    assert not flush_messages_reached(TopicConfig(), unflushed=10**12)
+
+
+NOW = 1_000_000
+RETENTION = [
+    # retention.ms, retention.bytes, segment sizes, their max timestamps -> how many to delete
+    # (oldest first, the active segment last; now = 1_000_000)
+    (-1, -1, [100, 100, 100], [0, 0, 0], 0),  # no limits
+    (1000, -1, [100, 100, 100], [NOW - 1001, NOW - 1001, NOW - 1001], 2),  # never the active
+    (1000, -1, [100, 100, 100], [NOW - 1000, NOW - 1000, NOW], 0),  # exactly retention.ms: kept
+    (1000, -1, [100, 100, 100], [NOW - 5000, NOW, NOW - 5000], 1),  # stop at a young one
+    (1000, -1, [100, 100], [-1, -1], 0),  # no timestamps: never expires
+    (0, -1, [100, 100], [NOW - 1, NOW], 1),
+    (-1, 250, [100, 100, 100], [0, 0, 0], 0),  # 300 - 100 < 250
+    (-1, 200, [100, 100, 100], [0, 0, 0], 1),  # 300 - 100 >= 200
+    (-1, 0, [100, 100, 100], [0, 0, 0], 2),  # the active one stays even over the limit
+    (-1, 150, [300, 10, 10, 10], [0, 0, 0, 0], 0),  # deleting it would leave 30 < 150
+    (-1, 150, [10, 300, 10], [0, 0, 0], 1),  # the big one would leave less than 150
+    (1000, 250, [100, 100, 100], [NOW - 5000, NOW - 5000, NOW], 2),  # time, then time
+    (NOW, 100, [100, 100, 100], [NOW, NOW, NOW], 2),  # bytes alone
+    (1000, -1, [100], [0], 0),  # only the active segment
+    (1000, 0, [], [], 0),
+]
+
+
+@pytest.mark.parametrize("ms, limit, sizes, stamps, expected", RETENTION)
+def test_segments_to_delete(ms, limit, sizes, stamps, expected):
+    config = TopicConfig(retention_ms=ms, retention_bytes=limit)
+    assert segments_to_delete(config, sizes=sizes, max_timestamps=stamps, now_ms=NOW) == expected

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from logfs.core.errors import LogfsError
 from logfs.mount.framing import (
     FramingError,
     LengthFramer,
@@ -77,3 +78,7 @@ def test_a_long_line_in_pieces_is_dropped_whole():
         framer.feed(b"more of the same line")
     framed, tail = framer.feed(b"end of it\nnext\nhalf")
     assert framed.values == [b"next"] and tail == b"half"
+
+
+def test_framing_errors_are_logfs_errors():
+    assert issubclass(FramingError, LogfsError) and issubclass(TooLargeError, FramingError)

@@ -497,3 +497,23 @@ def test_close_files_keeps_partial_lines_at_unmount(fs):
     fs.call("write", fh, 0, b"half a line")
     fs.ops.close_files()
     assert fs.values("orders") == [b"half a line"]
+
+
+def test_the_mount_reaches_logs_only_through_their_methods():
+    """No segment objects, segment lookups or stream counters in logfs/mount:
+    `Log` answers what the mount needs (segment_files, stream_*, counting)."""
+    import ast
+    from pathlib import Path
+
+    import logfs.mount
+
+    forbidden = {"segments", "segment_for", "stream", "active_segment", "LogSegment"}
+    found = []
+    for path in sorted(Path(logfs.mount.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = getattr(node, "attr", None) or getattr(node, "id", None)
+            if isinstance(node, ast.alias):
+                name = node.name.rpartition(".")[2]
+            if name in forbidden:
+                found.append(f"{path.name}:{node.lineno} {name}")
+    assert found == []

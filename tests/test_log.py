@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from logfs import Store
 from logfs.core.errors import OffsetOutOfRangeError, ReadOnlyError, RecordTooLargeError
+from logfs.core.log import Log
 
 
 @pytest.fixture
@@ -154,3 +155,52 @@ def test_failed_fsync_stays_due(store, monkeypatch):
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
     log.flush()
     assert log.recovery_point == 1 and len(synced) >= 3  # log, index and time index again
+
+
+def test_what_the_mount_sees_of_the_segments(store):
+    log = small_topic(store)
+    assert (log.segment_count, log.active_base_offset) == (1, 0)
+    for i in range(100):
+        log.append([b"%050d" % i])
+    assert log.segment_count == len(log.segments) > 1
+    assert log.active_base_offset == log.segments[-1].base_offset > 0
+    files = log.segment_files()
+    on_disk = [n for n in os.listdir(log.dir) if n.endswith((".log", ".index", ".timeindex"))]
+    # the active segment's indexes may not be on disk yet; their names are listed
+    assert set(on_disk) <= set(files) and len(files) == 3 * log.segment_count
+    assert all(os.path.isabs(p) and os.path.basename(p) == n for n, p in files.items())
+
+
+def test_stream_of_a_reopened_log_is_counted_then_read(tmp_path):
+    values = [b"value %d" % i + b"x" * (i % 13) for i in range(600)]
+    expected = b"".join(v + b"\n" for v in values)
+    with Store(tmp_path) as store:
+        log = small_topic(store)
+        for i in range(0, len(values), 10):
+            log.append(values[i : i + 10])
+        assert log.uncounted_segments() == [] and log.stream_size() == len(expected)
+    with Store(tmp_path) as store:
+        log = store.log("t", 0)
+        uncounted = log.uncounted_segments()
+        assert len(uncounted) > 1 and log.stream_size() is None
+        for each in uncounted:
+            log.set_counted(each, Log.count_stream(each))
+        assert log.uncounted_segments() == []
+        assert log.stream_size() == len(expected)
+        for target in (0, 1, len(expected) // 2, len(expected) - 1):
+            offset, position = log.stream_locate(target)
+            assert position <= target
+            assert position == sum(len(v) + 1 for v in values[:offset])
+            data, after = log.stream_lines(offset, 1 << 20)
+            assert bytes(data) == expected[position : position + len(data)]
+            assert after > offset and bytes(data).count(b"\n") == after - offset
+        assert log.stream_locate(len(expected)) == (log.next_offset, len(expected))
+
+
+def test_stream_lines_below_the_first_segment(store):
+    log = small_topic(store, **{"retention.bytes": 0})
+    for i in range(100):
+        log.append([b"%050d" % i])
+    assert log.enforce_retention() > 0
+    with pytest.raises(OffsetOutOfRangeError):
+        log.stream_lines(0, 1 << 20)

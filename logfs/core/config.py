@@ -6,8 +6,8 @@ topic's own settings. The topic's own settings are stored in
 ``DATA/config/<topic>.properties`` as Java-properties-style ``key=value``
 lines; only keys that differ from the defaults are written.
 
-The roll and flush decisions are pure predicates over plain numbers so they
-can be tested with tables; callers do the I/O.
+The roll, flush and retention decisions are pure predicates over plain
+numbers so they can be tested with tables; callers do the I/O.
 """
 
 from __future__ import annotations
@@ -213,9 +213,46 @@ def should_roll(
     )
 
 
+def flush_messages_reached(config: TopicConfig, *, unflushed: int) -> bool:
+    """Kafka's flush.messages rule: at least flush.messages records are unflushed.
+
+    The append path checks it after every append (a write() that reaches it
+    returns once its records are durable); `flush_due` includes it."""
+    return unflushed >= config.flush_messages
+
+
 def flush_due(config: TopicConfig, *, unflushed: int, last_flush_ms: int, now_ms: int) -> bool:
-    """Flush when flush.messages records are unflushed or the oldest unflushed
-    write is flush.ms old."""
+    """Flush when at least flush.messages records are unflushed, or when some
+    are and the last flush is at least flush.ms old."""
     if unflushed <= 0:
         return False
-    return unflushed >= config.flush_messages or now_ms - last_flush_ms >= config.flush_ms
+    return (
+        flush_messages_reached(config, unflushed=unflushed)
+        or now_ms - last_flush_ms >= config.flush_ms
+    )
+
+
+def segments_to_delete(
+    config: TopicConfig, *, sizes: list[int], max_timestamps: list[int], now_ms: int
+) -> int:
+    """Kafka's retention rule: how many of a log's oldest segments to delete.
+
+    ``sizes`` and ``max_timestamps`` describe every segment, oldest first, the
+    active one last. Segments go oldest first while the oldest is past
+    retention.ms (its newest timestamp more than retention.ms before
+    ``now_ms``; a segment without timestamps, -1, never expires) or while
+    deleting it still leaves at least retention.bytes in the log. -1 turns
+    either limit off. The active segment is never deleted.
+    """
+    retention_ms, retention_bytes = config.retention_ms, config.retention_bytes
+    excess = sum(sizes) - retention_bytes if retention_bytes >= 0 else -1
+    count = 0
+    while count < len(sizes) - 1:
+        max_timestamp = max_timestamps[count]
+        expired = retention_ms >= 0 and max_timestamp >= 0 and now_ms - max_timestamp > retention_ms
+        too_big = retention_bytes >= 0 and excess >= sizes[count]
+        if not (expired or too_big):
+            break
+        excess -= sizes[count]
+        count += 1
+    return count

@@ -24,8 +24,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import batching, compression
-from .config import TopicConfig, flush_due, should_roll
+from . import batching, compression, lines
+from .config import TopicConfig, flush_due, segments_to_delete, should_roll
 from .errors import (
     OffsetOutOfRangeError,
     ReadOnlyError,
@@ -57,8 +57,24 @@ class FlushTicket(NamedTuple):
     directory: bool = False
 
 
+class Uncounted(NamedTuple):
+    """A segment whose part loaded from disk has no stream count yet: the path
+    and size a worker thread needs to count it (`Log.count_stream`) and the
+    segment to give the count to (`Log.set_counted`). Equal for one segment
+    (segments compare by identity), so it can key "being counted"."""
+
+    segment: LogSegment
+    log_path: str
+    loaded_size: int
+
+
 class Log:
-    """A topic-partition's segments, reads, appends, flushes and retention."""
+    """A topic-partition's segments, reads, appends, flushes and retention.
+
+    Callers outside core (the mount) use its methods, never its segments:
+    ``segment_files``, the ``stream_*`` methods, and for counting a stream in a
+    worker thread ``uncounted_segments``, `count_stream` and ``set_counted``.
+    """
 
     def __init__(
         self,
@@ -135,8 +151,25 @@ class Log:
         return self.segments[-1]
 
     @property
+    def active_base_offset(self) -> int | None:
+        """The active segment's base offset; None for a log without segments."""
+        return self.segments[-1].base_offset if self.segments else None
+
+    @property
+    def segment_count(self) -> int:
+        return len(self.segments)
+
+    @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
+
+    def segment_files(self) -> dict[str, str]:
+        """Every segment's log, offset index and time index: file name -> absolute path."""
+        files = {}
+        for segment in self.segments:
+            for path in (segment.log_path, segment.index_path, segment.timeindex_path):
+                files[os.path.basename(path)] = os.path.abspath(path)
+        return files
 
     def segment_for(self, offset: int) -> LogSegment | None:
         i = bisect.bisect_right(self._bases, offset) - 1
@@ -336,6 +369,53 @@ class Log:
                     return record.offset
         return None
 
+    # ------------------------------------------------------------ the stream (lines.py)
+
+    def stream_size(self) -> int | None:
+        """Bytes of the partition's stream (values as lines); None while a
+        segment is uncounted."""
+        return lines.size(self)
+
+    def stream_locate(self, position: int) -> tuple[int, int]:
+        """``(offset, stream position)`` of a record at or shortly before
+        stream ``position``; every segment must be counted (see `lines.locate`)."""
+        return lines.locate(self, position)
+
+    def stream_lines(self, offset: int, max_bytes: int) -> tuple[bytes | memoryview, int]:
+        """The lines of the records from ``offset`` on, about ``max_bytes`` of
+        log from the segment holding it, and the offset after the last one.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is below the first segment.
+        """
+        segment = self.segment_for(offset)
+        if segment is None:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is below the first segment of {self.topic}-{self.partition}"
+            )
+        return lines.lines_from(segment, offset, max_bytes)
+
+    def uncounted_segments(self) -> list[Uncounted]:
+        """The segments whose stream bytes loaded from disk are still to be counted."""
+        return [
+            Uncounted(segment, segment.log_path, segment.stream.loaded_size)
+            for segment in lines.uncounted(self)
+        ]
+
+    @staticmethod
+    def count_stream(uncounted: Uncounted) -> lines.Counted:
+        """Count a segment's loaded stream bytes. Touches no shared state (it
+        reads the file through its own fd), so it may run in a worker thread.
+
+        Raises:
+            FileNotFoundError: the segment was deleted meanwhile.
+        """
+        return lines.count_loaded(uncounted.log_path, uncounted.loaded_size)
+
+    def set_counted(self, uncounted: Uncounted, counted: lines.Counted) -> None:
+        """Record what `count_stream` found (on the thread that owns the log)."""
+        uncounted.segment.stream.loaded = counted
+
     # ------------------------------------------------------------ flushing
 
     def flush_due(self, now: int | None = None) -> bool:
@@ -391,33 +471,25 @@ class Log:
 
     def enforce_retention(self, now_ms: int | None = None) -> int:
         """Delete whole non-active segments past retention.ms or beyond
-        retention.bytes, oldest first; returns how many were deleted."""
+        retention.bytes, oldest first (`segments_to_delete` decides); returns
+        how many were deleted."""
         if not self.writable:
             return 0
-        now = self.clock() if now_ms is None else now_ms
-        retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
-        excess = self.size_bytes - retention_bytes if retention_bytes >= 0 else -1
-        deleted = 0
-        while len(self.segments) > 1:
-            oldest = self.segments[0]
-            expired = (
-                retention_ms >= 0
-                and oldest.max_timestamp >= 0
-                and now - oldest.max_timestamp > retention_ms
-            )
-            too_big = excess >= oldest.size and retention_bytes >= 0
-            if not (expired or too_big):
-                break
-            excess -= oldest.size
-            self.segments.pop(0)
+        count = segments_to_delete(
+            self.config,
+            sizes=[s.size for s in self.segments],
+            max_timestamps=[s.max_timestamp for s in self.segments],
+            now_ms=self.clock() if now_ms is None else now_ms,
+        )
+        for _ in range(count):
+            oldest = self.segments.pop(0)
             self._bases.pop(0)
             self._dirty.pop(oldest.base_offset, None)
             oldest.delete()
-            deleted += 1
             self.log_start_offset = max(self.log_start_offset, self._bases[0])
-        if deleted:
+        if count:
             self._dir_dirty = True
-        return deleted
+        return count
 
     # ------------------------------------------------------------ lifecycle
 

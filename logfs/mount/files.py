@@ -2,17 +2,20 @@
 
 Each ``open()`` of a mount file gets one of these; the FUSE layer finds it by
 file handle. They hold only per-open state (framing buffers, receipts, read
-cursors, snapshots); the data is in the store.
+cursors, snapshots); the data is in the store, which their methods are handed
+(`AppendFile.write` routes records to partitions, `ConfigFile.write` applies
+settings, `StreamFile.read` reads a `Log`'s stream).
 """
 
 from __future__ import annotations
 
 import json
 
-from ..core import lines
 from ..core.batching import max_record_bytes
 from ..core.config import TopicConfig, read_properties, write_properties
-from .framing import LengthFramer, LineFramer
+from ..core.log import Log
+from ..core.store import Store
+from .framing import Framed, LengthFramer, LineFramer, Packed
 
 # At most this many bytes of unread receipts are kept per open append file:
 # a reader of receipts reads them as it goes, others never open for reading.
@@ -54,6 +57,60 @@ class AppendFile:
             )
         self.receipts = bytearray() if receipts else None
 
+    def write(self, store: Store, data: bytes) -> None:
+        """Append the records ``data`` completes. The framer's new pending tail
+        is committed only once they are in the log: a rejected write() leaves
+        the file as it was."""
+        framed, tail = self.framer.feed(data)
+        self.append(store, framed)
+        self.framer.pending = tail
+
+    def finish(self, store: Store) -> None:
+        """close(): the pending partial line becomes a record. The tail is
+        dropped even when that fails (the error reaches close())."""
+        try:
+            self.append(store, self.framer.finish())
+        finally:
+            self.framer.pending = b""
+
+    def append(self, store: Store, framed: Framed | Packed) -> None:
+        """Append ``framed`` to this file's partition, or spread it over the
+        topic's partitions as Kafka's default partitioner does; one receipt
+        per partition appended to."""
+        if isinstance(framed, Packed):
+            self._append_packed(store, framed)
+            return
+        if not framed.values:
+            return
+        if self.partition is not None:
+            log = store.log(self.topic, self.partition)
+            keys = framed.keys if any(k is not None for k in framed.keys) else None
+            first = log.append(framed.values, keys=keys)
+            self.add_receipt(self.partition, first, len(framed.values))
+            return
+        for partition, first, count in store.append_to_topic(
+            self.topic, framed.values, framed.keys
+        ):
+            self.add_receipt(partition, first, count)
+
+    def _append_packed(self, store: Store, packed: Packed) -> None:
+        """Unkeyed lines: one partition (the topic's append: the sticky one)."""
+        count = len(packed.lengths)
+        if not count:
+            return
+        if self.partition is None:
+            receipt = store.append_packed_to_topic(self.topic, packed.data, packed.lengths)
+        else:
+            log = store.log(self.topic, self.partition)
+            receipt = self.partition, log.append_packed(packed.data, packed.lengths), count
+        self.add_receipt(*receipt)
+
+    def logs(self, store: Store) -> list[Log]:
+        """The logs this file appends to: its partition's, or all of its topic's."""
+        if self.partition is not None:
+            return [store.log(self.topic, self.partition)]
+        return [store.log(self.topic, p) for p in range(store.topics().get(self.topic, 0))]
+
     def add_receipt(self, partition: int, first: int, count: int) -> None:
         if self.receipts is not None and len(self.receipts) < MAX_RECEIPT_BYTES:
             self.receipts += f"{partition} {first} {first + count - 1}\n".encode()
@@ -67,7 +124,8 @@ class AppendFile:
 
 
 class SnapshotFile:
-    """A generated file (``state``, ``config``) read from the text it had at open."""
+    """A file read from the bytes it had at open: ``state`` and ``config``
+    (generated text) and ``offset/<n>`` (a record's value, immutable)."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data
@@ -93,6 +151,28 @@ class ConfigFile(SnapshotFile):
         self.merge = merge
         self.written = b""
 
+    def write(self, store: Store, data: bytes) -> None:
+        """Apply the lines written so far once ``data`` completes one or more."""
+        written = self.written + bytes(data)
+        complete = written[: written.rfind(b"\n") + 1]
+        if complete:
+            self.apply(store, complete)
+        self.written = written
+
+    def finish(self, store: Store) -> None:
+        """close(): an unterminated last line counts as a line."""
+        if self.written and not self.written.endswith(b"\n"):
+            self.written += b"\n"
+            self.apply(store, self.written)
+
+    def apply(self, store: Store, written: bytes) -> None:
+        """Make the complete lines in ``written`` the topic's configuration
+        (see `overrides`); the store is written only when something changed."""
+        current = store.topic_overrides(self.topic)
+        overrides = self.overrides(written, current, store.defaults)
+        if overrides != current:
+            store.set_topic_config(self.topic, overrides)
+
     def overrides(
         self, written: bytes, current: dict[str, str], defaults: dict[str, str]
     ) -> dict[str, str]:
@@ -114,8 +194,8 @@ class StreamFile:
 
     ``buf`` holds the stream's bytes from position ``pos``, ending just before
     record ``offset``; a sequential reader is served from it and it is refilled
-    ``ahead`` bytes of log at a time, column-wise (`lines.lines_from`). A read
-    elsewhere starts over from the mark before it (`lines.locate`).
+    ``ahead`` bytes of log at a time, column-wise (`Log.stream_lines`). A read
+    elsewhere starts over from the mark before it (`Log.stream_locate`).
     """
 
     def __init__(self, topic: str, partition: int) -> None:
@@ -127,15 +207,15 @@ class StreamFile:
         self.offset = 0
         self.ahead = READ_AHEAD_MIN
 
-    def read(self, log, position: int, size: int) -> bytes | memoryview:
-        total = lines.size(log)
+    def read(self, log: Log, position: int, size: int) -> bytes | memoryview:
+        total = log.stream_size()
         if total is None or position >= total or size <= 0:
             return b""
         size = min(size, total - position)
         key = (log, log.log_start_offset)
         if key != self.key or not self.pos <= position <= self.pos + len(self.buf):
             self.key = key
-            self.offset, self.pos = lines.locate(log, position)
+            self.offset, self.pos = log.stream_locate(position)
             self.buf = memoryview(b"")
             self.ahead = READ_AHEAD_MIN
         parts = []
@@ -149,7 +229,7 @@ class StreamFile:
                 continue
             if self.offset >= log.next_offset:
                 break
-            data, after = lines.lines_from(log.segment_for(self.offset), self.offset, self.ahead)
+            data, after = log.stream_lines(self.offset, self.ahead)
             if after <= self.offset:
                 break
             self.pos += len(self.buf)
@@ -166,7 +246,7 @@ def config_text(config: TopicConfig) -> bytes:
     return write_properties(config.to_properties()).encode()
 
 
-def state_text(log) -> bytes:
+def state_text(log: Log) -> bytes:
     """The partition's state as one JSON object (a line)."""
     state = {
         "topic": log.topic,
@@ -178,8 +258,8 @@ def state_text(log) -> bytes:
         "recovery_point": log.recovery_point,
         "unflushed_messages": log.unflushed_messages,
         "last_flush_ms": log.last_flush_ms,
-        "segments": len(log.segments),
-        "active_segment_base_offset": log.segments[-1].base_offset if log.segments else None,
+        "segments": log.segment_count,
+        "active_segment_base_offset": log.active_base_offset,
         "size_bytes": log.size_bytes,
     }
     return (json.dumps(state) + "\n").encode()

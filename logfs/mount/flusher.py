@@ -1,10 +1,10 @@
 """The background flusher: flush.messages / flush.ms, retention, checkpoints.
 
 Every `tick` seconds (trio's clock) the flusher asks each log whether a flush
-is due (`Log.flush_due`: more than flush.messages unflushed records, or the
-last flush older than flush.ms) and flushes those. A flush is three steps so
-that no fsync ever blocks the event loop and the store is only touched from
-the loop (it is not thread-safe):
+is due (`Log.flush_due`: at least flush.messages unflushed records, or some
+and the last flush at least flush.ms old) and flushes those. A flush is three
+steps so that no fsync ever blocks the event loop and the store is only
+touched from the loop (it is not thread-safe):
 
 1. on the loop: ``ticket = log.prepare_flush()`` — duplicated fds to sync and
    the offset that becomes durable;
@@ -26,8 +26,13 @@ import os
 import time
 import weakref
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import trio
+
+if TYPE_CHECKING:
+    from ..core.log import Log
+    from ..core.store import Store
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +65,7 @@ class Flusher:
 
     def __init__(
         self,
-        store,
+        store: Store,
         *,
         tick: float = 0.1,
         retention_interval: float = 300.0,
@@ -119,13 +124,13 @@ class Flusher:
                     nursery.start_soon(self._flush_quietly, log)
         return len(due)
 
-    async def _flush_quietly(self, log) -> None:
+    async def _flush_quietly(self, log: Log) -> None:
         try:
             await self.flush_log(log)
         except Exception as e:  # a failing disk must not stop the flusher or the mount
             logger.error("flushing %s-%s failed: %s", log.topic, log.partition, e)
 
-    async def flush_log(self, log) -> None:
+    async def flush_log(self, log: Log) -> None:
         """Make everything appended to ``log`` so far durable (fsync in a thread).
 
         Concurrent calls for one log are serialized; each syncs what was

@@ -19,8 +19,12 @@ A frame may be split over any number of write() calls; a file closed in the
 middle of a frame is an error and the incomplete frame is dropped.
 
 Both framers are transactional per write: `feed` returns the complete records
-and a new framer state, and the caller commits that state only after the
-records were appended, so a rejected write() leaves nothing behind.
+and the new ``pending`` tail without changing ``pending``; the caller
+(`AppendFile.write`) commits the tail only after the records were appended,
+so a write() that is rejected (by the framer or by the log) appends nothing and
+leaves ``pending`` as it was. The one exception is `LineFramer`'s discarding of
+a line too long to ever be a record: `feed` itself records that (see
+``discarding``), so the rest of that line is dropped too.
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..core.errors import LogfsError
+
 PACKED_BYTES = 4096  # writes of at least this much are cut into lines with numpy
 
 
-class FramingError(ValueError):
+class FramingError(LogfsError):
     """Input that cannot be framed into records (missing key separator,
     incomplete binary frame)."""
 
@@ -66,7 +72,17 @@ class Packed(NamedTuple):
 
 
 class LineFramer:
-    """Console-producer framing: one record per line."""
+    """Console-producer framing: one record per line.
+
+    ``pending`` is the written text after the last newline, held for the next
+    write; `feed` reads it and the caller replaces it (`AppendFile.write` after
+    a successful append, `AppendFile.finish` with ``b""`` at close).
+    ``discarding`` is set by `feed` when an unterminated line grows past
+    ``max_bytes`` in a write that holds no newline (that write fails and the
+    line's bytes so far are dropped); while it is set, `feed` drops everything
+    up to and including the next newline (a write with none fails too), then
+    clears it and frames what follows.
+    """
 
     def __init__(
         self, *, max_bytes: int, parse_key: bool = False, separator: bytes = b"\t"
@@ -82,8 +98,14 @@ class LineFramer:
     def feed(self, data: bytes) -> tuple[Framed, bytes]:
         """Cut complete lines from ``pending + data``.
 
-        Returns the records and the new pending tail; does not change
-        ``self.pending`` (the caller commits after a successful append).
+        Returns the records (`Framed`, or `Packed` for many unkeyed lines) and
+        the new pending tail; does not change ``pending`` (the caller commits
+        the tail after a successful append). Changes ``discarding`` as
+        described in the class docstring.
+
+        Raises:
+            TooLargeError: a line (or the unterminated tail) exceeds ``max_bytes``.
+            FramingError: with parse.key, a line without the key separator.
         """
         if self.discarding:
             newline = bytes(data).find(b"\n")
@@ -134,14 +156,23 @@ LENGTH_BYTES = 4
 
 
 class LengthFramer:
-    """Binary framing: 4-byte big-endian length, then the value."""
+    """Binary framing: 4-byte big-endian length, then the value.
+
+    ``pending`` is an incomplete frame carried to the next write; as for
+    `LineFramer`, `feed` never changes it and the caller commits the tail.
+    """
 
     def __init__(self, *, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.pending = b""
 
     def feed(self, data: bytes) -> tuple[Framed, bytes]:
-        """Cut complete frames from ``pending + data``; see `LineFramer.feed`."""
+        """Cut complete frames from ``pending + data``: the records and the new
+        pending tail; ``pending`` is left to the caller (see `LineFramer.feed`).
+
+        Raises:
+            TooLargeError: a frame's length exceeds ``max_bytes``.
+        """
         buf = memoryview(self.pending + data if self.pending else bytes(data))
         values: list[bytes] = []
         pos = 0

@@ -1,10 +1,11 @@
 """pyfuse3 Operations: the mount's tree over a Store (see docs/mount.md).
 
-Handlers resolve the inode, call the store and build attributes; the tree's
-shape and the inode table are in fusetree.py, existence, listings and
-attributes in fuseview.py, per-open-file state in fusefiles.py, the line and
-binary framing in framing.py. Every error becomes
-an errno through the one table `ERRNOS`; only `FUSEError` leaves a handler.
+Handlers resolve the inode, call the store (or an open file's method) and
+build attributes; the tree's shape and the inode table are in tree.py,
+existence, listings and attributes in view.py, per-open-file state (append
+routing, config merging, stream read-ahead) in files.py, the line and binary
+framing in framing.py. Every error becomes an errno through the one table
+`ERRNOS`; only `FUSEError` leaves a handler.
 
 Caching: directories and static files are cached for a second; ``offset/<n>``
 files for a minute (a record never changes; a deleted topic's paths get new
@@ -24,6 +25,7 @@ import os
 
 import pyfuse3
 
+from ..core.config import flush_messages_reached
 from ..core.errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -37,6 +39,8 @@ from ..core.errors import (
     UnknownTopicError,
     UnsupportedCodecError,
 )
+from ..core.log import Log
+from ..core.store import Store
 from .files import (
     AppendFile,
     ConfigFile,
@@ -45,7 +49,8 @@ from .files import (
     config_text,
     state_text,
 )
-from .framing import FramingError, Packed, TooLargeError
+from .flusher import Flusher
+from .framing import FramingError, TooLargeError
 from .tree import APPENDS, BINARY_APPENDS, DIRECTORIES, Kind, number
 from .view import View, fail
 
@@ -93,7 +98,7 @@ def fuse_errors(handler):
             if isinstance(e, (CorruptRecordError, CorruptIndexError)):
                 # bit rot below the recovery point is only found when read: say where
                 logger.error("%s%r: %s (answering EIO)", handler.__name__, args, e)
-            elif not isinstance(e, (LogfsError, FramingError)):
+            elif not isinstance(e, LogfsError):
                 logger.debug("%s%r failed: %r", handler.__name__, args, e)
             raise pyfuse3.FUSEError(errno_for(e)) from None
 
@@ -106,14 +111,16 @@ class Operations(pyfuse3.Operations):
     supports_dot_lookup = True
     enable_writeback_cache = False
 
-    def __init__(self, store, *, flusher=None, partitions: int = 1) -> None:
+    def __init__(
+        self, store: Store, *, flusher: Flusher | None = None, partitions: int = 1
+    ) -> None:
         super().__init__()
         self.store = store
         self.flusher = flusher
         self.partitions = partitions
         self.view = View(store)
         self.inodes = self.view.inodes
-        self.files: dict[int, object] = {}
+        self.files: dict[int, AppendFile | StreamFile | SnapshotFile] = {}
         self._fh = itertools.count(1)
 
     @fuse_errors
@@ -164,7 +171,7 @@ class Operations(pyfuse3.Operations):
         node = self.view.node(inode)
         if node.kind not in (Kind.TIME, Kind.SEGMENT):
             raise fail(errno.EINVAL)
-        return os.fsencode(node.record)
+        return os.fsencode(node.content)
 
     # ------------------------------------------------------------ directories
 
@@ -284,11 +291,11 @@ class Operations(pyfuse3.Operations):
             text = config_text(self.store.topic_config(node.topic))
             self.files[fh] = ConfigFile(node.topic, text, merge=bool(flags & os.O_APPEND))
         else:  # OFFSET: immutable, so the page cache may keep it across opens
-            self.files[fh] = SnapshotFile(node.record.value or b"")
+            self.files[fh] = SnapshotFile(node.content.value or b"")
             return pyfuse3.FileInfo(fh=fh, keep_cache=True)
         return pyfuse3.FileInfo(fh=fh, direct_io=True)
 
-    def _file(self, fh: int):
+    def _file(self, fh: int) -> AppendFile | StreamFile | SnapshotFile:
         file = self.files.get(fh)
         if file is None:
             raise fail(errno.EBADF)
@@ -309,68 +316,23 @@ class Operations(pyfuse3.Operations):
     async def write(self, fh, off, buf):
         file = self._file(fh)
         if isinstance(file, AppendFile):
-            framed, tail = file.framer.feed(buf)
-            self._append(file, framed)
-            file.framer.pending = tail  # committed only once the records are in the log
+            file.write(self.store, buf)
             await self._sync_if_due(file)
         elif isinstance(file, ConfigFile):
-            written = file.written + bytes(buf)
-            complete = written[: written.rfind(b"\n") + 1]
-            if complete:
-                self._apply_config(file, complete)
-            file.written = written
+            file.write(self.store, buf)
         else:
             raise fail(errno.EBADF)
         return len(buf)
-
-    def _append(self, file: AppendFile, framed) -> None:
-        if isinstance(framed, Packed):
-            self._append_packed(file, framed)
-            return
-        if not framed.values:
-            return
-        if file.partition is not None:
-            log = self.store.log(file.topic, file.partition)
-            keys = framed.keys if any(k is not None for k in framed.keys) else None
-            first = log.append(framed.values, keys=keys)
-            file.add_receipt(file.partition, first, len(framed.values))
-            return
-        for partition, first, count in self.store.append_to_topic(
-            file.topic, framed.values, framed.keys
-        ):
-            file.add_receipt(partition, first, count)
-
-    def _append_packed(self, file: AppendFile, packed: Packed) -> None:
-        """Unkeyed lines: one partition (the topic's append: the sticky one)."""
-        count = len(packed.lengths)
-        if not count:
-            return
-        if file.partition is None:
-            receipt = self.store.append_packed_to_topic(file.topic, packed.data, packed.lengths)
-        else:
-            log = self.store.log(file.topic, file.partition)
-            receipt = file.partition, log.append_packed(packed.data, packed.lengths), count
-        file.add_receipt(*receipt)
-
-    def _apply_config(self, file: ConfigFile, written: bytes) -> None:
-        current = self.store.topic_overrides(file.topic)
-        overrides = file.overrides(written, current, self.store.defaults)
-        if overrides != current:
-            self.store.set_topic_config(file.topic, overrides)
 
     @fuse_errors
     async def flush(self, fh):
         """close(): a trailing partial line becomes a record; errors reach close()."""
         file = self._file(fh)
         if isinstance(file, AppendFile) and file.framer.pending:
-            try:
-                self._append(file, file.framer.finish())
-            finally:
-                file.framer.pending = b""
+            file.finish(self.store)
             await self._sync_if_due(file)
-        elif isinstance(file, ConfigFile) and file.written and not file.written.endswith(b"\n"):
-            file.written += b"\n"
-            self._apply_config(file, file.written)
+        elif isinstance(file, ConfigFile):
+            file.finish(self.store)
 
     async def release(self, fh):
         try:
@@ -385,29 +347,23 @@ class Operations(pyfuse3.Operations):
         file = self._file(fh)
         if not isinstance(file, AppendFile):
             return
-        for log in self._logs_of(file):
+        for log in file.logs(self.store):
             await self._sync(log)
 
-    def _logs_of(self, file: AppendFile) -> list:
-        if file.partition is not None:
-            return [self.store.log(file.topic, file.partition)]
-        return [
-            self.store.log(file.topic, p) for p in range(self.store.topics().get(file.topic, 0))
-        ]
-
-    async def _sync(self, log) -> None:
+    async def _sync(self, log: Log) -> None:
         if self.flusher is not None:
             await self.flusher.flush_log(log)  # fsync in a worker thread
         else:
             log.flush()
 
     async def _sync_if_due(self, file: AppendFile) -> None:
-        """flush.messages: a write() that brings a partition to that many
-        unflushed records returns once they are durable, as Kafka flushes in
-        its append path; leaving it to the flusher's next tick would
-        acknowledge records a power failure can still take."""
-        for log in self._logs_of(file):
-            if log.unflushed_messages >= log.config.flush_messages:
+        """flush.messages: a write() that leaves a partition with at least that
+        many unflushed records (`flush_messages_reached`) returns once they are
+        durable, as Kafka flushes in its append path; leaving it to the
+        flusher's next tick would acknowledge records a power failure can still
+        take."""
+        for log in file.logs(self.store):
+            if flush_messages_reached(log.config, unflushed=log.unflushed_messages):
                 await self._sync(log)
 
     # ------------------------------------------------------------ extended attributes
@@ -438,7 +394,7 @@ class Operations(pyfuse3.Operations):
         for fh, file in list(self.files.items()):
             if isinstance(file, AppendFile) and file.framer.pending:
                 try:
-                    self._append(file, file.framer.finish())
+                    file.finish(self.store)
                 except Exception as e:  # noqa: BLE001 - shutdown goes on
                     logger.warning("unterminated tail of an append file lost at unmount: %s", e)
             self.files.pop(fh, None)

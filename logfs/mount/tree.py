@@ -24,8 +24,12 @@ Inodes are handed out on lookup and dropped when the kernel forgets them, so
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 import pyfuse3
+
+if TYPE_CHECKING:
+    from ..core.record import Record
 
 ROOT_INODE = pyfuse3.ROOT_INODE
 
@@ -57,7 +61,6 @@ DIRECTORIES = {
     Kind.TIME_DIR,
     Kind.SEGMENT_DIR,
 }
-SYMLINKS = {Kind.TIME, Kind.SEGMENT}
 APPENDS = {Kind.APPEND, Kind.APPEND_BIN, Kind.TOPIC_APPEND, Kind.TOPIC_APPEND_BIN}
 BINARY_APPENDS = {Kind.APPEND_BIN, Kind.TOPIC_APPEND_BIN}
 
@@ -112,14 +115,17 @@ def kind_of(path: tuple[str, ...]) -> Kind | None:
 class Node:
     """One inode: its path, kind, kernel lookup count and cached content."""
 
-    __slots__ = ("inode", "path", "kind", "lookups", "record")
+    __slots__ = ("inode", "path", "kind", "lookups", "content")
 
     def __init__(self, inode: int, path: tuple[str, ...], kind: Kind) -> None:
         self.inode = inode
         self.path = path
         self.kind = kind
         self.lookups = 0
-        self.record = None  # offset/<n>: the Record, read once (records are immutable)
+        # What `View.resolve` found: for offset/<n> the Record, read once (records
+        # are immutable); for time/<ms> and segments/<name> the symlink's target,
+        # set on every resolve (a time's first offset and the segments change).
+        self.content: Record | str | None = None
 
     @property
     def topic(self) -> str:

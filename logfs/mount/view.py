@@ -3,7 +3,7 @@
 `View` answers the questions every handler asks first — does this path exist
 now, what is in this directory, what are this node's attributes and extended
 attributes — from the store's current state, without opening anything. The
-handlers in fusefs.py add the per-open-file behaviour.
+handlers in operations.py add the per-open-file behaviour.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import time
 import pyfuse3
 import trio
 
-from ..core import lines
+from ..core.log import Log, Uncounted
+from ..core.store import Store
 from .files import config_text, state_text
 from .tree import (
     APPENDS,
@@ -43,10 +44,10 @@ def fail(code: int) -> pyfuse3.FUSEError:
 class View:
     """Nodes over ``store``: the inode table, stream indexes and attributes."""
 
-    def __init__(self, store) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.inodes = InodeTable()
-        self._counting: dict[object, trio.Event] = {}
+        self._counting: dict[Uncounted, trio.Event] = {}
         # The mount shows DATA's owner, group and permission bits, so that with
         # -o allow_other,default_permissions the kernel lets other users do through
         # the mount what DATA lets them do, and no more (docs/operations.md).
@@ -61,7 +62,7 @@ class View:
             raise fail(errno.ENOENT)
         return node
 
-    def log(self, node: Node):
+    def log(self, node: Node) -> Log:
         return self.store.log(node.topic, node.partition)
 
     def resolve(self, path: tuple[str, ...]) -> Node:
@@ -77,26 +78,19 @@ class View:
             if in_partition and number(path[1]) >= topics[path[0]]:
                 raise fail(errno.ENOENT)
         node = self.inodes.node(path, kind)
-        if kind is Kind.OFFSET and node.record is None:
-            node.record = self.log(node).read(int(path[3]))
+        if kind is Kind.OFFSET and node.content is None:
+            node.content = self.log(node).read(int(path[3]))
         elif kind is Kind.TIME:
             offset = self.log(node).offset_for_time(int(path[3]))
             if offset is None:
                 raise fail(errno.ENOENT)
-            node.record = f"../offset/{offset}"
+            node.content = f"../offset/{offset}"
         elif kind is Kind.SEGMENT:
-            target = self.segment_files(node.topic, node.partition).get(path[3])
+            target = self.log(node).segment_files().get(path[3])
             if target is None:
                 raise fail(errno.ENOENT)
-            node.record = target
+            node.content = target
         return node
-
-    def segment_files(self, topic: str, partition: int) -> dict[str, str]:
-        files = {}
-        for seg in self.store.log(topic, partition).segments:
-            for path in (seg.log_path, seg.index_path, seg.timeindex_path):
-                files[os.path.basename(path)] = os.path.abspath(path)
-        return files
 
     def entries(self, node: Node) -> list[str]:
         """The names in a directory, in listing order."""
@@ -112,7 +106,7 @@ class View:
             first = max(log.log_start_offset, log.next_offset - OFFSET_LISTING)
             return [str(n) for n in range(first, log.next_offset)]
         if node.kind is Kind.SEGMENT_DIR:
-            return sorted(self.segment_files(node.topic, node.partition))
+            return sorted(self.log(node).segment_files())
         return []  # time/: every millisecond is a name; none is listed
 
     # ------------------------------------------------------------ attributes
@@ -138,12 +132,12 @@ class View:
             attrs.st_nlink = 2
         elif kind in (Kind.TIME, Kind.SEGMENT):
             mode = stat.S_IFLNK | 0o777
-            size = len(node.record)
+            size = len(node.content)
             timeout = 0 if kind is Kind.TIME else 1.0
         elif kind is Kind.OFFSET:
             mode = stat.S_IFREG | 0o444
-            size = len(node.record.value or b"")
-            mtime = max(node.record.timestamp, 0) * 1_000_000
+            size = len(node.content.value or b"")
+            mtime = max(node.content.timestamp, 0) * 1_000_000
             timeout = 60.0
         elif kind in APPENDS:
             mode = stat.S_IFREG | 0o644
@@ -154,7 +148,7 @@ class View:
             timeout = 0
         elif kind is Kind.STREAM:
             mode = stat.S_IFREG | 0o444
-            size = lines.size(self.log(node)) or 0
+            size = self.log(node).stream_size() or 0
             mtime = time.time_ns()
             timeout = 0
         else:  # STATE
@@ -179,24 +173,22 @@ class View:
         """After a topic is deleted: fresh inodes next time."""
         self.inodes.unlink_prefix((topic,))
 
-    async def count_streams(self, log) -> None:
+    async def count_streams(self, log: Log) -> None:
         """Count the stream bytes of ``log``'s segments loaded from disk, each
         once, in a worker thread: the mount serves other requests meanwhile."""
-        for segment in lines.uncounted(log):
-            event = self._counting.get(segment)
+        for uncounted in log.uncounted_segments():
+            event = self._counting.get(uncounted)
             if event is not None:
                 await event.wait()
                 continue
-            event = self._counting[segment] = trio.Event()
+            event = self._counting[uncounted] = trio.Event()
             try:
-                counted = await trio.to_thread.run_sync(
-                    lines.count_loaded, segment.log_path, segment.stream.loaded_size
-                )
-                segment.stream.loaded = counted
+                counted = await trio.to_thread.run_sync(Log.count_stream, uncounted)
+                log.set_counted(uncounted, counted)
             except FileNotFoundError:
                 pass  # deleted by retention meanwhile
             finally:
-                del self._counting[segment]
+                del self._counting[uncounted]
                 event.set()
 
     def xattrs(self, node: Node) -> dict[str, bytes]:
@@ -208,7 +200,7 @@ class View:
             }
         if node.kind is not Kind.OFFSET:
             return {}
-        record = node.record
+        record = node.content
         out = {
             XATTR + "offset": str(record.offset).encode(),
             XATTR + "timestamp": str(record.timestamp).encode(),
