@@ -126,45 +126,37 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="logfs", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("mount", help="mount a data directory")
-    p.add_argument("data")
-    p.add_argument("mountpoint")
+    def command(name: str, func, help: str, *positionals: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help)
+        for positional in positionals:
+            p.add_argument(positional)
+        p.set_defaults(func=func)
+        return p
+
+    p = command("mount", cmd_mount, "mount a data directory", "data", "mountpoint")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached, log to stderr")
     p.add_argument("-o", dest="options", action="append", metavar="KEY=VALUE,...",
                    help="mount options and topic-config defaults")  # fmt: skip
-    p.set_defaults(func=cmd_mount)
 
-    p = sub.add_parser("umount", help="flush, checkpoint and unmount")
-    p.add_argument("mountpoint")
-    p.set_defaults(func=cmd_umount)
+    command("umount", cmd_umount, "flush, checkpoint and unmount", "mountpoint")
 
-    p = sub.add_parser("create", help="create a topic in a data directory")
-    p.add_argument("data")
-    p.add_argument("topic")
+    p = command("create", cmd_create, "create a topic in a data directory", "data", "topic")
     p.add_argument("--partitions", type=int, default=1)
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic setting")
-    p.set_defaults(func=cmd_create)
 
-    p = sub.add_parser("list", help="list topics")
-    p.add_argument("data")
-    p.set_defaults(func=cmd_list)
+    command("list", cmd_list, "list topics", "data")
 
-    p = sub.add_parser("describe", help="partitions, offsets and settings of topics")
-    p.add_argument("data")
+    p = command("describe", cmd_describe, "partitions, offsets and settings of topics", "data")
     p.add_argument("topic", nargs="?")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_describe)
 
-    p = sub.add_parser("dump", help="print segment files like kafka-dump-log")
+    p = command("dump", cmd_dump, "print segment files like kafka-dump-log")
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--print-data-log", action="store_true", help="also print each record")
     p.add_argument("--index-sanity-check", action="store_true", help="check index entries")
-    p.set_defaults(func=cmd_dump)
 
-    p = sub.add_parser("check", help="validate a data directory (offline)")
-    p.add_argument("data")
+    p = command("check", cmd_check, "validate a data directory (offline)", "data")
     p.add_argument("--repair", action="store_true", help="truncate bad tails, rebuild indexes")
-    p.set_defaults(func=cmd_check)
     return parser
 
 

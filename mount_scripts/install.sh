@@ -5,7 +5,8 @@
 #
 # 1. System packages, with apt-get, only those that are missing: FUSE 3 and its
 #    headers (pyfuse3 compiles against them), pkg-config, a C compiler, Python's
-#    headers and venv module, and a Java runtime for Spark when there is no java.
+#    headers and venv module, systemd-analyze (the suite verifies the systemd
+#    unit), and a Java runtime for Spark when there is no java.
 #    `apt-get update` runs only when something is missing.
 # 2. A virtual environment in the checkout (.venv) holding logfs, editable, with
 #    its test and Spark extras. pip runs only when pyproject.toml has changed
@@ -47,6 +48,7 @@ if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists fuse3; then
     need libfuse3-dev
 fi
 command -v gcc >/dev/null 2>&1 || need gcc
+command -v systemd-analyze >/dev/null 2>&1 || need systemd  # the suite verifies the unit file
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || need ca-certificates  # pip's HTTPS
 java_missing=0
 command -v java >/dev/null 2>&1 || java_missing=1

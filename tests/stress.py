@@ -3,7 +3,9 @@
 ``LOGFS_STRESS=long`` scales cycles, durations and examples up from the
 reduced form CI runs; ``LOGFS_STRESS_REPORT=FILE`` makes each suite append
 one JSON line of figures (cycles run, faults injected, records checked, ...)
-to FILE, which `python -m tests.stress FILE` sums up.
+to FILE, which `python -m tests.stress FILE` sums up. Suites that count
+across many tests keep a `tally`; conftest.py reports every tally once, when
+the session finishes.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 LONG = os.environ.get("LOGFS_STRESS", "") == "long"
 
@@ -27,6 +29,21 @@ def report(suite: str, **figures) -> None:
     if path:
         with open(path, "a") as f:
             f.write(json.dumps({"suite": suite, **figures}) + "\n")
+
+
+_TALLIES: dict[str, Counter] = {}
+
+
+def tally(suite: str) -> Counter:
+    """Figures of ``suite`` counted across its tests, reported at session end."""
+    return _TALLIES.setdefault(suite, Counter())
+
+
+def report_tallies() -> None:
+    """`report` every tally that counted something (called once, by conftest.py)."""
+    for suite, figures in _TALLIES.items():
+        if figures:
+            report(suite, **figures)
 
 
 def summarize(path: str) -> dict[str, dict[str, int]]:
