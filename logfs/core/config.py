@@ -27,20 +27,30 @@ CODECS = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 
-def _int(low: int, high: int = LONG_MAX) -> Callable[[Any], int]:
+def parse_int(low: int, high: int = LONG_MAX) -> Callable[[Any], int]:
+    """A parser of integers in ``[low, high]`` (Kafka's longs by default), from text or int.
+
+    The parsers here are shared by the topic configuration and the Spark source's options;
+    they raise `InvalidConfigError` and leave naming the key to the caller.
+    """
+
     def parse(value: Any) -> int:
         try:
             number = int(str(value).strip())
         except ValueError:
             raise InvalidConfigError(f"not an integer: {value!r}") from None
-        if not low <= number <= high:
-            raise InvalidConfigError(f"{number} is outside [{low}, {high}]")
+        if number < low:
+            raise InvalidConfigError(f"{number} is below {low}")
+        if number > high:
+            raise InvalidConfigError(f"{number} is above {high}")
         return number
 
     return parse
 
 
-def _choice(*allowed: str) -> Callable[[Any], str]:
+def parse_choice(*allowed: str) -> Callable[[Any], str]:
+    """A parser of one of the ``allowed`` words (case-sensitive, as Kafka's)."""
+
     def parse(value: Any) -> str:
         text = str(value).strip()
         if text not in allowed:
@@ -50,7 +60,8 @@ def _choice(*allowed: str) -> Callable[[Any], str]:
     return parse
 
 
-def _bool(value: Any) -> bool:
+def parse_bool(value: Any) -> bool:
+    """``true`` or ``false``, in any case."""
     text = str(value).strip().lower()
     if text not in ("true", "false"):
         raise InvalidConfigError(f"{value!r} is not true or false")
@@ -110,19 +121,19 @@ class TopicConfig:
 
 
 PARSERS: dict[str, Callable[[Any], Any]] = {
-    "segment.bytes": _int(14, INT_MAX),
-    "segment.ms": _int(1),
-    "segment.index.bytes": _int(8, INT_MAX),
-    "index.interval.bytes": _int(0, INT_MAX),
-    "flush.messages": _int(1),
-    "flush.ms": _int(0),
-    "retention.ms": _int(-1),
-    "retention.bytes": _int(-1),
-    "max.message.bytes": _int(0, INT_MAX),
-    "cleanup.policy": _choice("delete"),
-    "compression.type": _choice(*CODECS),
-    "message.timestamp.type": _choice(*TIMESTAMP_TYPES),
-    "parse.key": _bool,
+    "segment.bytes": parse_int(14, INT_MAX),
+    "segment.ms": parse_int(1),
+    "segment.index.bytes": parse_int(8, INT_MAX),
+    "index.interval.bytes": parse_int(0, INT_MAX),
+    "flush.messages": parse_int(1),
+    "flush.ms": parse_int(0),
+    "retention.ms": parse_int(-1),
+    "retention.bytes": parse_int(-1),
+    "max.message.bytes": parse_int(0, INT_MAX),
+    "cleanup.policy": parse_choice("delete"),
+    "compression.type": parse_choice(*CODECS),
+    "message.timestamp.type": parse_choice(*TIMESTAMP_TYPES),
+    "parse.key": parse_bool,
     "key.separator": _separator,
 }
 

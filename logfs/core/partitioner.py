@@ -14,17 +14,28 @@ from collections.abc import Sequence
 
 
 class Partitioner:
-    """Chooses partitions for the records of successive appends to a topic."""
+    """Chooses partitions for the records of successive appends to a topic.
 
-    def __init__(self) -> None:
-        self._rotation = itertools.count()
+    Args:
+        start: where the round robin of unkeyed appends begins (taken modulo
+            the partition count). A store has one partitioner and starts at 0.
+            A Spark write opens one store per task, each with a fresh
+            partitioner: it passes a random ``start`` so that the tasks do not
+            all put their first unkeyed rows on partition 0, as each Kafka
+            producer's sticky partitioner starts on a random partition.
+    """
+
+    def __init__(self, start: int = 0) -> None:
+        self._rotation = itertools.count(start)
 
     def sticky(self, partitions: int) -> int:
         """The partition for the unkeyed records of the next append."""
         return next(self._rotation) % partitions
 
     def split(self, keys: Sequence[bytes | None], partitions: int) -> dict[int, list[int]]:
-        """Record indexes by partition, for one append."""
+        """Record indexes by partition, for one append: each keyed record by its
+        key, all the unkeyed ones on one `sticky` partition (taken only if there
+        are any). Indexes keep their order within a partition."""
         out: dict[int, list[int]] = {}
         sticky = None
         for i, key in enumerate(keys):

@@ -1,6 +1,7 @@
-"""The Spark face: the ``logfs`` PySpark data source (`source`), offset planning
-(`plan`), readers (`read`), Arrow building (`arrow`) and the sink (`write`).
-Never imports trio or pyfuse3: it runs in Spark's Python workers."""
+"""The Spark face: the ``logfs`` PySpark data source (`source`), options and offset
+planning (`plan`), readers (`read`), the Kafka source schema and Arrow building
+(`arrow`) and the sink (`write`). Imports only `logfs.core` of logfs, and never trio
+or pyfuse3: it runs in Spark's Python workers."""
 
 from .source import LogfsDataSource, register
 

@@ -1,4 +1,5 @@
-"""Arrow record batches of one topic-partition offset range: the read hot path.
+"""Arrow building for the Spark source: the Kafka source schema, and the record batches of one
+topic-partition offset range (the read hot path).
 
 Spark compares the first batch's Arrow schema with the source schema exactly, so the types
 here are those `pyspark.sql.pandas.types.to_arrow_schema` gives for the Kafka source schema::
@@ -7,14 +8,18 @@ here are those `pyspark.sql.pandas.types.to_arrow_schema` gives for the Kafka so
     timestamp timestamp[us, tz=UTC], timestampType int32
     [, headers list<struct<key: string, value: binary>>]
 
-Without headers, runs of whole batches are decoded column-wise (`spark_columns`) straight
-into Arrow arrays. With ``includeHeaders``, batches are decoded to `Record`s and the columns
-gathered with ``zip(*records)`` (C loops) before one conversion per output batch.
+Without headers, runs of whole batches are decoded column-wise (`decode_columns`) straight
+into Arrow arrays: the core walks the length varints of all the batches in lockstep and yields
+every field for all rows at once with numpy (`columnar.decode`); the keys and values become
+Arrow binary arrays by one gather from the records sections. With ``includeHeaders``, batches
+are decoded to `Record`s and the columns gathered with ``zip(*records)`` (C loops) before one
+conversion per output batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -28,9 +33,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ..core.record import decode_records
-from .arrow_columns import decode_columns
+from ..core.columnar import decode
+from ..core.record import BatchHeader, decode_records
 from .plan import DATA_LOSS_HINT, DataLossError, OffsetRange
+
+if TYPE_CHECKING:
+    from ..core.store import Store
 
 HEADER_TYPE = pa.list_(
     pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -116,7 +124,7 @@ class _Columns:
 
 
 def read_range(
-    store, r: OffsetRange, *, include_headers: bool = False, fail_on_data_loss: bool = True
+    store: Store, r: OffsetRange, *, include_headers: bool = False, fail_on_data_loss: bool = True
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the records ``[r.start, r.end)`` of one partition of ``store``.
 
@@ -154,6 +162,53 @@ def read_range(
             chunk, rows, size = [], 0, 0
     if chunk:
         yield to_arrow(chunk, r, start, end)
+
+
+# ---------------------------------------------------------------- columnar decoding
+
+
+def _binary(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """An Arrow binary array of ``buf[start:start+length]`` (length -1: null)."""
+    n = len(starts)
+    valid = lengths >= 0
+    sizes = np.where(valid, lengths, 0)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    total = int(offsets[-1])
+    if total > 2**31 - 1:
+        raise ValueError("more than 2 GiB of binary data in one Arrow batch")
+    gather = np.repeat(starts - offsets[:-1], sizes) + np.arange(total, dtype=np.int64)
+    data = buf[gather]
+    nulls = n - int(np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(
+        pa.binary(), n, [bitmap, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)], nulls
+    )
+
+
+def decode_columns(batches: list[tuple[BatchHeader, memoryview]], start: int, end: int) -> dict:
+    """Columns of the records with offsets in ``[start, end)`` of whole batches.
+
+    Returns:
+        dict of ``key``/``value`` (Arrow binary), ``offset``/``timestamp`` (int64, ms) and
+        ``timestampType`` (int32) numpy arrays.
+    """
+    cols = decode(batches)
+    rows = {
+        "offset": cols.offset,
+        "timestamp": cols.timestamp,
+        "timestampType": cols.log_append.astype(np.int32),
+        "key": (cols.key_start, cols.key_len),
+        "value": (cols.value_start, cols.value_len),
+    }
+    keep = (rows["offset"] >= start) & (rows["offset"] < end)
+    if not keep.all():
+        rows = {
+            name: tuple(a[keep] for a in v) if isinstance(v, tuple) else v[keep]
+            for name, v in rows.items()
+        }
+    rows["key"], rows["value"] = _binary(cols.buf, *rows["key"]), _binary(cols.buf, *rows["value"])
+    return rows
 
 
 def _columnar(chunk: list, r: OffsetRange, start: int, end: int) -> pa.RecordBatch:

@@ -1,7 +1,11 @@
 """Options and offset planning for the Spark data source, with Spark's Kafka source semantics.
 
-Everything here is plain Python over a store-like object (``topics()``, ``log(t, p)`` with
-``log_start_offset``, ``next_offset`` and ``offset_for_time``), so it is tested without a JVM.
+Owns the reader options (`parse_options`) and everything decided from offsets alone: which
+topic-partitions a query reads, where it starts and ends, how the ranges are cut for
+parallelism and rate-limited. It is plain Python over a `Store` (only ``topics()`` and
+``log(t, p)`` with ``log_start_offset``, ``next_offset`` and ``offset_for_time`` are used, so
+tests pass a fake), tested without a JVM. Option values are parsed by the configuration's
+parsers (`parse_int`, `parse_bool`); only the error type differs (`SparkOptionError`).
 
 Offsets follow Kafka's JSON conventions: ``{"topic": {"0": 23, "1": -2}}`` where -2 means the
 earliest offset (the log start offset) and -1 the latest (the next offset). A resolved offset
@@ -18,16 +22,24 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from ..core.errors import LogfsError
+from ..core.config import parse_bool, parse_int
+from ..core.errors import InvalidConfigError, LogfsError
+
+if TYPE_CHECKING:
+    from ..core.log import Log
+    from ..core.store import Store
 
 EARLIEST, LATEST = -2, -1
-LONG_MAX = (1 << 63) - 1
 # Kafka leaves maxRecordsPerPartition unset (one Spark partition per topic-partition); logfs
 # cuts large ranges so that every core gets work even from a single-partition topic.
 DEFAULT_MAX_RECORDS_PER_PARTITION = 500_000
+# The configuration's parsers of Kafka longs, as the options use them.
+_OFFSET = parse_int(EARLIEST)  # an offset, or -2 (earliest) / -1 (latest)
+_NATURAL = parse_int(0)  # a partition number or a timestamp
+_POSITIVE = parse_int(1)  # a count
 DATA_LOSS_HINT = (
     'If you want your query to go on in such cases, set the source option "failOnDataLoss" '
     'to "false".'
@@ -143,12 +155,13 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
         starting_timestamp=_timestamp_option(opts, "starting"),
         ending_timestamp=_timestamp_option(opts, "ending"),
         timestamp_strategy=strategy,
-        max_offsets_per_trigger=_positive(opts, "maxoffsetspertrigger"),
-        fail_on_data_loss=_bool(opts, "failondataloss", True),
-        include_headers=_bool(opts, "includeheaders", False),
-        min_partitions=_positive(opts, "minpartitions"),
-        max_records_per_partition=_positive(opts, "maxrecordsperpartition")
-        or DEFAULT_MAX_RECORDS_PER_PARTITION,
+        max_offsets_per_trigger=_option(opts, "maxoffsetspertrigger", _POSITIVE),
+        fail_on_data_loss=_option(opts, "failondataloss", parse_bool, True),
+        include_headers=_option(opts, "includeheaders", parse_bool, False),
+        min_partitions=_option(opts, "minpartitions", _POSITIVE),
+        max_records_per_partition=_option(
+            opts, "maxrecordsperpartition", _POSITIVE, DEFAULT_MAX_RECORDS_PER_PARTITION
+        ),
     )
 
 
@@ -173,19 +186,18 @@ def _offsets_option(opts: Mapping[str, str], key: str, default: str) -> str | Of
     if text.lower() in ("earliest", "latest"):
         return text.lower()
     return {
-        tp: _integer(value, key, low=EARLIEST)
-        for tp, value in _tp_map(_json(text, key), key).items()
+        tp: _parsed(_OFFSET, value, key) for tp, value in _tp_map(_json(text, key), key).items()
     }
 
 
 def _timestamp_option(opts: Mapping[str, str], which: str) -> int | dict | None:
     # Kafka: <which>Timestamp (all partitions) wins over <which>OffsetsByTimestamp (JSON).
     if f"{which}timestamp" in opts:
-        return _integer(opts[f"{which}timestamp"], f"{which}Timestamp", low=0)
+        return _parsed(_NATURAL, opts[f"{which}timestamp"], f"{which}Timestamp")
     key = f"{which}offsetsbytimestamp"
     if key in opts:
         return {
-            tp: _integer(v, key, low=0) for tp, v in _tp_map(_json(opts[key], key), key).items()
+            tp: _parsed(_NATURAL, v, key) for tp, v in _tp_map(_json(opts[key], key), key).items()
         }
     return None
 
@@ -196,35 +208,33 @@ def _tp_map(obj: dict, key: str) -> dict[TopicPartition, Any]:
         if not isinstance(parts, dict):
             raise SparkOptionError(f'option "{key}": {topic!r} must map partitions to values')
         for p, value in parts.items():
-            out[TopicPartition(topic, _integer(p, key, low=0))] = value
+            out[TopicPartition(topic, _parsed(_NATURAL, p, key))] = value
     return out
 
 
-def _integer(value: Any, name: str, *, low: int) -> int:
+_T = TypeVar("_T")
+
+
+def _parsed(parse: Callable[[Any], _T], value: Any, name: str) -> _T:
+    """``parse(value)``, its `InvalidConfigError` turned into a `SparkOptionError` naming the
+    option."""
     try:
-        number = int(str(value).strip())
-    except ValueError:
-        raise SparkOptionError(f'option "{name}": {value!r} is not an integer') from None
-    if number < low:
-        raise SparkOptionError(f'option "{name}": {number} is below {low}')
-    return number
+        return parse(value)
+    except InvalidConfigError as e:
+        raise SparkOptionError(f'option "{name}": {e}') from None
 
 
-def _positive(opts: Mapping[str, str], key: str) -> int | None:
-    return _integer(opts[key], key, low=1) if key in opts else None
-
-
-def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
-    text = opts.get(key, str(default)).strip().lower()
-    if text not in ("true", "false"):
-        raise SparkOptionError(f'option "{key}" must be true or false, got {text!r}')
-    return text == "true"
+def _option(
+    opts: Mapping[str, str], key: str, parse: Callable[[Any], _T], default: _T | None = None
+) -> _T | None:
+    """The option ``key`` (lower case) parsed, or ``default`` when it is not set."""
+    return _parsed(parse, opts[key], key) if key in opts else default
 
 
 # ---------------------------------------------------------------- resolving against a store
 
 
-def subscribed(store: Any, options: SourceOptions) -> list[TopicPartition]:
+def subscribed(store: Store, options: SourceOptions) -> list[TopicPartition]:
     """The topic-partitions the options select that exist now, sorted."""
     topics = store.topics()
     if options.assign is not None:
@@ -240,7 +250,7 @@ def subscribed(store: Any, options: SourceOptions) -> list[TopicPartition]:
 
 
 def resolve(
-    store: Any,
+    store: Store,
     tps: list[TopicPartition],
     spec: str | OffsetMap,
     timestamps: int | Mapping[TopicPartition, int] | None,
@@ -276,7 +286,7 @@ def resolve(
     return out
 
 
-def _offset_for_time(log: Any, timestamp: int, options: SourceOptions, ending: bool) -> int:
+def _offset_for_time(log: Log, timestamp: int, options: SourceOptions, ending: bool) -> int:
     offset = log.offset_for_time(timestamp)
     if offset is not None:
         return offset
@@ -301,7 +311,7 @@ def _names(tps: Any) -> str:
     return ", ".join(f"{t}-{p}" for t, p in sorted(tps)) or "none"
 
 
-def batch_ranges(store: Any, options: SourceOptions) -> list[OffsetRange]:
+def batch_ranges(store: Store, options: SourceOptions) -> list[OffsetRange]:
     """The offset ranges of a batch query, split for parallelism."""
     tps = subscribed(store, options)
     start = resolve(store, tps, options.starting, options.starting_timestamp, options)

@@ -22,6 +22,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from ..core.store import Store
 from .plan import (
     DATA_LOSS_HINT,
     DataLossError,
@@ -47,25 +48,20 @@ class RangePartition(InputPartition):
         self.range = r
 
 
-def _open(path: str):
-    from ..core.store import Store  # the store never imports Spark; keep the import edge one way
-
+def _open(path: str) -> Store:
     return Store(path, read_only=True)
 
 
 def _read(options: SourceOptions, partition: RangePartition) -> Iterator:
     from .arrow import read_range
 
-    store = _open(options.path)
-    try:
+    with _open(options.path) as store:
         yield from read_range(
             store,
             partition.range,
             include_headers=options.include_headers,
             fail_on_data_loss=options.fail_on_data_loss,
         )
-    finally:
-        store.close()
 
 
 class LogfsBatchReader(DataSourceReader):
@@ -73,11 +69,8 @@ class LogfsBatchReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> list[RangePartition]:
-        store = _open(self.options.path)
-        try:
+        with _open(self.options.path) as store:
             return [RangePartition(r) for r in batch_ranges(store, self.options)]
-        finally:
-            store.close()
 
     def read(self, partition: RangePartition) -> Iterator:
         return _read(self.options, partition)
@@ -91,13 +84,10 @@ class LogfsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: OffsetMap | None = None  # Trigger.AvailableNow: never read past this
 
     def initialOffset(self) -> dict:
-        store = _open(self.options.path)
-        try:
+        with _open(self.options.path) as store:
             tps = subscribed(store, self.options)
             o = self.options
             return to_json(resolve(store, tps, o.starting, o.starting_timestamp, o))
-        finally:
-            store.close()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger is not None:
@@ -125,15 +115,12 @@ class LogfsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json(self._latest()[0])
 
     def _latest(self) -> tuple[OffsetMap, OffsetMap]:
-        store = _open(self.options.path)
-        try:
+        with _open(self.options.path) as store:
             latest, earliest = {}, {}
             for tp in subscribed(store, self.options):
                 log = store.log(*tp)
                 latest[tp], earliest[tp] = log.next_offset, log.log_start_offset
             return latest, earliest
-        finally:
-            store.close()
 
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
         begin, until = from_json(start), from_json(end)

@@ -2,6 +2,10 @@
 
     df = spark.read.format("logfs").option("path", "/data").option("subscribe", "orders").load()
 
+This module owns the `DataSource`: the format name, the schema and which reader or writer a
+query gets; the readers are in `read`, the sink in `write`, option parsing and offset planning
+in `plan`, Arrow building in `arrow`.
+
 Schema, options and defaults are those of Spark's Kafka source (see docs/spark.md). Spark
 registers the source by itself once logfs is installed (the top-level ``pyspark_logfs``
 module); `register` does it by hand, e.g. when logfs is only on ``PYTHONPATH``.

@@ -1,12 +1,15 @@
-"""Batch and streaming writers of the ``logfs`` Spark data source (the Kafka sink's rules).
+"""The sink of the ``logfs`` Spark data source: write options, batch and streaming writers
+(the Kafka sink's rules).
 
 Columns: ``value`` (binary or string) is required; ``key`` (binary or string), ``headers``
 (``array<struct<key:string,value:binary>>``), ``topic`` (string) and ``partition`` (int) are
 optional; other columns are ignored. The ``topic`` option overrides the column. A row with no
-partition goes to ``murmur2(key) % partitions`` when it has a key (Kafka's default
-partitioner) and to one partition per Arrow batch when it has none (Kafka's sticky
-partitioner). A topic that does not exist is created with one partition, as a Kafka broker
-with ``auto.create.topics.enable`` does.
+partition is placed by `Partitioner`, the store's own (Kafka's default partitioner): with a
+key on ``murmur2(key) % partitions``; without one, with the other unkeyed rows of its topic in
+the same Arrow batch on one partition, the task's next batch taking the next partition (Kafka's
+sticky partitioner; each task starts its round robin at a random partition). A topic that
+does not exist is created with one partition, as a Kafka broker with
+``auto.create.topics.enable`` does.
 
 One writer process at a time: a writable `Store` holds an exclusive lock on the data
 directory, like one Kafka broker per log dir. Each write task opens the store, appends, and
@@ -18,6 +21,7 @@ that fails after appending and is retried appends its rows again.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -36,7 +40,8 @@ from pyspark.sql.types import (
 )
 
 from ..core.errors import LogfsError
-from ..core.partitioner import partition_for_key
+from ..core.partitioner import Partitioner
+from ..core.store import Store
 from .plan import SparkOptionError
 
 DEFAULT_LOCK_TIMEOUT = 60.0
@@ -101,25 +106,21 @@ def _as_bytes(items: list) -> list:
 
 def append_batches(options: WriteOptions, batches: Iterator) -> dict[str, int]:
     """Append every row of ``batches`` (Arrow record batches) to the store; counts per
-    ``topic-partition``."""
+    ``topic-partition``. The store is opened only if there is a row to write."""
     counts: dict[str, int] = {}
-    store = None
-    try:
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            if store is None:
-                store = _open_writable(options)
-            _append_batch(store, options, batch, counts)
-    finally:
-        if store is not None:
-            store.close()
+    rows = (batch for batch in batches if batch.num_rows)
+    first = next(rows, None)
+    if first is None:
+        return counts
+    # One partitioner per task, started at random: see `Partitioner`.
+    partitioner = Partitioner(start=random.randrange(1 << 31))
+    with _open_writable(options) as store:
+        for batch in itertools.chain([first], rows):
+            _append_batch(store, partitioner, options, batch, counts)
     return counts
 
 
-def _open_writable(options: WriteOptions):
-    from ..core.store import Store
-
+def _open_writable(options: WriteOptions) -> Store:
     try:
         return Store(options.path, lock_timeout=options.lock_timeout)
     except LogfsError as e:
@@ -130,7 +131,9 @@ def _open_writable(options: WriteOptions):
         ) from e
 
 
-def _append_batch(store, options: WriteOptions, batch, counts: dict[str, int]) -> None:
+def _append_batch(
+    store: Store, partitioner: Partitioner, options: WriteOptions, batch, counts: dict[str, int]
+) -> None:
     values = _as_bytes(_column(batch, "value"))
     keys = _column(batch, "key")
     keys = _as_bytes(keys) if keys is not None else None
@@ -139,8 +142,8 @@ def _append_batch(store, options: WriteOptions, batch, counts: dict[str, int]) -
         headers = [tuple((h["key"], h["value"]) for h in hs or ()) for hs in headers]
     topics = [options.topic] * len(values) if options.topic else _column(batch, "topic")
     partitions = _column(batch, "partition")
-    groups: dict[tuple[str, int], list[int]] = {}
-    sticky: dict[str, int] = {}
+    chosen: list[int | None] = [None] * len(values)  # the partition of every row
+    unassigned: dict[str, list[int]] = {}  # rows without a partition, by topic
     known = store.topics()
     for i, topic in enumerate(topics):
         if topic is None:
@@ -148,17 +151,22 @@ def _append_batch(store, options: WriteOptions, batch, counts: dict[str, int]) -
         if topic not in known:
             store.create_topic(topic, partitions=1)
             known = store.topics()
-        count = known[topic]
         p = partitions[i] if partitions is not None else None
         if p is None:
-            key = keys[i] if keys is not None else None
-            if key is None:
-                p = sticky.setdefault(topic, random.randrange(count))
-            else:
-                p = partition_for_key(key, count)
-        elif not 0 <= p < count:
+            unassigned.setdefault(topic, []).append(i)
+        elif not 0 <= p < known[topic]:
             raise LogfsError(f"row {i}: partition {p} of topic {topic!r} does not exist")
-        groups.setdefault((topic, p), []).append(i)
+        chosen[i] = p
+    # Each topic's share of the batch is one append to the partitioner: keyed rows by key,
+    # the unkeyed ones together on the topic's sticky partition.
+    for topic, rows in unassigned.items():
+        row_keys = [None] * len(rows) if keys is None else [keys[i] for i in rows]
+        for p, picked in partitioner.split(row_keys, known[topic]).items():
+            for j in picked:
+                chosen[rows[j]] = p
+    groups: dict[tuple[str, int], list[int]] = {}
+    for i, topic in enumerate(topics):
+        groups.setdefault((topic, chosen[i]), []).append(i)
     for (topic, p), rows in groups.items():
         whole = len(rows) == len(values)
         log = store.log(topic, p)
