@@ -11,6 +11,11 @@
 # 2. A virtual environment in the checkout (.venv) holding logfs, editable, with
 #    its test and Spark extras. pip runs only when pyproject.toml has changed
 #    since the last install: a stamp .venv/.installed-<hash of pyproject.toml>.
+# 3. One line in the venv's site-packages, logfs-pyspark-python.pth, that sets
+#    PYSPARK_PYTHON to the venv's Python (unless already set) whenever it starts,
+#    so Spark's Python processes run it rather than python3 from PATH: a job run
+#    as .venv/bin/python job.py, from any directory, finds format("logfs") and
+#    its workers import logfs (docs/spark.md, "Install and register").
 #
 # Safe to run again and again; fast (well under a second) when all is in place.
 # Runs unattended (CI=true, no stdin). Environment:
@@ -123,4 +128,23 @@ else
         chown -R "$owner" "$VENV" "$ROOT"/*.egg-info 2>/dev/null || true
     fi
     say "done"
+fi
+
+# ------------------------------------------------------------ Spark's Python
+
+# Spark starts its Python processes (the lookup of installed pyspark_* data sources, then every
+# task's worker) with $PYSPARK_PYTHON, else python3 from PATH, which has no logfs; the JVM
+# copies the environment when the session starts, so the variable must be set by then. A .pth
+# line runs at every start of the venv's Python, before any job code. Not pip's file: pip
+# uninstall leaves it, and it only names this venv's Python.
+pth_line='import os, sys; sys.executable and os.environ.setdefault("PYSPARK_PYTHON", sys.executable)'
+pth=$(echo "$VENV"/lib/python3*/site-packages)/logfs-pyspark-python.pth
+if [[ ! -e $pth || $(<"$pth") != "$pth_line" ]]; then
+    [[ -d $(dirname "$pth") ]] || die "no site-packages in $VENV (found: $(dirname "$pth"))"
+    printf '%s\n' "$pth_line" >"$pth"
+    owner=$(stat -c %u:%g "$ROOT")
+    if ((EUID == 0)) && [[ $owner != 0:0 ]]; then
+        chown "$owner" "$pth"
+    fi
+    say "wrote $pth"
 fi

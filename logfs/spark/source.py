@@ -8,12 +8,18 @@ in `plan`, Arrow building in `arrow`.
 
 Schema, options and defaults are those of Spark's Kafka source (see docs/spark.md). Spark
 registers the source by itself once logfs is installed (the top-level ``pyspark_logfs``
-module); `register` does it by hand, e.g. when logfs is only on ``PYTHONPATH``.
+module) in the Python that ``PYSPARK_PYTHON`` names; `register` does it by hand, e.g. when
+logfs is shipped with ``--py-files``, and first checks, in local mode, that Spark's Python
+workers can import logfs at all.
 
 This module never imports trio or pyfuse3: it runs in Spark's Python workers.
 """
 
 from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
 
 try:
     from pyspark.sql.datasource import DataSource
@@ -22,6 +28,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         f"the logfs Spark data source needs PySpark and pyarrow: pip install 'logfs[spark]' ({e})"
     ) from None
 
+from ..core.errors import LogfsError
 from .plan import parse_options
 
 MISSING_ARROW = "the logfs Spark data source needs pyarrow: pip install 'logfs[spark]'"
@@ -83,7 +90,50 @@ def _check_mode(overwrite: bool) -> None:
         )
 
 
+class WorkerPythonError(LogfsError, RuntimeError):
+    """Spark's Python workers would run an interpreter that cannot import logfs."""
+
+
+# Run by the workers' interpreter: exit 0 when it can import logfs and pyarrow.
+_PROBE = (
+    "import importlib.util as u, sys; "
+    "sys.exit(not all(u.find_spec(m) for m in ('logfs', 'pyarrow')))"
+)
+
+
 def register(spark) -> None:
-    """Register the ``logfs`` format with a SparkSession (needed only when Spark did not
-    discover the installed ``pyspark_logfs`` module by itself)."""
+    """Register the ``logfs`` format with a SparkSession by hand.
+
+    Needed only when Spark did not find the installed ``pyspark_logfs`` module by itself (see
+    docs/spark.md). In local mode, first checks that the Python that Spark starts its workers
+    with can import logfs: otherwise every task would fail with "No module named 'logfs'".
+
+    Raises:
+        WorkerPythonError: that interpreter is missing or lacks logfs or pyarrow; the message
+            says what to set.
+    """
+    sc = spark.sparkContext
+    if sc.master.startswith("local"):
+        check_worker_python(sc.pythonExec)
     spark.dataSource.register(LogfsDataSource)
+
+
+def check_worker_python(python: str) -> None:
+    """Raise `WorkerPythonError` unless `python` (a SparkContext's ``pythonExec``: the
+    session's ``PYSPARK_PYTHON``, default ``python3`` from PATH) can import logfs and pyarrow.
+
+    Free when it is the driver's own interpreter; otherwise one short subprocess.
+    """
+    path = shutil.which(python)
+    if path == sys.executable:
+        return
+    if path is not None:
+        done = subprocess.run([path, "-c", _PROBE], capture_output=True, timeout=60)
+        if done.returncode == 0:
+            return
+    found = f"{path}, which cannot import logfs and pyarrow" if path else "not found"
+    raise WorkerPythonError(
+        f"Spark's Python workers run {python!r} ({found}). Set PYSPARK_PYTHON={sys.executable} "
+        "in the environment before the SparkSession starts (export it, or os.environ before "
+        "getOrCreate()), or install 'logfs[spark]' into that Python"
+    )
