@@ -19,6 +19,7 @@ import trio
 from logfs import Store
 from logfs.core.check import check
 from logfs.core.partitioner import partition_for_key
+from logfs.core.record import encode_batch
 from logfs.mount.framing import frame
 from logfs.mount.operations import ERRNOS, Operations, errno_for
 from logfs.mount.view import OFFSET_LISTING
@@ -129,7 +130,7 @@ def test_listing(fs, monkeypatch):
     assert fs.listdir("", monkeypatch) == ["orders"]
     assert fs.listdir("orders", monkeypatch) == ["0", "1", "append", "append.bin", "config"]
     assert sorted(fs.listdir("orders/0", monkeypatch)) == sorted(
-        ["append", "append.bin", "offset", "segments", "state", "stream", "time"]
+        ["append", "append.batches", "append.bin", "offset", "segments", "state", "stream", "time"]
     )
     fs.store.log("orders", 0).append([b"%d" % i for i in range(OFFSET_LISTING + 50)])
     listed = fs.listdir("orders/0/offset", monkeypatch)
@@ -273,6 +274,36 @@ def test_binary_frames(fs):
         fs.call("write", fh, 0, frame(b"z" * 101))
     fs.close(fh)
     assert len(fs.values("orders")) == 4
+
+
+def test_whole_batches(fs):
+    """append.batches: batches split over writes or many per write, one
+    receipt per write() that completed any; a bad batch fails its write()
+    (EINVAL) and keeps what was held before it; closing inside one is EINVAL."""
+    one, two, three = (encode_batch(0, [b"%d-%d" % (n, i) for i in range(n)]) for n in (1, 2, 3))
+    fh = fs.open("orders/1/append.batches", os.O_RDWR)
+    for chunk in (one[:5], one[5:20], one[20:] + two + three[:30]):
+        assert fs.call("write", fh, 0, chunk) == len(chunk)
+    assert fs.call("read", fh, 0, 4096) == b"1 0 2\n"  # one and two, in one write()
+    bad = bytearray(two)
+    bad[-1] ^= 1
+    with fuse_error(errno.EINVAL):
+        fs.call("write", fh, 0, three[30:] + bytes(bad))
+    with fuse_error(errno.EINVAL):  # so is a header that cannot start a batch
+        fs.call("write", fh, 0, three[30:] + bytes(12))
+    fs.call("write", fh, 0, three[30:])  # the held start of `three` is still there
+    assert fs.call("read", fh, 0, 4096) == b"1 3 5\n"
+    fs.call("write", fh, 0, one[:-1])
+    with fuse_error(errno.EINVAL):
+        fs.call("flush", fh)
+    fs.call("release", fh)
+    assert fs.values("orders", 1) == [b"1-0", b"2-0", b"2-1", b"3-0", b"3-1", b"3-2"]
+    fs.store.set_topic_config("orders", {"max.message.bytes": str(len(three) - 1)})
+    with fuse_error(errno.EINVAL):  # too large: EINVAL here, not append's EMSGSIZE
+        fs.write("orders/1/append.batches", three)
+    with fuse_error(errno.ENOENT):  # partitions only
+        fs.inode("orders/append.batches")
+    assert fs.store.log("orders", 1).next_offset == 6
 
 
 def test_topic_append_spreads_records(fs):

@@ -364,9 +364,10 @@ def test_read_only_mount(tmp_path):
         store.log("t", 0).append([b"old"])
     with Daemon(data, mountpoint, "ro"):
         assert (mountpoint / "t/0/offset/0").read_bytes() == b"old"
-        with pytest.raises(OSError) as e:
-            (mountpoint / "t/0/append").write_text("new\n")
-        assert e.value.errno == errno.EROFS
+        for name in ("append", "append.bin", "append.batches"):
+            with pytest.raises(OSError) as e:
+                (mountpoint / "t/0" / name).write_bytes(b"new\n")
+            assert e.value.errno == errno.EROFS
         with pytest.raises(OSError):
             os.mkdir(mountpoint / "u")
 

@@ -48,3 +48,15 @@ class ReadOnlyError(LogfsError):
 
 class UnsupportedCodecError(LogfsError):
     """A compression codec that is not known or not installed."""
+
+
+class InvalidBatchError(LogfsError):
+    """A batch offered for appending that Kafka's broker would refuse (its
+    LogValidator): bad framing, magic, CRC, offsets or records, or a control
+    or transactional batch."""
+
+
+class BatchTooLargeError(InvalidBatchError, RecordTooLargeError):
+    """An offered batch larger than max.message.bytes: invalid as a batch (the
+    mount's ``append.batches`` answers EINVAL) and Kafka's
+    RecordTooLargeException to callers of the store."""

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import batching, compression, lines
+from . import batching, compression, lines, validate
 from .config import TopicConfig, flush_due, segments_to_delete, should_roll
 from .errors import (
     OffsetOutOfRangeError,
@@ -237,6 +237,25 @@ class Log:
             return self.append(values)
         self._write(encoded, now)
         self.unflushed_messages += len(lengths)
+        return first
+
+    def append_batches(self, batches: Sequence[bytes | memoryview]) -> int:
+        """Append whole RecordBatch v2 batches a producer built, checked and given
+        their offsets as Kafka's broker does (validate.py): all are checked
+        before any is appended. Returns the offset of the first record.
+
+        Raises:
+            InvalidBatchError: a batch Kafka would refuse; `BatchTooLargeError`
+                (a RecordTooLargeError too) for one over max.message.bytes.
+            ReadOnlyError: the log was opened read-only.
+        """
+        if not self.writable:
+            raise ReadOnlyError(f"{self.topic}-{self.partition} is read-only")
+        first, now = self.next_offset, self.clock()
+        encoded, count = validate.prepare_batches(batches, self.config, first, now)
+        if encoded:
+            self._write(encoded, now)
+            self.unflushed_messages += count
         return first
 
     def _write(self, encoded: list[tuple[bytes, BatchInfo]], now: int) -> None:

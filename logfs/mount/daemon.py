@@ -7,6 +7,11 @@ open append files' unterminated lines become records, every log is flushed,
 the checkpoints are written, the file system is unmounted, the store's lock is
 released.
 
+While a writable mount runs, ``DATA/logfs-mount.json`` records where it is
+mounted and by which process (core/mountinfo.py), so that producers on the
+same machine hand their batches to this daemon; it is written once the mount
+is in the mount table and removed first at a clean shutdown.
+
 `mount` is ``logfs mount``: it checks what it can up front, then (unless
 foreground) starts the daemon in a new session and returns once the daemon
 reports the mount ready and it shows in /proc/self/mountinfo. `umount` is
@@ -21,7 +26,6 @@ import ctypes
 import json
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -33,6 +37,7 @@ from typing import NamedTuple
 import pyfuse3
 import trio
 
+from ..core import mountinfo
 from ..core.config import TopicConfig
 from ..core.errors import LogfsError
 from ..core.store import Store
@@ -130,6 +135,9 @@ def serve(
     flusher = Flusher(store)
     ops = Operations(store, flusher=flusher, partitions=options.partitions)
     fuse_options = {f"fsname={os.path.abspath(data)}", "subtype=logfs", *options.fuse}
+    # Resolved now: once mounted, a stat of the mount point from this thread would
+    # wait for an answer from this very thread.
+    real_mountpoint = os.path.realpath(mountpoint)
     try:
         pyfuse3.init(ops, mountpoint, fuse_options)
     except BaseException:
@@ -137,6 +145,8 @@ def serve(
         raise
     logger.info("mounted %s on %s", data, mountpoint)
     try:
+        if not options.read_only:
+            _write_mount_record(data, real_mountpoint, options)
         if ready is not None:
             ready()
         trio.run(_run, flusher)
@@ -147,8 +157,28 @@ def serve(
             teardown.callback(store.checkpoint)
             teardown.callback(store.flush)
             teardown.callback(ops.close_files)
+            # First: from here on producers go to the store, and wait for its lock.
+            teardown.callback(_remove_mount_record, data)
         logger.info("unmounted %s", mountpoint)
     return 0
+
+
+def _write_mount_record(data: str, mountpoint: str, options: MountOptions) -> None:
+    """The record producers find the mount by. Without it they fall back to the
+    store and wait for its lock, so failing to write it does not fail the mount."""
+    try:
+        mountinfo.write_record(
+            data, mountpoint, partitions=options.partitions, defaults=options.defaults
+        )
+    except OSError as e:
+        logger.warning("cannot write the mount record %s: %s", mountinfo.record_path(data), e)
+
+
+def _remove_mount_record(data: str) -> None:
+    try:
+        mountinfo.remove_record(data)
+    except OSError as e:
+        logger.warning("cannot remove the mount record %s: %s", mountinfo.record_path(data), e)
 
 
 async def _run(flusher: Flusher) -> None:
@@ -178,7 +208,7 @@ def mount(
 ) -> int:
     """``logfs mount``: returns 0 once the mount is ready (foreground: once it
     is unmounted again), else 1 with a one-line reason on stderr."""
-    data, mountpoint = os.path.abspath(data), os.path.abspath(mountpoint)
+    data, mountpoint = os.path.abspath(data), _kernel_path(mountpoint)
     try:
         opts = parse_options(options or {})
         _preflight(data, mountpoint, opts)
@@ -274,7 +304,7 @@ def daemon_main(argv: list[str]) -> int:
 
 def umount(mountpoint: str, timeout: float = 60.0) -> int:
     """``logfs umount``: flush, checkpoint and unmount; 0 once done."""
-    mountpoint = os.path.abspath(mountpoint)
+    mountpoint = _kernel_path(mountpoint)
     fstype = mount_type(mountpoint)
     if fstype is None:
         print(f"logfs umount: {mountpoint} is not mounted", file=sys.stderr)
@@ -301,39 +331,34 @@ def umount(mountpoint: str, timeout: float = 60.0) -> int:
     return 0
 
 
-def _daemon_pid(mountpoint: str) -> int | None:
-    """The daemon's pid from the root's xattr, in a thread: a hung mount must not hang us."""
-    result: list[int] = []
-
-    def ask() -> None:
-        with contextlib.suppress(OSError, ValueError):
-            result.append(int(os.getxattr(mountpoint, "user.logfs.pid")))
-
-    thread = threading.Thread(target=ask, daemon=True)
+def _kernel_path(path: str) -> str:
+    """``path`` absolute with symlinks resolved, as /proc/self/mountinfo names
+    mount points. A path that is a mount point is returned unresolved, never
+    stat'ed (a dead or hung mount would fail or block); the rest is resolved in
+    a thread, given up after 5 s for the same reason."""
+    path = os.path.abspath(path)
+    if is_mounted(path):
+        return path
+    result: list[str] = []
+    thread = threading.Thread(target=lambda: result.append(os.path.realpath(path)), daemon=True)
     thread.start()
     thread.join(5.0)
-    return result[0] if result else None
+    return result[0] if result else path
+
+
+def _daemon_pid(mountpoint: str) -> int | None:
+    """The daemon's pid from the root's xattr, in a thread: a hung mount must not hang us."""
+    return mountinfo.mount_pid(mountpoint)
 
 
 def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
+    return mountinfo.process_start_ticks(pid) is not None
 
 
 def mount_type(mountpoint: str) -> str | None:
     """The file system type mounted on ``mountpoint`` (from /proc/self/mountinfo), or None."""
-    target = os.path.abspath(mountpoint)
-    with open("/proc/self/mountinfo") as f:
-        entries = [line.split() for line in f]
-    found = None
-    for fields in entries:
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])  # \040: space
-        if point == target:
-            found = fields[fields.index("-") + 1]  # the last mount on top wins
-    return found
+    entry = mountinfo.mount_entry(mountpoint)
+    return None if entry is None else entry.fstype
 
 
 def is_mounted(mountpoint: str) -> bool:

@@ -15,7 +15,7 @@ from ..core.batching import max_record_bytes
 from ..core.config import TopicConfig, read_properties, write_properties
 from ..core.log import Log
 from ..core.store import Store
-from .framing import Framed, LengthFramer, LineFramer, Packed
+from .framing import Batches, BatchFramer, Framed, LengthFramer, LineFramer, Packed
 
 # At most this many bytes of unread receipts are kept per open append file:
 # a reader of receipts reads them as it goes, others never open for reading.
@@ -27,11 +27,15 @@ READ_AHEAD_MIN, READ_AHEAD_MAX = 1 << 20, 16 << 20
 
 
 class AppendFile:
-    """An open ``append`` / ``append.bin``: framing state and receipts.
+    """An open ``append`` / ``append.bin`` / ``append.batches``: framing state
+    and receipts.
 
-    A receipt is one line ``<partition> <first offset> <last offset>\\n`` per
-    append made through this open file; they are kept only when the file was
-    opened for reading too (``O_RDWR``), and reading returns and consumes them.
+    ``framing`` is ``"lines"`` (console-producer lines), ``"frames"``
+    (length-prefixed binary values) or ``"batches"`` (whole RecordBatch v2
+    batches; partition files only). A receipt is one line
+    ``<partition> <first offset> <last offset>\\n`` per append made through
+    this open file; they are kept only when the file was opened for reading
+    too (``O_RDWR``), and reading returns and consumes them.
     """
 
     def __init__(
@@ -40,15 +44,16 @@ class AppendFile:
         partition: int | None,
         config: TopicConfig,
         *,
-        binary: bool,
+        framing: str,
         receipts: bool,
     ):
         self.topic = topic
         self.partition = partition  # None: the topic's append file, records spread over partitions
-        if binary:
-            self.framer: LineFramer | LengthFramer = LengthFramer(
-                max_bytes=max_record_bytes(config)
-            )
+        self.framer: LineFramer | LengthFramer | BatchFramer
+        if framing == "batches":
+            self.framer = BatchFramer(max_bytes=config.max_message_bytes)
+        elif framing == "frames":
+            self.framer = LengthFramer(max_bytes=max_record_bytes(config))
         else:
             self.framer = LineFramer(
                 max_bytes=max_record_bytes(config),
@@ -73,12 +78,18 @@ class AppendFile:
         finally:
             self.framer.pending = b""
 
-    def append(self, store: Store, framed: Framed | Packed) -> None:
+    def append(self, store: Store, framed: Framed | Packed | Batches) -> None:
         """Append ``framed`` to this file's partition, or spread it over the
         topic's partitions as Kafka's default partitioner does; one receipt
         per partition appended to."""
         if isinstance(framed, Packed):
             self._append_packed(store, framed)
+            return
+        if isinstance(framed, Batches):
+            if framed.batches:  # whole batches: checked and given offsets by the log
+                log = store.log(self.topic, self.partition)
+                first = log.append_batches(framed.batches)
+                self.add_receipt(self.partition, first, log.next_offset - first)
             return
         if not framed.values:
             return

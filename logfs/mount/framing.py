@@ -1,6 +1,6 @@
 """How bytes written to the mount's append files become records.
 
-Two framings, both held per open file so that concurrent writers never
+Three framings, all held per open file so that concurrent writers never
 interleave inside a record:
 
 ``append`` — kafka-console-producer's: every ``\\n``-terminated line is one
@@ -18,8 +18,14 @@ sequence of frames::
 A frame may be split over any number of write() calls; a file closed in the
 middle of a frame is an error and the incomplete frame is dropped.
 
-Both framers are transactional per write: `feed` returns the complete records
-and the new ``pending`` tail without changing ``pending``; the caller
+``append.batches`` — whole Kafka RecordBatch v2 batches, as a producer
+builds them, cut by their length fields (`BatchFramer`, with
+`core.validate.split_batches`); the log checks each and assigns its offsets.
+A batch may be split over write() calls; a file closed inside one is an
+error and the incomplete batch is dropped.
+
+All three framers are transactional per write: `feed` returns the complete
+records and the new ``pending`` tail without changing ``pending``; the caller
 (`AppendFile.write`) commits the tail only after the records were appended,
 so a write() that is rejected (by the framer or by the log) appends nothing and
 leaves ``pending`` as it was. The one exception is `LineFramer`'s discarding of
@@ -34,6 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.errors import LogfsError
+from ..core.validate import split_batches
 
 PACKED_BYTES = 4096  # writes of at least this much are cut into lines with numpy
 
@@ -197,3 +204,40 @@ class LengthFramer:
 def frame(value: bytes) -> bytes:
     """One ``append.bin`` frame (for writers and tests)."""
     return len(value).to_bytes(LENGTH_BYTES, "big") + value
+
+
+class Batches(NamedTuple):
+    """Whole RecordBatch v2 batches cut out of a write, for `Log.append_batches`."""
+
+    batches: list[memoryview]
+
+
+class BatchFramer:
+    """``append.batches`` framing: whole batches by their length fields.
+
+    ``pending`` is an incomplete batch carried to the next write; as for
+    `LineFramer`, `feed` never changes it and the caller commits the tail.
+    """
+
+    def __init__(self, *, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.pending = b""
+
+    def feed(self, data: bytes) -> tuple[Batches, bytes]:
+        """Cut whole batches from ``pending + data``: the batches and the new
+        pending tail (see `LineFramer.feed` for who commits it).
+
+        Raises:
+            InvalidBatchError: a length field below a batch header's size, a
+                magic other than 2 or a batch over ``max_bytes``
+                (max.message.bytes), seen as soon as its first bytes arrive.
+        """
+        buf = self.pending + data if self.pending else bytes(data)
+        batches, used = split_batches(buf, self.max_bytes)
+        return Batches(batches), buf[used:]
+
+    def finish(self) -> Batches:
+        """Nothing may be pending at close: an incomplete batch is an error."""
+        if self.pending:
+            raise FramingError(f"file closed inside a batch ({len(self.pending)} bytes pending)")
+        return Batches([])

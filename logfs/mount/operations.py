@@ -3,9 +3,9 @@
 Handlers resolve the inode, call the store (or an open file's method) and
 build attributes; the tree's shape and the inode table are in tree.py,
 existence, listings and attributes in view.py, per-open-file state (append
-routing, config merging, stream read-ahead) in files.py, the line and binary
-framing in framing.py. Every error becomes an errno through the one table
-`ERRNOS`; only `FUSEError` leaves a handler.
+routing, config merging, stream read-ahead) in files.py, the line, binary
+and batch framing in framing.py. Every error becomes an errno through the
+one table `ERRNOS`; only `FUSEError` leaves a handler.
 
 Caching: directories and static files are cached for a second; ``offset/<n>``
 files for a minute (a record never changes; a deleted topic's paths get new
@@ -29,6 +29,7 @@ from ..core.config import flush_messages_reached
 from ..core.errors import (
     CorruptIndexError,
     CorruptRecordError,
+    InvalidBatchError,
     InvalidConfigError,
     InvalidTopicError,
     LogfsError,
@@ -51,7 +52,7 @@ from .files import (
 )
 from .flusher import Flusher
 from .framing import FramingError, TooLargeError
-from .tree import APPENDS, BINARY_APPENDS, DIRECTORIES, Kind, number
+from .tree import APPENDS, DIRECTORIES, FRAMINGS, TOPIC_APPENDS, Kind, number
 from .view import View, fail
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,8 @@ ERRNOS: dict[type[BaseException], int] = {
     OffsetOutOfRangeError: errno.ENOENT,
     UnknownTopicError: errno.ENOENT,
     InvalidTopicError: errno.EINVAL,
+    # BatchTooLargeError too: its MRO has InvalidBatchError before RecordTooLargeError
+    InvalidBatchError: errno.EINVAL,
     InvalidConfigError: errno.EINVAL,
     TopicExistsError: errno.EEXIST,
     RecordTooLargeError: errno.EMSGSIZE,
@@ -98,6 +101,9 @@ def fuse_errors(handler):
             if isinstance(e, (CorruptRecordError, CorruptIndexError)):
                 # bit rot below the recovery point is only found when read: say where
                 logger.error("%s%r: %s (answering EIO)", handler.__name__, args, e)
+            elif isinstance(e, InvalidBatchError):
+                # the writer only sees EINVAL: the daemon's log says what was wrong
+                logger.warning("%s refused a batch: %s", handler.__name__, e)
             elif not isinstance(e, LogfsError):
                 logger.debug("%s%r failed: %r", handler.__name__, args, e)
             raise pyfuse3.FUSEError(errno_for(e)) from None
@@ -271,11 +277,10 @@ class Operations(pyfuse3.Operations):
         fh = next(self._fh)
         if kind in APPENDS:
             config = self.store.topic_config(node.topic)
-            partition = node.partition if kind in (Kind.APPEND, Kind.APPEND_BIN) else None
+            partition = None if kind in TOPIC_APPENDS else node.partition
             reading = flags & os.O_ACCMODE != os.O_WRONLY
-            binary = kind in BINARY_APPENDS
             self.files[fh] = AppendFile(
-                node.topic, partition, config, binary=binary, receipts=reading
+                node.topic, partition, config, framing=FRAMINGS[kind], receipts=reading
             )
             # Receipts are a stream, not a file: without lseek, bash's `read`
             # (on `exec 3<>append`) takes one byte at a time instead of reading

@@ -7,7 +7,7 @@ Paths are tuples of names below the mount point::
     (topic, "append" | "append.bin")     TOPIC_APPEND[_BIN]
     (topic, "config")                    CONFIG
     (topic, "<p>")                       PARTITION        directory
-    (topic, "<p>", "append" | "append.bin" | "stream" | "state")
+    (topic, "<p>", "append" | "append.bin" | "append.batches" | "stream" | "state")
     (topic, "<p>", "offset" | "time" | "segments")        directories
     (topic, "<p>", "offset", "<n>")      OFFSET           one record's value
     (topic, "<p>", "time", "<ms>")       TIME             symlink to ../offset/<n>
@@ -43,6 +43,7 @@ class Kind(enum.Enum):
     PARTITION = "partition"
     APPEND = "append"
     APPEND_BIN = "append.bin"
+    APPEND_BATCHES = "append.batches"
     STREAM = "stream"
     STATE = "state"
     OFFSET_DIR = "offset/"
@@ -61,8 +62,16 @@ DIRECTORIES = {
     Kind.TIME_DIR,
     Kind.SEGMENT_DIR,
 }
-APPENDS = {Kind.APPEND, Kind.APPEND_BIN, Kind.TOPIC_APPEND, Kind.TOPIC_APPEND_BIN}
-BINARY_APPENDS = {Kind.APPEND_BIN, Kind.TOPIC_APPEND_BIN}
+# The append files and how each frames what is written (see framing.py).
+FRAMINGS = {
+    Kind.APPEND: "lines",
+    Kind.APPEND_BIN: "frames",
+    Kind.APPEND_BATCHES: "batches",
+    Kind.TOPIC_APPEND: "lines",
+    Kind.TOPIC_APPEND_BIN: "frames",
+}
+APPENDS = set(FRAMINGS)
+TOPIC_APPENDS = {Kind.TOPIC_APPEND, Kind.TOPIC_APPEND_BIN}
 
 TOPIC_CHILDREN = {
     "append": Kind.TOPIC_APPEND,
@@ -72,6 +81,7 @@ TOPIC_CHILDREN = {
 PARTITION_CHILDREN = {
     "append": Kind.APPEND,
     "append.bin": Kind.APPEND_BIN,
+    "append.batches": Kind.APPEND_BATCHES,
     "offset": Kind.OFFSET_DIR,
     "segments": Kind.SEGMENT_DIR,
     "state": Kind.STATE,
