@@ -1,0 +1,168 @@
+"""Handing whole batches to the one writer of a data directory.
+
+A data directory has one writer at a time: the daemon of a live mount, or a
+process holding ``DATA/.lock``. `open_writer` finds it the way a producer
+must: the live mount if its record says there is one (mountinfo.py), else the
+store opened for writing, waiting for the lock and switching to a mount that
+becomes live meanwhile. Then:
+
+- `append_through_mount` writes a partition's batches to
+  ``MNT/<topic>/<p>/append.batches`` (opened read-write): whole batches, as
+  many per ``write()`` as fit FUSE's 1 MiB ``max_write``, fsyncs, and reads
+  back the receipt lines ``<partition> <first offset> <last offset>``, one
+  per ``write()``;
+- `append_to_store` is `Log.append_batches`; closing the store fsyncs.
+
+Errors are the store's `LogfsError` classes either way: the mount's errno is
+turned back into the class the store would have raised.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from . import mountinfo
+from .errors import (
+    InvalidBatchError,
+    LogfsError,
+    ReadOnlyError,
+    RecordTooLargeError,
+    UnknownTopicError,
+)
+from .store import Store
+
+MAX_WRITE = 1 << 20  # FUSE's max_write: bytes per write() to append.batches
+BATCHES_FILE = "append.batches"
+# What a mount answers once its daemon is gone.
+GONE = {errno.ENOTCONN, errno.ECONNABORTED}
+ERRORS = {  # errno of append.batches -> the error the store would have raised
+    errno.EINVAL: InvalidBatchError,  # BatchTooLargeError too: the store's message says which
+    errno.EMSGSIZE: RecordTooLargeError,
+    errno.ENOENT: UnknownTopicError,
+    errno.EROFS: ReadOnlyError,
+}
+
+
+class ProducerError(LogfsError):
+    """Batches could not be delivered (a closed producer, a mount that went away)."""
+
+
+class MountGone(Exception):
+    """The mount went away before anything was written: try the next writer."""
+
+
+def open_writer(
+    data: str, lock_timeout: float, mount_timeout: float
+) -> Store | mountinfo.MountRecord:
+    """The live mount's record, else ``data`` opened for writing (the caller
+    closes it). While the lock is busy, a mount that becomes live is taken.
+
+    Raises:
+        LogfsError: the store's "in use by another logfs process" after
+            ``lock_timeout`` seconds, or its error opening DATA.
+    """
+    deadline = time.monotonic() + lock_timeout
+    while True:
+        record = mountinfo.live_record(data, mount_timeout)
+        if record is not None:
+            return record
+        try:
+            return Store(data)
+        except LogfsError as e:
+            # Opening a store raises a plain LogfsError only for a busy lock.
+            if type(e) is not LogfsError or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.05)
+
+
+def append_to_store(store: Store, topic: str, partition: int, batches: Sequence[bytes]) -> int:
+    """`Log.append_batches`: the first offset assigned."""
+    return store.log(topic, partition).append_batches(batches)
+
+
+def append_through_mount(
+    data: str,
+    mountpoint: str,
+    topic: str,
+    partition: int,
+    batches: Sequence[bytes],
+    receipt: Callable[[int, int, int], None],
+    mount_timeout: float = mountinfo.XATTR_TIMEOUT,
+) -> int:
+    """Write ``batches`` to the partition's ``append.batches`` and fsync it.
+
+    ``receipt(partition, first, last)`` is called for each receipt read back,
+    also those of the writes before a failure. Returns the records acknowledged.
+
+    Raises:
+        MountGone: the mount went away before anything was written.
+        ProducerError: it went away during the writes (their fate is unknown).
+        LogfsError: the class the store would have raised for what the mount refused.
+    """
+    path = os.path.join(mountpoint, topic, str(partition), BATCHES_FILE)
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError as e:
+        if e.errno in GONE or mountinfo.live_record(data, mount_timeout) is None:
+            raise MountGone(path) from e
+        raise mount_error(e, f"opening {path}") from e
+    error = None
+    try:
+        for chunk in chunks(batches, MAX_WRITE):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except OSError as e:
+        error = e
+    try:
+        appended = _read_receipts(fd, receipt)
+    except OSError as e:
+        error, appended = error or e, 0
+    finally:
+        try:
+            os.close(fd)
+        except OSError as e:
+            error = error or e
+    if error is not None and error.errno in GONE:
+        raise ProducerError(
+            f"the mount went away while writing to {path}: of {len(batches)} batches, "
+            f"those without a receipt may or may not have been appended"
+        ) from error
+    if error is not None:
+        raise mount_error(error, f"writing to {path}") from error
+    return appended
+
+
+def _read_receipts(fd: int, receipt: Callable[[int, int, int], None]) -> int:
+    text = b""
+    while chunk := os.read(fd, 65536):  # an empty read: no receipt pending
+        text += chunk
+    appended = 0
+    for line in text.decode().splitlines():
+        partition, first, last = map(int, line.split())
+        receipt(partition, first, last)
+        appended += last - first + 1
+    return appended
+
+
+def chunks(batches: Sequence[bytes], limit: int) -> Iterable[bytes]:
+    """Whole batches joined into writes of at most ``limit`` bytes (a larger batch alone)."""
+    group: list[bytes] = []
+    size = 0
+    for batch in batches:
+        if group and size + len(batch) > limit:
+            yield b"".join(group)
+            group, size = [], 0
+        group.append(batch)
+        size += len(batch)
+    if group:
+        yield b"".join(group)
+
+
+def mount_error(e: OSError, doing: str) -> LogfsError:
+    """The store's error class for what the mount answered ``doing`` something."""
+    return ERRORS.get(e.errno, ProducerError)(f"{doing}: {e.strerror}")

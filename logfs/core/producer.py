@@ -1,0 +1,415 @@
+"""A Kafka-style producer for a data directory, mounted or not.
+
+Records are batched and encoded in the producer's own process, as a Kafka
+producer does: each partition's records are cut into RecordBatch v2 batches of
+at most ``batch_size`` bytes (Kafka's ``batch.size``), compressed with the
+topic's ``compression.type`` (for ``producer``, the producer's own
+``compression_type``), with relative offsets from 0. `Producer.flush` hands
+each partition's batches to the one writer of DATA, which assigns the offsets
+(delivery.py):
+
+- **a live mount** of DATA (found by its mount record, see mountinfo.py): the
+  batches are written to ``MNT/<topic>/<p>/append.batches`` — several whole
+  batches per ``write()``, at most FUSE's 1 MiB each — the receipts are read
+  back from the same descriptor and the file is fsynced;
+- **else the store**: DATA is opened for writing (taking its lock, waiting up
+  to ``lock_timeout`` seconds), `Log.append_batches` appends, and closing the
+  store fsyncs and checkpoints. The lock is not held between flushes, so a
+  mount can start meanwhile; the next flush then goes through it.
+
+Either way `flush` returns once the records are durable on disk (Kafka's
+``acks=all``), with the same receipts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from . import compression, mountinfo
+from .batching import HEADER_OVERHEAD, RECORD_OVERHEAD
+from .config import TopicConfig
+from .delivery import (
+    GONE,
+    MountGone,
+    ProducerError,
+    append_through_mount,
+    append_to_store,
+    mount_error,
+    open_writer,
+)
+from .errors import (
+    InvalidConfigError,
+    RecordTooLargeError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from .partitioner import Partitioner, partition_for_key
+from .record import HEADER_SIZE, encode_batch
+from .store import Store, validate_topic_name
+
+BATCH_SIZE = 16384  # Kafka's batch.size
+BUFFER_MEMORY = 32 << 20  # Kafka's buffer.memory: pending bytes that make send() flush
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")  # Kafka's producer compression.type
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Receipt(NamedTuple):
+    """Offsets ``first_offset..last_offset`` of ``topic``-``partition`` hold
+    this producer's records, in the order they were sent."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    last_offset: int
+
+
+class _Topic(NamedTuple):
+    partitions: int
+    config: TopicConfig
+
+
+class _Pending:
+    """One partition's records: closed, encoded batches and the open batch."""
+
+    def __init__(self) -> None:
+        self.batches: list[bytes] = []
+        self.counts: list[int] = []  # records per batch
+        self.open: list[tuple[bytes | None, bytes | None, tuple, int]] = []
+        self.open_bytes = 0
+
+
+class Producer:
+    """Sends records to the topics of the data directory ``data``.
+
+    Args:
+        data: the data directory (created, without a mount, if missing).
+        batch_size: Kafka's ``batch.size``: the most bytes of records in a batch
+            (a larger record gets a batch of its own; 0: one record per batch).
+        compression_type: Kafka's producer ``compression.type`` (none, gzip,
+            snappy, lz4, zstd), used for topics whose ``compression.type`` is
+            ``producer``; other topics get their own codec.
+        buffer_memory: pending bytes beyond which `send` flushes by itself.
+        lock_timeout: seconds a flush without a mount waits for DATA's lock.
+        mount_timeout: seconds to wait for a mount's answer before taking it for hung.
+
+    Not thread-safe: use one producer per thread.
+    """
+
+    def __init__(
+        self,
+        data: str | os.PathLike,
+        *,
+        batch_size: int = BATCH_SIZE,
+        compression_type: str | None = None,
+        buffer_memory: int = BUFFER_MEMORY,
+        lock_timeout: float = 30.0,
+        mount_timeout: float = mountinfo.XATTR_TIMEOUT,
+    ) -> None:
+        if compression_type is not None and compression_type not in CODECS:
+            raise InvalidConfigError(
+                f"compression_type {compression_type!r} is not one of {', '.join(CODECS)}"
+            )
+        if batch_size < 0:
+            raise InvalidConfigError(f"batch_size {batch_size} is negative")
+        self.data = os.fspath(data)
+        self.batch_size = batch_size
+        self.compression_type = compression_type or "none"
+        self.buffer_memory = buffer_memory
+        self.lock_timeout = lock_timeout
+        self.mount_timeout = mount_timeout
+        # Each producer starts its round robin at a random partition, as Kafka's does.
+        self._partitioner = Partitioner(random.randrange(1 << 16))
+        self._topics: dict[str, _Topic] = {}
+        self._sticky: dict[str, int] = {}
+        self._pending: dict[tuple[str, int], _Pending] = {}
+        self._pending_bytes = 0
+        self._receipts: list[Receipt] = []
+        self._closed = False
+
+    # ------------------------------------------------------------ sending
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        headers: Iterable[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> int:
+        """Queue one record; returns its partition.
+
+        ``value`` None is a tombstone. The partition is ``partition`` if given,
+        else Kafka's default partitioner's: ``murmur2(key) % partitions`` for a
+        key, else the topic's sticky partition, which moves on (round robin)
+        each time its batch fills up and at each flush. ``timestamp`` is epoch
+        milliseconds, now if None. A topic that does not exist is created
+        (Kafka's ``auto.create.topics.enable``).
+
+        Raises:
+            RecordTooLargeError: the record alone, encoded as the topic's batch,
+                exceeds its ``max.message.bytes``; nothing is queued.
+            InvalidTopicError, UnknownTopicError: a bad name; ``partition`` out of range.
+            ProducerError: the producer is closed.
+            LogfsError: what `flush` raises, when more than ``buffer_memory``
+                bytes were pending and this send flushed them.
+        """
+        if self._closed:
+            raise ProducerError("the producer is closed")
+        value, key = _bytes(value, "value"), _bytes(key, "key")
+        record_headers = tuple((_name(k), _bytes(v, "header value")) for k, v in headers or ())
+        timestamp = now_ms() if timestamp is None else int(timestamp)
+        meta = self._topic(topic)
+        size = RECORD_OVERHEAD + len(key or b"") + len(value or b"")
+        size += sum(HEADER_OVERHEAD + len(k.encode()) + len(v or b"") for k, v in record_headers)
+        record = (key, value, record_headers, timestamp)
+        codec = self._codec(meta.config)
+        self._check_size(topic, meta.config, codec, size, record)
+        if partition is not None:
+            if not 0 <= partition < meta.partitions:
+                raise UnknownTopicError(
+                    f"partition {partition} of {topic!r} is not in [0, {meta.partitions})"
+                )
+        elif key is not None:
+            partition = partition_for_key(key, meta.partitions)
+        else:
+            partition = self._sticky.get(topic)
+            if partition is None or self._full(topic, partition, size, meta.config):
+                partition = self._partitioner.sticky(meta.partitions)
+            self._sticky[topic] = partition
+        pending = self._pending.setdefault((topic, partition), _Pending())
+        if self._full(topic, partition, size, meta.config):
+            self._close_batch(pending, codec, meta.config.max_message_bytes)
+        pending.open.append(record)
+        pending.open_bytes += size
+        self._pending_bytes += size
+        if self._pending_bytes > self.buffer_memory:
+            self._deliver()
+        return partition
+
+    def _full(self, topic: str, partition: int, size: int, config: TopicConfig) -> bool:
+        """Whether the partition's open batch has records and cannot take ``size`` more."""
+        pending = self._pending.get((topic, partition))
+        if pending is None or not pending.open:
+            return False
+        budget = min(self.batch_size, config.max_message_bytes) - HEADER_SIZE
+        return pending.open_bytes + size > budget
+
+    def _codec(self, config: TopicConfig) -> int:
+        name = config.compression_type
+        return compression.BY_NAME[self.compression_type if name == "producer" else name]
+
+    @staticmethod
+    def _check_size(topic: str, config: TopicConfig, codec: int, size: int, record) -> None:
+        limit = config.max_message_bytes
+        bound = HEADER_SIZE + size
+        # Incompressible data grows a little when compressed: near the limit, encode to know.
+        if bound + (0 if codec == compression.NONE else bound // 64 + 1024) <= limit:
+            return
+        exact = len(_encode([record], codec))
+        if exact > limit:
+            raise RecordTooLargeError(
+                f"record of {exact} bytes (as a batch) exceeds max.message.bytes={limit} "
+                f"of topic {topic!r}"
+            )
+
+    def _close_batch(self, pending: _Pending, codec: int, limit: int) -> None:
+        for batch, count in _encode_within(pending.open, codec, limit):
+            pending.batches.append(batch)
+            pending.counts.append(count)
+            self._pending_bytes += len(batch)
+        self._pending_bytes -= pending.open_bytes
+        pending.open, pending.open_bytes = [], 0
+
+    # ------------------------------------------------------------ topic metadata
+
+    def _topic(self, topic: str) -> _Topic:
+        """Partition count and configuration, read once per flush (read-only,
+        no lock); the topic is created first if it does not exist."""
+        meta = self._topics.get(topic)
+        if meta is None:
+            meta = self._read_topic(topic)
+            if meta is None:
+                validate_topic_name(topic)
+                self._create_topic(topic)
+                meta = self._read_topic(topic)
+                if meta is None:
+                    raise UnknownTopicError(f"topic {topic!r} vanished as it was created")
+            self._topics[topic] = meta
+        return meta
+
+    def _read_topic(self, topic: str) -> _Topic | None:
+        record = mountinfo.live_record(self.data, self.mount_timeout)
+        if not os.path.isdir(self.data):
+            return None
+        # The mount's -o defaults are part of its topics' effective configuration.
+        defaults = record.defaults if record is not None else None
+        with Store(self.data, read_only=True, defaults=defaults) as store:
+            if topic not in store.topics():
+                return None
+            return _Topic(len(store.partitions(topic)), store.topic_config(topic))
+
+    def _create_topic(self, topic: str) -> None:
+        record = mountinfo.live_record(self.data, self.mount_timeout)
+        if record is not None:
+            try:
+                os.mkdir(os.path.join(record.mountpoint, topic))  # the mount's partitions=N
+                return
+            except FileExistsError:
+                return
+            except OSError as e:
+                if e.errno not in GONE:
+                    raise mount_error(e, f"creating topic {topic!r} in {record.mountpoint}") from e
+        store = open_writer(self.data, self.lock_timeout, self.mount_timeout)
+        if isinstance(store, mountinfo.MountRecord):  # a mount started meanwhile
+            return self._create_topic(topic)
+        with store, contextlib.suppress(TopicExistsError):  # another writer was first
+            store.create_topic(topic, partitions=1)
+
+    # ------------------------------------------------------------ flushing
+
+    def flush(self) -> list[Receipt]:
+        """Deliver every queued record; returns once they are durable.
+
+        Returns:
+            One `Receipt` per contiguous run of offsets appended since the last
+            flush, in (topic, partition) order: one per partition, unless
+            another writer appended between two of this producer's writes.
+
+        Raises:
+            LogfsError: the store's error (its lock held past ``lock_timeout``,
+                a batch refused) or `ProducerError`. Batches are kept for the
+                next flush if nothing could be written; those of the partition
+                being written are dropped (refused, or of unknown fate when the
+                mount went away mid-write). Receipts of what was appended
+                before the error come with the next flush.
+        """
+        if self._closed:
+            raise ProducerError("the producer is closed")
+        self._deliver()
+        receipts, self._receipts = self._receipts, []
+        return receipts
+
+    def close(self) -> None:
+        """Flush what is queued and refuse further sends (idempotent). The
+        receipts of this last flush are not returned: flush first for them."""
+        if not self._closed:
+            try:
+                self._deliver()
+            finally:
+                self._closed = True
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _deliver(self) -> None:
+        for (topic, _), pending in self._pending.items():
+            if pending.open:
+                meta = self._topics.get(topic) or self._topic(topic)
+                self._close_batch(pending, self._codec(meta.config), meta.config.max_message_bytes)
+        self._topics.clear()  # re-read metadata after each flush, as Kafka refreshes it
+        self._sticky.clear()
+        for _ in range(3):  # a mount that goes away is looked for again, then the store
+            if not self._pending:
+                return
+            writer = open_writer(self.data, self.lock_timeout, self.mount_timeout)
+            if isinstance(writer, Store):
+                with writer:  # closing it fsyncs and checkpoints
+                    for key in sorted(self._pending):
+                        batches, count = self._take(key)  # appended, or refused as a whole
+                        self._done(key, append_to_store(writer, *key, batches), count)
+                return
+            with contextlib.suppress(MountGone):
+                for key in sorted(self._pending):
+                    self._through_mount(writer.mountpoint, key)
+        raise ProducerError(f"the mount of {self.data} keeps going away")
+
+    def _through_mount(self, mountpoint: str, key: tuple[str, int]) -> None:
+        batches = self._pending[key].batches
+        try:
+            appended = append_through_mount(
+                self.data,
+                mountpoint,
+                *key,
+                batches,
+                lambda p, first, last: self._done((key[0], p), first, last - first + 1),
+                self.mount_timeout,
+            )
+        except MountGone:
+            raise  # nothing written: the batches stay for the next writer
+        except BaseException:
+            self._take(key)  # refused, or of unknown fate: never sent twice
+            raise
+        _, count = self._take(key)
+        if appended != count:
+            raise ProducerError(f"{key[0]}-{key[1]}: {appended} of {count} records acknowledged")
+
+    def _take(self, key: tuple[str, int]) -> tuple[list[bytes], int]:
+        """Remove a partition's batches from the pending ones; with their record count."""
+        pending = self._pending.pop(key)
+        self._pending_bytes -= sum(map(len, pending.batches))
+        return pending.batches, sum(pending.counts)
+
+    def _done(self, key: tuple[str, int], first: int, count: int) -> None:
+        """Record a receipt, merged into the partition's last if contiguous."""
+        receipt = Receipt(*key, first, first + count - 1)
+        for i in range(len(self._receipts) - 1, -1, -1):
+            last = self._receipts[i]
+            if last[:2] == key:
+                if last.last_offset + 1 == first:
+                    self._receipts[i] = last._replace(last_offset=receipt.last_offset)
+                    return
+                break
+        self._receipts.append(receipt)
+
+
+def _encode(records: Sequence[tuple], codec: int) -> bytes:
+    keys = [r[0] for r in records]
+    headers = [r[2] for r in records]
+    timestamps = [r[3] for r in records]
+    return encode_batch(
+        0,
+        [r[1] for r in records],
+        keys=keys if any(k is not None for k in keys) else None,
+        headers=headers if any(headers) else None,
+        timestamps=timestamps[0] if min(timestamps) == max(timestamps) else timestamps,
+        codec=codec,
+    )
+
+
+def _encode_within(records: Sequence[tuple], codec: int, limit: int) -> list[tuple[bytes, int]]:
+    """Batches of ``records`` (and their record counts), halved until each is at
+    most ``limit``: a compressed batch can come out larger than estimated."""
+    batch = _encode(records, codec)
+    if len(batch) <= limit or len(records) == 1:
+        return [(batch, len(records))]
+    middle = len(records) // 2
+    return _encode_within(records[:middle], codec, limit) + _encode_within(
+        records[middle:], codec, limit
+    )
+
+
+def _bytes(data, what: str) -> bytes | None:
+    if data is None or type(data) is bytes:
+        return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(f"a record's {what} must be bytes or None, not {type(data).__name__}")
+
+
+def _name(name) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"a header name must be a str, not {type(name).__name__}")
+    return name
