@@ -73,3 +73,32 @@ def test_full_index(tmp_path):
     assert not index.is_full
     index.append(2, 20)
     assert index.is_full
+
+
+def test_check_rejects_positions_outside_the_log(tmp_path):
+    """Regression (found by the corruption property test): a garbled entry at
+    position -2**31 passed the check and recovery then read at that position."""
+    path = tmp_path / "00000000000000000000.index"
+    path.write_bytes(np.array([(0, -(2**31))], dtype=OFFSET_ENTRY).tobytes())
+    index = OffsetIndex(str(path), 0, 1 << 20, writable=False)
+    index.load()
+    with pytest.raises(CorruptIndexError, match="position -2147483648"):
+        index.check(1000)
+    path.write_bytes(np.array([(5, 100), (9, 1000)], dtype=OFFSET_ENTRY).tobytes())
+    index.load()
+    with pytest.raises(CorruptIndexError, match="log is 1000 bytes"):
+        index.check(1000)
+    index.check(1001)
+
+
+def test_entries_are_pending_until_write_pending(tmp_path):
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(str(path), 0, 1 << 20, writable=True)
+    index.append(5, 100)
+    index.fileno()  # the fd to fsync: writes nothing by itself
+    assert path.read_bytes() == b""
+    index.write_pending()
+    assert path.read_bytes() == np.array([(5, 100)], dtype=OFFSET_ENTRY).tobytes()
+    index.append(9, 200)
+    index.close()  # closing writes what is pending
+    assert len(path.read_bytes()) == 2 * OFFSET_ENTRY.itemsize

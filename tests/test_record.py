@@ -236,7 +236,7 @@ def test_varint_extremes(n, size):
     encoded = record.varint(n)
     assert len(encoded) == size
     assert encoded == kafka_varint(n)
-    assert record._read_varint(encoded, 0) == (n, size)
+    assert record.read_varint(encoded, 0) == (n, size)
 
 
 @settings(max_examples=300)
@@ -251,12 +251,12 @@ def test_varint_matches_kafka_python(n):
 @given(INT64, st.binary(max_size=3), st.binary(max_size=3))
 def test_varint_round_trip_inside_a_buffer(n, before, after):
     buf = before + kafka_varint(n) + after
-    assert record._read_varint(buf, len(before)) == (n, len(buf) - len(after))
+    assert record.read_varint(buf, len(before)) == (n, len(buf) - len(after))
 
 
 def test_varint_longer_than_ten_bytes_is_corrupt():
     with pytest.raises(CorruptRecordError):
-        record._read_varint(b"\xff" * 11, 0)
+        record.read_varint(b"\xff" * 11, 0)
 
 
 # ---------------------------------------------------------------- CRC-32C

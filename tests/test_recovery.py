@@ -6,11 +6,14 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logfs import Store
-from logfs.core.record import CRC_OFFSET, LOG_OVERHEAD, read_header
+from logfs.core.errors import CorruptRecordError
+from logfs.core.record import CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, read_header
+from logfs.core.segment import base_offset_of, iter_batches, read_region, segment_name
 from logfs.core.store import RECOVERY_POINT_FILE
 
 CONFIG = {"segment.bytes": "3000", "index.interval.bytes": "200"}
@@ -114,6 +117,82 @@ def test_missing_and_corrupt_indexes_are_rebuilt(tmp_path):
         log = store.log("t", 0)
         assert [log.read(o).value for o in range(len(values))] == values
     assert {p: p.read_bytes() for p in index_files} == good
+
+
+def walk_both_ways(fd, size, chunk):
+    """(position, size, base offset, next offset) of each batch, walked batch by
+    batch and region by region; both walks must agree."""
+    walked = [
+        (p, h.size, h.base_offset, h.next_offset)
+        for p, h, _ in iter_batches(fd, 0, size, chunk=chunk)
+    ]
+    regions, position = [], 0
+    while position < size:
+        data, offsets, headers = read_region(fd, position, size, chunk, pad=10)
+        regions += [
+            (position + o, h.size, h.base_offset, h.next_offset)
+            for o, h in zip(offsets, headers, strict=True)
+        ]
+        after = offsets[-1] + headers[-1].size
+        assert data[after : after + 10] == bytes(10)
+        position += after
+    assert regions == walked
+    return walked
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(5, 40), st.integers(HEADER_SIZE, 600))
+def test_the_walker_finds_every_batch_whatever_its_chunk(tmp_path_factory, batches, chunk):
+    path = tmp_path_factory.mktemp("d")
+    fill(path, batches)
+    for seg_path, expected in layout(path / "t-0"):
+        with open(seg_path, "rb") as f:
+            assert walk_both_ways(f.fileno(), seg_path.stat().st_size, chunk) == expected
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(5, 40), st.integers(HEADER_SIZE, 600), st.booleans(), st.data())
+def test_the_walker_stops_at_the_first_bad_batch(tmp_path_factory, batches, chunk, cut, data):
+    path = tmp_path_factory.mktemp("d")
+    fill(path, batches)
+    seg_path, seg_batches = layout(path / "t-0")[0]
+    i = data.draw(st.integers(0, len(seg_batches) - 1), label="batch")
+    pos, size, _, _ = seg_batches[i]
+    blob = bytearray(seg_path.read_bytes())
+    if cut:
+        del blob[pos + data.draw(st.integers(1, size - 1), label="cut") :]  # inside it
+    else:
+        blob[pos + CRC_OFFSET] ^= 0xFF
+    seg_path.write_bytes(bytes(blob))
+    with open(seg_path, "rb") as f:
+        walked = []
+        with pytest.raises(CorruptRecordError) as e:
+            for position, _, _ in iter_batches(f.fileno(), 0, len(blob), chunk=chunk, path="x"):
+                walked.append(position)
+        assert e.value.args[1] == pos and e.value.args[0].startswith("x: ")
+        assert walked == [p for p, _, _, _ in seg_batches[:i]]
+        with pytest.raises(CorruptRecordError):
+            read_region(f.fileno(), pos, len(blob), chunk)
+
+
+@pytest.mark.parametrize(
+    "name, suffix, base",
+    [
+        ("00000000000000368769.log", ".log", 368769),
+        ("00000000000000368769.timeindex", None, 368769),
+        ("00000000000000368769.index", ".log", None),
+        ("00000000000000368769.log.deleted", ".log", None),  # not loaded, not checked
+        ("0000000000000036876.log", ".log", None),
+        ("000000000000003687690.log", ".log", None),
+        ("0000000000000036876x.log", None, None),
+        ("0000000000000036876\u0661.log", None, None),  # a digit, but not an ASCII one
+        ("00000000000000368769", None, None),
+    ],
+)
+def test_segment_file_names(name, suffix, base):
+    assert base_offset_of(name, suffix) == base
+    if base is not None:
+        assert segment_name(base, name[20:]) == name
 
 
 WRITER = textwrap.dedent(

@@ -5,10 +5,19 @@ per batch (offsets, count, position, create time, size, magic, codec, CRC and
 whether it is valid), optionally one line per record, and index entries with
 an optional check that each points where it should.
 
-`check` validates every batch of every partition and compares each index
-with one rebuilt from its log, without writing; `check(repair=True)` forgets
-the recovery points, so opening the store validates everything, truncates at
-the first bad batch and rebuilds every index.
+`check` reads each segment's ``.log`` once, in chunks, and finds:
+
+- batches that do not validate (header, size, CRC) or whose offsets go back;
+- offset index (``.index``) entries that do not name a batch of the log: each
+  entry must be a batch's last offset and that batch's position;
+- either index file failing to load (a size that is not whole entries, entries
+  out of order), an offset index entry past the log's end, or a time index
+  entry for an offset past the log's last.
+
+The time index (``.timeindex``) is only loaded and sanity-checked like that,
+not compared with the log's timestamps. `check(repair=True)` forgets the
+recovery points, so opening the store validates everything, truncates at the
+first bad batch and rebuilds every index.
 """
 
 from __future__ import annotations
@@ -16,48 +25,49 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from .compression import NAMES
 from .config import TopicConfig
 from .errors import CorruptIndexError, CorruptRecordError, LogfsError
 from .index import OffsetIndex, TimeIndex
-from .record import BatchHeader, computed_crc, decode_records, read_header
-from .segment import LogSegment
+from .record import HEADER_SIZE, BatchHeader, crc_matches, decode_records, read_header
+from .segment import base_offset_of, iter_batches
 from .store import RECOVERY_POINT_FILE, Store
 
 
-def _batches(path: Path) -> Iterator[tuple[int, BatchHeader | None, bytes, str]]:
-    """(position, header, batch, problem) for each batch; stops at the first
-    unreadable header."""
-    data = path.read_bytes()
-    position = 0
-    while position < len(data):
+def _batches(path: Path) -> Iterator[tuple[int, BatchHeader | None, memoryview, str]]:
+    """(position, header, batch, problem) for each batch, CRC not checked;
+    stops after the first that is unreadable (no header) or truncated."""
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
         try:
-            header = read_header(data, position)
+            for position, header, batch in iter_batches(fd, 0, size, verify=False):
+                yield position, header, batch, ""
         except CorruptRecordError as e:
-            yield position, None, b"", str(e)
-            return
-        batch = data[position : position + header.size]
-        problem = ""
-        if len(batch) < header.size:
-            problem = (
-                f"batch at position {position} is truncated ({len(batch)} of {header.size} bytes)"
-            )
-        yield position, header, batch, problem
-        if problem:
-            return
-        position += header.size
+            # The walk stops at the first batch it cannot use: say whether its
+            # header is bad or the file ends inside it.
+            position = e.args[1]
+            try:
+                header = read_header(os.pread(fd, HEADER_SIZE, position), 0, position)
+            except CorruptRecordError as bad:
+                yield position, None, memoryview(b""), str(bad)
+                return
+            got = size - position
+            truncated = f"batch at position {position} is truncated ({got} of {header.size} bytes)"
+            yield position, header, memoryview(b""), truncated
 
 
 def dump_log(path: Path, *, print_data: bool = False) -> Iterator[str]:
-    base = int(path.name[:20]) if path.name[:20].isdigit() else 0
+    base = base_offset_of(path.name) or 0
     yield f"Dumping {path}"
     yield f"Log starting offset: {base}"
     for position, header, batch, problem in _batches(path):
         if header is None:
             yield f"Found unreadable data at position {position}: {problem}"
             return
-        valid = not problem and computed_crc(batch) == header.crc
+        valid = not problem and crc_matches(batch, header)
         yield (
             f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} "
             f"count: {header.records_count} baseSequence: {header.base_sequence} "
@@ -95,7 +105,7 @@ def _text(data: bytes | None) -> str:
 
 
 def dump_index(path: Path, *, verify: bool = False) -> Iterator[str]:
-    base = int(path.name[:20])
+    base = base_offset_of(path.name)
     yield f"Dumping {path}"
     kind = OffsetIndex if path.suffix == ".index" else TimeIndex
     index = kind(str(path), base, 1 << 31, writable=False)
@@ -124,7 +134,7 @@ def dump(
             raise LogfsError(f"{name}: no such file")
         if path.suffix == ".log":
             yield from dump_log(path, print_data=print_data)
-        elif path.suffix in (".index", ".timeindex") and path.name[:20].isdigit():
+        elif path.suffix in (".index", ".timeindex") and base_offset_of(path.name) is not None:
             yield from dump_index(path, verify=verify_index)
         else:
             raise LogfsError(f"{name}: not a .log, .index or .timeindex file")
@@ -149,6 +159,15 @@ def check(data: str | os.PathLike, *, repair: bool = False) -> list[str]:
     return problems
 
 
+class _Walked(NamedTuple):
+    """What one walk of a ``.log`` file found."""
+
+    problem: str  # the first bad batch, or ""
+    next_offset: int | None  # after the last batch before the first problem
+    end_offset: int  # after the last readable batch
+    positions: dict[int, int]  # last offset -> position, of every readable batch
+
+
 def _problems(path: Path) -> list[str]:
     problems = []
     # Only the store's list of partitions: opening its logs would load and walk
@@ -162,42 +181,56 @@ def _problems(path: Path) -> list[str]:
     for topic, partition, directory in partitions:
         next_offset = None
         for log_path in sorted(directory.glob("*.log")):
-            if not log_path.name[:20].isdigit():
+            base = base_offset_of(log_path.name, ".log")
+            if base is None:
                 continue
-            for position, header, batch, problem in _batches(log_path):
-                if header is not None and not problem and computed_crc(batch) != header.crc:
-                    problem = f"batch at position {position}: crc mismatch"
-                if (
-                    header is not None
-                    and next_offset is not None
-                    and header.base_offset < next_offset
-                ):
-                    problem = (
-                        f"batch at position {position}: offset {header.base_offset} goes backwards"
-                    )
-                if problem:
-                    problems.append(f"{log_path}: {problem}")
-                    break
-                next_offset = header.next_offset
-            problems += _index_problems(log_path, topic, partition)
+            walked = _walk_log(log_path, base, next_offset)
+            if walked.problem:
+                problems.append(f"{log_path}: {walked.problem}")
+            next_offset = walked.next_offset
+            problems += _index_problems(log_path, base, walked, f"{topic}-{partition}")
     return problems
 
 
-def _index_problems(log_path: Path, topic: str, partition: int) -> list[str]:
-    base = int(log_path.name[:20])
-    segment = LogSegment(str(log_path.parent), base, TopicConfig(), writable=False)
+def _walk_log(log_path: Path, base: int, next_offset: int | None) -> _Walked:
+    """Walk a ``.log`` once: its first problem (bad CRC, offsets going back
+    from ``next_offset``, an unreadable batch) and where its batches are.
+
+    The walk goes on past a bad CRC or offset, as loading the segment does
+    (it checks neither), so the indexes are compared with the same batches.
+    """
+    problem, end_offset, positions = "", base, {}
+    for position, header, batch, unusable in _batches(log_path):
+        if not unusable:
+            positions[header.last_offset] = position
+            end_offset = header.next_offset
+        if problem:
+            continue
+        problem = unusable
+        if not problem and not crc_matches(batch, header):
+            problem = f"batch at position {position}: crc mismatch"
+        if header is not None and next_offset is not None and header.base_offset < next_offset:
+            problem = f"batch at position {position}: offset {header.base_offset} goes backwards"
+        if not problem:
+            next_offset = header.next_offset
+    return _Walked(problem, next_offset, end_offset, positions)
+
+
+def _index_problems(log_path: Path, base: int, walked: _Walked, partition: str) -> list[str]:
+    """The first problem of the segment's two indexes, given what the walk of
+    its log found."""
+    max_bytes = TopicConfig().segment_index_bytes
+    offset_index = OffsetIndex(str(log_path.with_suffix(".index")), base, max_bytes, writable=False)
+    time_index = TimeIndex(str(log_path.with_suffix(".timeindex")), base, max_bytes, writable=False)
     try:
-        segment.load()
-        expected = {h.last_offset: pos for pos, h, _, p in _batches(log_path) if h and not p}
-        index = segment.offset_index
-        for i in range(len(index)):
-            offset, position = index.entry(i)
-            if expected.get(offset) != position:
-                return [
-                    f"{segment.index_path}: entry ({offset}, {position}) does not match the log"
-                ]
-    except (CorruptIndexError, CorruptRecordError) as e:
-        return [f"{topic}-{partition}: {e}"]
-    finally:
-        segment.close()
+        offset_index.load()
+        time_index.load()
+        offset_index.check(log_path.stat().st_size)
+        time_index.check(walked.end_offset)
+    except CorruptIndexError as e:
+        return [f"{partition}: {e}"]
+    for i in range(len(offset_index)):
+        offset, position = offset_index.entry(i)
+        if walked.positions.get(offset) != position:
+            return [f"{offset_index.path}: entry ({offset}, {position}) does not match the log"]
     return []

@@ -21,10 +21,16 @@ Both files are derived data. Their one query is "largest lower bound": the
 last entry whose key is <= the target. A missing, truncated or inconsistent
 index is rebuilt from the log; Kafka's preallocated files with zero-filled
 tails are read by dropping the zero entries.
+
+New entries are pending in memory until `write_pending` appends them to the
+file, which the segment calls when it is flushed, rolled or closed (and after
+recovery); an entry lost in a crash is rebuilt from the log, as the index is
+trusted only up to the recovery point.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 from typing import NamedTuple
@@ -33,6 +39,7 @@ import numpy as np
 
 from .errors import CorruptIndexError
 
+MARK_BYTES = 64 * 1024  # stream bytes between the marks of a `SegmentStream`
 OFFSET_ENTRY = np.dtype([("offset", ">i4"), ("position", ">i4")])
 TIME_ENTRY = np.dtype([("timestamp", ">i8"), ("offset", ">i4")])
 
@@ -50,8 +57,8 @@ class TimestampOffset(NamedTuple):
 class _Index:
     """Entries of one index file: two growable int64 columns mirrored on disk.
 
-    Entries are appended to the file as they are added (one write per append
-    call of the segment); fsync happens when the segment is flushed.
+    Entries added are pending in memory; `write_pending` appends them to the
+    file in one write, `close` too. fsync is the caller's, on `fileno`.
     """
 
     dtype: np.dtype
@@ -115,13 +122,14 @@ class _Index:
         return self._fd
 
     def write_pending(self) -> None:
-        """Write the entries added since the last call to the file."""
+        """Append the entries added since the last call to the file."""
         if self._written < self._count and self.writable:
             os.write(self._open(), self._entries_bytes(self._written, self._count))
         self._written = self._count
 
     def fileno(self) -> int:
-        self.write_pending()
+        """The file's descriptor, to fsync; pending entries are not written
+        (call `write_pending` first)."""
         return self._open()
 
     def _rewrite(self) -> None:
@@ -228,6 +236,8 @@ class OffsetIndex(_Index):
                 f"{self.path}: entry points at position {self.last.position}, "
                 f"log is {log_size} bytes"
             )
+        if self._count and self._values[0] < 0:  # positions are in order: the first is least
+            raise CorruptIndexError(f"{self.path}: entry points at position {int(self._values[0])}")
 
 
 class TimeIndex(_Index):
@@ -272,3 +282,59 @@ class TimeIndex(_Index):
             raise CorruptIndexError(
                 f"{self.path}: entry for offset {last.offset} past log end {next_offset}"
             )
+
+
+# ---------------------------------------------------------------- the stream index
+
+
+class Counted(NamedTuple):
+    """Stream bytes of a run of batches, and marks into it."""
+
+    total: int
+    offsets: list[int]
+    positions: list[int]
+
+
+class SegmentStream:
+    """A segment's stream index (lines.py), in memory only: its stream bytes
+    (the loaded part, counted lazily, then appends) and marks into them.
+
+    Marks ``(offset, stream position)`` are taken at batch boundaries at
+    least every `MARK_BYTES` of stream; its one query, `mark_before`, is
+    "largest lower bound" too.
+    """
+
+    def __init__(self, loaded_size: int) -> None:
+        self.loaded_size = loaded_size
+        self.loaded: Counted | None = None if loaded_size else Counted(0, [], [])
+        self.appended = 0
+        self._offsets: list[int] = []
+        self._positions: list[int] = []
+        self.origin: tuple[int, int] | None = None  # (log start offset, its stream position)
+
+    def on_append(self, next_offset: int, stream_bytes: list[int], last_offsets: list[int]):
+        """Batches appended at ``next_offset``: their stream bytes and last offsets."""
+        first = next_offset
+        for size, last in zip(stream_bytes, last_offsets, strict=True):
+            if not self._positions or self.appended - self._positions[-1] >= MARK_BYTES:
+                self._offsets.append(first)
+                self._positions.append(self.appended)
+            self.appended += size
+            first = last + 1
+
+    @property
+    def size(self) -> int | None:
+        """Stream bytes of the whole segment; None until the loaded part is counted."""
+        return None if self.loaded is None else self.loaded.total + self.appended
+
+    def mark_before(self, position: int) -> tuple[int, int]:
+        """The last mark at or before stream ``position`` (of this segment):
+        ``(offset, position)``; needs the loaded part counted."""
+        loaded = self.loaded
+        if position >= loaded.total and self._positions:
+            i = max(0, bisect.bisect_right(self._positions, position - loaded.total) - 1)
+            return self._offsets[i], loaded.total + self._positions[i]
+        i = bisect.bisect_right(loaded.positions, position) - 1
+        if i < 0:
+            return -1, 0  # the segment's first offset
+        return loaded.offsets[i], loaded.positions[i]

@@ -2,7 +2,8 @@
 
 The mount's ``stream`` file is every record's value followed by ``\\n``, from
 the log start offset. Its size and the position of each record in it are kept
-per segment, as *stream bytes* (value bytes plus one per record):
+per segment (`index.SegmentStream`), as *stream bytes* (value bytes plus one
+per record):
 
 - batches appended since the segment was opened add their stream bytes as they
   are written (the encoder knows them), so a growing partition's size is a sum
@@ -19,91 +20,19 @@ mark interval. Control batches add nothing (readers skip them).
 
 from __future__ import annotations
 
-import bisect
 import os
-from typing import NamedTuple
+from typing import TYPE_CHECKING
 
 from . import compression
 from .columnar import PAD, decode, decode_region, stream_bytes, value_lines
-from .errors import CorruptRecordError
-from .record import HEADER_SIZE, BatchHeader, decode_records, read_header, verify_crc
+from .index import MARK_BYTES, Counted
+from .record import BatchHeader, decode_records
+from .segment import LogSegment, read_region
 
-MARK_BYTES = 64 * 1024
+if TYPE_CHECKING:  # only for types: log.py imports this module
+    from .log import Log
+
 REGION_BYTES = 8 << 20  # decoding this much at a time amortizes numpy's per-call costs
-
-
-class Counted(NamedTuple):
-    """Stream bytes of a run of batches, and marks into it."""
-
-    total: int
-    offsets: list[int]
-    positions: list[int]
-
-
-class SegmentStream:
-    """A segment's stream bytes: the loaded part (counted lazily), then appends."""
-
-    def __init__(self, loaded_size: int) -> None:
-        self.loaded_size = loaded_size
-        self.loaded: Counted | None = None if loaded_size else Counted(0, [], [])
-        self.appended = 0
-        self._offsets: list[int] = []
-        self._positions: list[int] = []
-        self.origin: tuple[int, int] | None = None  # (log start offset, its stream position)
-
-    def on_append(self, next_offset: int, stream_bytes: list[int], last_offsets: list[int]):
-        """Batches appended at ``next_offset``: their stream bytes and last offsets."""
-        first = next_offset
-        for size, last in zip(stream_bytes, last_offsets, strict=True):
-            if not self._positions or self.appended - self._positions[-1] >= MARK_BYTES:
-                self._offsets.append(first)
-                self._positions.append(self.appended)
-            self.appended += size
-            first = last + 1
-
-    @property
-    def size(self) -> int | None:
-        """Stream bytes of the whole segment; None until the loaded part is counted."""
-        return None if self.loaded is None else self.loaded.total + self.appended
-
-    def mark_before(self, position: int) -> tuple[int, int]:
-        """The last mark at or before stream ``position`` (of this segment):
-        ``(offset, position)``; needs the loaded part counted."""
-        loaded = self.loaded
-        if position >= loaded.total and self._positions:
-            i = max(0, bisect.bisect_right(self._positions, position - loaded.total) - 1)
-            return self._offsets[i], loaded.total + self._positions[i]
-        i = bisect.bisect_right(loaded.positions, position) - 1
-        if i < 0:
-            return -1, 0  # the segment's first offset
-        return loaded.offsets[i], loaded.positions[i]
-
-
-def read_region(
-    fd: int, position: int, end: int, max_bytes: int, path: str = ""
-) -> tuple[bytearray, list[int], list[BatchHeader]]:
-    """Whole CRC-checked batches from ``position`` (a batch boundary), about
-    ``max_bytes`` of them (at least one) and none past ``end``: the bytes
-    (padded for `columns.decode_region`), their positions in it and headers."""
-    want = max(HEADER_SIZE, min(max_bytes, end - position))
-    region = bytearray(want + len(PAD))
-    got = os.preadv(fd, [memoryview(region)[:want]], position)
-    positions, headers, pos = [], [], 0
-    while pos + HEADER_SIZE <= got:
-        header = read_header(region, pos, position + pos)
-        if pos + header.size > got:
-            if positions:
-                break
-            region = bytearray(header.size + len(PAD))  # one batch larger than max_bytes
-            got = os.preadv(fd, [memoryview(region)[: header.size]], position)
-            if got < header.size:
-                raise CorruptRecordError(f"{path}: batch at {position} runs past the end")
-        verify_crc(memoryview(region)[pos : pos + header.size], header, position + pos)
-        positions.append(pos)
-        headers.append(header)
-        pos += header.size
-    region[pos : pos + len(PAD)] = PAD  # what follows the last batch reads as zeros
-    return region, positions, headers
 
 
 def batch_lines(
@@ -138,9 +67,9 @@ def count_loaded(path: str, loaded_size: int) -> Counted:
         total, offsets, positions, last_mark = 0, [], [], -MARK_BYTES
         position = 0
         while position < loaded_size:
-            region, starts, headers = read_region(fd, position, loaded_size, REGION_BYTES, path)
-            if not headers:
-                break
+            region, starts, headers = read_region(
+                fd, position, loaded_size, REGION_BYTES, pad=len(PAD), path=path
+            )
             sizes = batch_lines(region, starts, headers, count_only=True)
             for header, size in zip(headers, sizes, strict=True):
                 if total - last_mark >= MARK_BYTES:
@@ -155,7 +84,7 @@ def count_loaded(path: str, loaded_size: int) -> Counted:
 
 
 def lines_from(
-    segment, offset: int, max_bytes: int = REGION_BYTES
+    segment: LogSegment, offset: int, max_bytes: int = REGION_BYTES
 ) -> tuple[bytes | memoryview, int]:
     """Lines of ``segment``'s records from ``offset`` on, about ``max_bytes`` of
     log at a time; returns them and the offset after the last one."""
@@ -166,7 +95,7 @@ def lines_from(
     if found is None:
         return b"", end_offset
     region, positions, headers = read_region(
-        segment.fileno(), found[0], segment.size, max_bytes, segment.log_path
+        segment.fileno(), found[0], segment.size, max_bytes, pad=len(PAD), path=segment.log_path
     )
     lines = batch_lines(region, positions, headers, start=offset)
     return lines, headers[-1].next_offset
@@ -175,7 +104,7 @@ def lines_from(
 # ---------------------------------------------------------------- a partition's stream
 
 
-def _origin(log) -> int:
+def _origin(log: Log) -> int:
     """Stream bytes of the first segment's records below the log start offset
     (non-zero only when a checkpoint put the log start inside a segment)."""
     first = log.segments[0] if log.segments else None
@@ -194,12 +123,12 @@ def _origin(log) -> int:
     return first.stream.origin[1]
 
 
-def uncounted(log) -> list:
+def uncounted(log: Log) -> list[LogSegment]:
     """The segments whose loaded part is still to be counted (`count_loaded`)."""
     return [s for s in list(log.segments) if s.stream.loaded is None]
 
 
-def size(log) -> int | None:
+def size(log: Log) -> int | None:
     """The size of ``log``'s stream; None while a segment is uncounted."""
     total = 0
     for segment in list(log.segments):
@@ -210,7 +139,7 @@ def size(log) -> int | None:
     return total - _origin(log)
 
 
-def locate(log, position: int) -> tuple[int, int]:
+def locate(log: Log, position: int) -> tuple[int, int]:
     """A record at or before stream ``position``, at most about `MARK_BYTES`
     before it: ``(offset, its stream position)``; ``(next_offset, size)`` past
     the end. Every segment must be counted."""

@@ -195,6 +195,50 @@ def verify_crc(batch: bytes | memoryview, header: BatchHeader, position: int = 0
         )
 
 
+def crc_matches(batch: bytes | memoryview, header: BatchHeader) -> bool:
+    """Whether a whole batch's bytes have the CRC its header stores (`verify_crc`
+    without the error, for reports that go on past a bad batch)."""
+    try:
+        verify_crc(batch, header)
+    except CorruptRecordError:
+        return False
+    return True
+
+
+def pack_header_into(
+    buf: bytearray | memoryview,
+    position: int,
+    base_offset: int,
+    size: int,
+    attributes: int,
+    count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+) -> None:
+    """Write the header of the batch at ``buf[position:position + size]``, whose
+    records section is already in place, and then its CRC over that section.
+
+    The batch is written as a producer without idempotence writes it: leader
+    epoch, producer id, producer epoch and base sequence all -1.
+
+    Args:
+        size: bytes of the whole batch, header included.
+        count: records in the batch (at consecutive offsets from ``base_offset``).
+    """
+    HEADER.pack_into(
+        buf, position, base_offset, size - LOG_OVERHEAD, -1, MAGIC, 0, attributes,
+        count - 1, base_timestamp, max_timestamp, -1, -1, -1, count,
+    )  # fmt: skip
+    write_crc(buf, position, size)
+
+
+def write_crc(buf: bytearray | memoryview, position: int, size: int) -> None:
+    """Store the CRC of the batch at ``buf[position:position + size]`` in its
+    header, once every byte it covers is in place."""
+    crc = crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : position + size])
+    struct.pack_into(">I", buf, position + CRC_OFFSET, crc)
+
+
 # ---------------------------------------------------------------- varints
 
 
@@ -216,10 +260,19 @@ def varint(n: int) -> bytes:
     return _SMALL_VARINTS[n] if 0 <= n < 16384 else _encode_varint(n)
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
+    """The zig-zag varint at ``buf[pos]`` and the position after it.
+
+    Raises:
+        IndexError: the varint runs past the end of ``buf``.
+        CorruptRecordError: it is longer than 10 bytes.
+    """
     b = buf[pos]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
+    z = (b & 0x7F) | (buf[pos + 1] << 7)
+    if z < 0x4000:  # two bytes (values under 8192): no loop, as for most lengths
+        return (z >> 1) ^ -(z & 1), pos + 2
     z, shift = b & 0x7F, 7
     while True:
         pos += 1
@@ -265,14 +318,9 @@ def encode_batch(
     if codec != compression.NONE:
         body = compression.compress(codec, body)
     attributes = codec | (TIMESTAMP_TYPE_BIT if timestamp_type == LOG_APPEND_TIME else 0)
-    batch = bytearray(
-        HEADER.pack(
-            base_offset, HEADER_SIZE - LOG_OVERHEAD + len(body), -1, MAGIC, 0,
-            attributes, count - 1, base_ts, max_ts, -1, -1, -1, count,
-        )
-    )  # fmt: skip
-    batch += body
-    struct.pack_into(">I", batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    batch = bytearray(HEADER_SIZE + len(body))
+    batch[HEADER_SIZE:] = body
+    pack_header_into(batch, 0, base_offset, len(batch), attributes, count, base_ts, max_ts)
     return bytes(batch)
 
 
@@ -310,6 +358,15 @@ def _bytes_field(data: bytes | None) -> list[bytes]:
 # ---------------------------------------------------------------- decode
 
 
+def records_section(batch: bytes | memoryview, header: BatchHeader) -> bytes | memoryview:
+    """The records section of a whole batch, decompressed (uncompressed: a
+    slice of ``batch``, no copy)."""
+    body = batch[HEADER_SIZE : header.size]
+    if header.codec != compression.NONE:
+        return compression.decompress(header.codec, bytes(body))
+    return body
+
+
 def decode_records(batch: bytes | memoryview, header: BatchHeader | None = None) -> list[Record]:
     """All records of a whole (validated) batch, with absolute offsets.
 
@@ -318,9 +375,7 @@ def decode_records(batch: bytes | memoryview, header: BatchHeader | None = None)
     """
     if header is None:
         header = read_header(batch)
-    body = bytes(batch[HEADER_SIZE : header.size])
-    if header.codec != compression.NONE:
-        body = compression.decompress(header.codec, body)
+    body = bytes(records_section(batch, header))  # bytes: keys and values are slices of it
     try:
         return _decode_body(body, header)
     except (IndexError, UnicodeDecodeError) as e:
@@ -335,32 +390,32 @@ def _decode_body(body: bytes, header: BatchHeader) -> list[Record]:
     records = []
     pos = 0
     for _ in range(header.records_count):
-        length, pos = _read_varint(body, pos)
+        length, pos = read_varint(body, pos)
         end = pos + length
         pos += 1  # record attributes, unused
-        ts_delta, pos = _read_varint(body, pos)
-        offset_delta, pos = _read_varint(body, pos)
-        key_len, pos = _read_varint(body, pos)
+        ts_delta, pos = read_varint(body, pos)
+        offset_delta, pos = read_varint(body, pos)
+        key_len, pos = read_varint(body, pos)
         key = None
         if key_len >= 0:
             key = body[pos : pos + key_len]
             pos += key_len
-        value_len, pos = _read_varint(body, pos)
+        value_len, pos = read_varint(body, pos)
         value = None
         if value_len >= 0:
             value = body[pos : pos + value_len]
             pos += value_len
-        count, pos = _read_varint(body, pos)
+        count, pos = read_varint(body, pos)
         if count < 0:
             raise CorruptRecordError(f"batch at offset {base_offset}: {count} record headers")
         rec_headers = ()
         if count:
             items = []
             for _ in range(count):
-                hk_len, pos = _read_varint(body, pos)
+                hk_len, pos = read_varint(body, pos)
                 hkey = body[pos : pos + hk_len].decode()
                 pos += hk_len
-                hv_len, pos = _read_varint(body, pos)
+                hv_len, pos = read_varint(body, pos)
                 hvalue = None
                 if hv_len >= 0:
                     hvalue = body[pos : pos + hv_len]
@@ -384,16 +439,14 @@ def _decode_body(body: bytes, header: BatchHeader) -> list[Record]:
 def record_at(batch: bytes | memoryview, header: BatchHeader, offset: int) -> Record | None:
     """The one record of a batch at ``offset``, hopping over the others by
     their length prefix instead of decoding them; None if no record has it."""
-    body = bytes(batch[HEADER_SIZE : header.size])
-    if header.codec != compression.NONE:
-        body = compression.decompress(header.codec, body)
+    body = bytes(records_section(batch, header))
     target = offset - header.base_offset
     pos = 0
     try:
         for _ in range(header.records_count):
-            length, start = _read_varint(body, pos)
-            _, field = _read_varint(body, start + 1)  # timestamp delta
-            delta, _ = _read_varint(body, field)
+            length, start = read_varint(body, pos)
+            _, field = read_varint(body, start + 1)  # timestamp delta
+            delta, _ = read_varint(body, field)
             if delta == target:
                 one = header._replace(records_count=1)
                 return _decode_body(body[pos : start + length], one)[0]

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from .config import TopicConfig
 from .errors import CorruptIndexError, CorruptRecordError
-from .segment import LogSegment
+from .segment import LogSegment, base_offset_of
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,8 @@ def load_segments(
         directory.mkdir(parents=True, exist_ok=True)
         for stray in directory.glob("*.deleted"):
             stray.unlink()
-    bases = sorted(int(p.name[:20]) for p in directory.glob("*.log") if is_segment_name(p.name))
+    named = (base_offset_of(p.name, ".log") for p in directory.glob("*.log"))
+    bases = sorted(base for base in named if base is not None)
     first = max(0, bisect.bisect_right(bases, recovery_point) - 1)
     segments: list[LogSegment] = []
     truncated = 0
@@ -74,11 +75,8 @@ def _ends_short(segment: LogSegment, bases: list[int], i: int) -> bool:
 
 def _delete_segments_after(directory: Path, base: int) -> None:
     for path in sorted(directory.glob("*.log")):
-        if is_segment_name(path.name) and int(path.name[:20]) > base:
+        later = base_offset_of(path.name, ".log")
+        if later is not None and later > base:
             logger.warning("%s: deleting segment after a truncated one", path)
             for suffix in (".log", ".index", ".timeindex"):
                 path.with_suffix(suffix).unlink(missing_ok=True)
-
-
-def is_segment_name(name: str) -> bool:
-    return len(name) == 24 and name.endswith(".log") and name[:20].isdigit()
