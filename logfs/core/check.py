@@ -31,8 +31,8 @@ from .compression import NAMES
 from .config import TopicConfig
 from .errors import CorruptIndexError, CorruptRecordError, LogfsError
 from .index import OffsetIndex, TimeIndex
+from .logfile import base_offset_of, iter_batches
 from .record import HEADER_SIZE, BatchHeader, crc_matches, decode_records, read_header
-from .segment import base_offset_of, iter_batches
 from .store import RECOVERY_POINT_FILE, Store
 
 

@@ -30,7 +30,6 @@ trusted only up to the recovery point.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import os
 from typing import NamedTuple
@@ -39,7 +38,6 @@ import numpy as np
 
 from .errors import CorruptIndexError
 
-MARK_BYTES = 64 * 1024  # stream bytes between the marks of a `SegmentStream`
 OFFSET_ENTRY = np.dtype([("offset", ">i4"), ("position", ">i4")])
 TIME_ENTRY = np.dtype([("timestamp", ">i8"), ("offset", ">i4")])
 
@@ -282,59 +280,3 @@ class TimeIndex(_Index):
             raise CorruptIndexError(
                 f"{self.path}: entry for offset {last.offset} past log end {next_offset}"
             )
-
-
-# ---------------------------------------------------------------- the stream index
-
-
-class Counted(NamedTuple):
-    """Stream bytes of a run of batches, and marks into it."""
-
-    total: int
-    offsets: list[int]
-    positions: list[int]
-
-
-class SegmentStream:
-    """A segment's stream index (lines.py), in memory only: its stream bytes
-    (the loaded part, counted lazily, then appends) and marks into them.
-
-    Marks ``(offset, stream position)`` are taken at batch boundaries at
-    least every `MARK_BYTES` of stream; its one query, `mark_before`, is
-    "largest lower bound" too.
-    """
-
-    def __init__(self, loaded_size: int) -> None:
-        self.loaded_size = loaded_size
-        self.loaded: Counted | None = None if loaded_size else Counted(0, [], [])
-        self.appended = 0
-        self._offsets: list[int] = []
-        self._positions: list[int] = []
-        self.origin: tuple[int, int] | None = None  # (log start offset, its stream position)
-
-    def on_append(self, next_offset: int, stream_bytes: list[int], last_offsets: list[int]):
-        """Batches appended at ``next_offset``: their stream bytes and last offsets."""
-        first = next_offset
-        for size, last in zip(stream_bytes, last_offsets, strict=True):
-            if not self._positions or self.appended - self._positions[-1] >= MARK_BYTES:
-                self._offsets.append(first)
-                self._positions.append(self.appended)
-            self.appended += size
-            first = last + 1
-
-    @property
-    def size(self) -> int | None:
-        """Stream bytes of the whole segment; None until the loaded part is counted."""
-        return None if self.loaded is None else self.loaded.total + self.appended
-
-    def mark_before(self, position: int) -> tuple[int, int]:
-        """The last mark at or before stream ``position`` (of this segment):
-        ``(offset, position)``; needs the loaded part counted."""
-        loaded = self.loaded
-        if position >= loaded.total and self._positions:
-            i = max(0, bisect.bisect_right(self._positions, position - loaded.total) - 1)
-            return self._offsets[i], loaded.total + self._positions[i]
-        i = bisect.bisect_right(loaded.positions, position) - 1
-        if i < 0:
-            return -1, 0  # the segment's first offset
-        return loaded.offsets[i], loaded.positions[i]

@@ -2,7 +2,7 @@
 
 The mount's ``stream`` file is every record's value followed by ``\\n``, from
 the log start offset. Its size and the position of each record in it are kept
-per segment (`index.SegmentStream`), as *stream bytes* (value bytes plus one
+per segment (`SegmentStream`), as *stream bytes* (value bytes plus one
 per record):
 
 - batches appended since the segment was opened add their stream bytes as they
@@ -20,19 +20,74 @@ mark interval. Control batches add nothing (readers skip them).
 
 from __future__ import annotations
 
+import bisect
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import compression
 from .columnar import PAD, decode, decode_region, stream_bytes, value_lines
-from .index import MARK_BYTES, Counted
+from .logfile import read_region
 from .record import BatchHeader, decode_records
-from .segment import LogSegment, read_region
 
-if TYPE_CHECKING:  # only for types: log.py imports this module
+if TYPE_CHECKING:  # only for types: log.py and segment.py import this module
     from .log import Log
+    from .segment import LogSegment
 
 REGION_BYTES = 8 << 20  # decoding this much at a time amortizes numpy's per-call costs
+MARK_BYTES = 64 * 1024  # stream bytes between the marks of a `SegmentStream`
+
+
+class Counted(NamedTuple):
+    """Stream bytes of a run of batches, and marks into it."""
+
+    total: int
+    offsets: list[int]
+    positions: list[int]
+
+
+class SegmentStream:
+    """A segment's stream index (lines.py), in memory only: its stream bytes
+    (the loaded part, counted lazily, then appends) and marks into them.
+
+    Marks ``(offset, stream position)`` are taken at batch boundaries at
+    least every `MARK_BYTES` of stream; its one query, `mark_before`, is
+    "largest lower bound" too.
+    """
+
+    def __init__(self, loaded_size: int) -> None:
+        self.loaded_size = loaded_size
+        self.loaded: Counted | None = None if loaded_size else Counted(0, [], [])
+        self.appended = 0
+        self._offsets: list[int] = []
+        self._positions: list[int] = []
+        self.origin: tuple[int, int] | None = None  # (log start offset, its stream position)
+
+    def on_append(self, next_offset: int, stream_bytes: list[int], last_offsets: list[int]):
+        """Batches appended at ``next_offset``: their stream bytes and last offsets."""
+        first = next_offset
+        for size, last in zip(stream_bytes, last_offsets, strict=True):
+            if not self._positions or self.appended - self._positions[-1] >= MARK_BYTES:
+                self._offsets.append(first)
+                self._positions.append(self.appended)
+            self.appended += size
+            first = last + 1
+
+    @property
+    def size(self) -> int | None:
+        """Stream bytes of the whole segment; None until the loaded part is counted."""
+        return None if self.loaded is None else self.loaded.total + self.appended
+
+    def mark_before(self, position: int) -> tuple[int, int]:
+        """The last mark at or before stream ``position`` (of this segment):
+        ``(offset, position)``; needs the loaded part counted."""
+        loaded = self.loaded
+        if position >= loaded.total and self._positions:
+            i = max(0, bisect.bisect_right(self._positions, position - loaded.total) - 1)
+            return self._offsets[i], loaded.total + self._positions[i]
+        i = bisect.bisect_right(loaded.positions, position) - 1
+        if i < 0:
+            return -1, 0  # the segment's first offset
+        return loaded.offsets[i], loaded.positions[i]
 
 
 def batch_lines(

@@ -384,6 +384,14 @@ def decode_records(batch: bytes | memoryview, header: BatchHeader | None = None)
         ) from None
 
 
+def _read_bytes(body: bytes, pos: int) -> tuple[bytes | None, int]:
+    """A length-prefixed bytes field (length -1: None) and the position after it."""
+    length, pos = read_varint(body, pos)
+    if length < 0:
+        return None, pos
+    return body[pos : pos + length], pos + length
+
+
 def _decode_body(body: bytes, header: BatchHeader) -> list[Record]:
     base_offset, base_ts = header.base_offset, header.base_timestamp
     log_append = header.timestamp_type == LOG_APPEND_TIME
@@ -395,16 +403,8 @@ def _decode_body(body: bytes, header: BatchHeader) -> list[Record]:
         pos += 1  # record attributes, unused
         ts_delta, pos = read_varint(body, pos)
         offset_delta, pos = read_varint(body, pos)
-        key_len, pos = read_varint(body, pos)
-        key = None
-        if key_len >= 0:
-            key = body[pos : pos + key_len]
-            pos += key_len
-        value_len, pos = read_varint(body, pos)
-        value = None
-        if value_len >= 0:
-            value = body[pos : pos + value_len]
-            pos += value_len
+        key, pos = _read_bytes(body, pos)
+        value, pos = _read_bytes(body, pos)
         count, pos = read_varint(body, pos)
         if count < 0:
             raise CorruptRecordError(f"batch at offset {base_offset}: {count} record headers")
@@ -412,15 +412,11 @@ def _decode_body(body: bytes, header: BatchHeader) -> list[Record]:
         if count:
             items = []
             for _ in range(count):
-                hk_len, pos = read_varint(body, pos)
-                hkey = body[pos : pos + hk_len].decode()
-                pos += hk_len
-                hv_len, pos = read_varint(body, pos)
-                hvalue = None
-                if hv_len >= 0:
-                    hvalue = body[pos : pos + hv_len]
-                    pos += hv_len
-                items.append((hkey, hvalue))
+                hkey, pos = _read_bytes(body, pos)
+                if hkey is None:
+                    raise CorruptRecordError(f"batch at offset {base_offset}: a null header key")
+                hvalue, pos = _read_bytes(body, pos)
+                items.append((hkey.decode(), hvalue))
             rec_headers = tuple(items)
         if pos != end or end > len(body):
             raise CorruptRecordError(

@@ -20,7 +20,8 @@ from typing import NamedTuple
 
 from .config import TopicConfig
 from .errors import CorruptIndexError, CorruptRecordError
-from .segment import LogSegment, base_offset_of
+from .logfile import base_offset_of
+from .segment import LogSegment
 
 logger = logging.getLogger(__name__)
 

@@ -17,9 +17,7 @@ Index entries are kept in memory and written to their files when the segment
 is flushed, rolled or closed: an index is only trusted up to the recovery
 point and rebuilt from the log past it.
 
-Every walk over a ``.log`` file goes through one walker, a chunk at a time:
-`iter_batches` batch by batch (the segment's walks, `check`'s), `read_region`
-a region at a time (`lines`, for the column decoder).
+File names and every walk over a ``.log`` file are logfile.py's.
 """
 
 from __future__ import annotations
@@ -33,144 +31,14 @@ from typing import NamedTuple
 
 from .config import INT_MAX, TopicConfig
 from .errors import CorruptIndexError, CorruptRecordError
-from .index import OffsetIndex, SegmentStream, TimeIndex
+from .index import OffsetIndex, TimeIndex
+from .lines import SegmentStream
+from .logfile import SCAN_CHUNK, iter_batches, segment_name
 from .record import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, read_header, verify_crc
 
 log = logging.getLogger(__name__)
 
-SCAN_CHUNK = 1 << 20
 IOV_MAX = 1024  # buffers one writev() takes (Linux)
-
-
-def segment_name(base_offset: int, suffix: str) -> str:
-    """The name of a segment's file: ``00000000000000368769.log`` for (368769, ".log")."""
-    return f"{base_offset:020d}{suffix}"
-
-
-def base_offset_of(name: str, suffix: str | None = None) -> int | None:
-    """The base offset a segment file is named for, or None if ``name`` is not
-    20 digits and then ``suffix`` (None: any suffix starting with ``.``)."""
-    digits, rest = name[:20], name[20:]
-    kind = rest == suffix if suffix is not None else rest.startswith(".")
-    if kind and len(digits) == 20 and digits.isascii() and digits.isdigit():
-        return int(digits)
-    return None
-
-
-# ---------------------------------------------------------------- walking a .log file
-
-
-class Region(NamedTuple):
-    """Whole batches read in one go: batch ``i`` is ``data[offsets[i]:]``."""
-
-    data: bytes | bytearray  # bytearray when padded
-    offsets: list[int]
-    headers: list[BatchHeader]
-
-
-def iter_batches(
-    fd: int,
-    start: int,
-    end: int,
-    *,
-    verify: bool = True,
-    chunk: int = SCAN_CHUNK,
-    path: str = "",
-) -> Iterator[tuple[int, BatchHeader, memoryview]]:
-    """Yield (position, header, batch bytes) of each batch from ``start`` (a
-    batch boundary) to ``end``, reading about ``chunk`` bytes at a time.
-
-    Args:
-        verify: check each batch's CRC.
-        path: the file's name, for error messages.
-
-    Raises:
-        CorruptRecordError: at the first batch that is unreadable, runs past
-            ``end`` or the file, or (``verify``) fails its CRC; ``args[1]`` is
-            its position.
-    """
-    return _walk(fd, start, end, chunk, verify, path)
-
-
-def read_region(
-    fd: int,
-    position: int,
-    end: int,
-    max_bytes: int,
-    *,
-    verify: bool = True,
-    pad: int = 0,
-    path: str = "",
-) -> Region:
-    """The whole batches from ``position`` (a batch boundary before ``end``):
-    about ``max_bytes`` of them, at least one, none past ``end``; followed in
-    ``data`` by ``pad`` zero bytes (see `columnar.PAD`). Raises as
-    `iter_batches` does."""
-    offsets, headers = [], []
-    for at, header, batch in _walk(fd, position, end, max_bytes, verify, path, pad, one_read=True):
-        offsets.append(at - position)
-        headers.append(header)
-        data = batch.obj  # one buffer holds them all (see _walk)
-    if pad:  # the varint walk may read past the last batch: let it read zeros
-        after = offsets[-1] + headers[-1].size
-        data[after : after + pad] = bytes(pad)
-    return Region(data, offsets, headers)
-
-
-def _walk(
-    fd: int,
-    position: int,
-    end: int,
-    chunk: int,
-    verify: bool,
-    path: str,
-    pad: int = 0,
-    *,
-    one_read: bool = False,
-) -> Iterator[tuple[int, BatchHeader, memoryview]]:
-    """The walker: `iter_batches`, or with ``one_read`` only the batches of
-    the first read (which is read again, larger, when its first batch is)."""
-    buf, buf_start = memoryview(b""), position
-    while position < end:
-        offset = position - buf_start
-        if offset + HEADER_SIZE > len(buf):
-            if one_read and offset:
-                return
-            size = max(HEADER_SIZE, min(chunk, end - position))
-            buf, buf_start, offset = _read(fd, position, size, pad), position, 0
-        try:
-            header = read_header(buf, offset, position)
-            if position + header.size > end:
-                raise CorruptRecordError(
-                    f"batch at position {position} of {header.size} bytes runs past the end ({end})"
-                )
-            if offset + header.size > len(buf):
-                if one_read and offset:
-                    return
-                buf = _read(fd, position, max(chunk, header.size), pad)
-                buf_start, offset = position, 0
-                if header.size > len(buf):
-                    raise CorruptRecordError(
-                        f"batch at position {position} of {header.size} bytes: "
-                        f"the file ends {len(buf)} bytes into it"
-                    )
-            batch = buf[offset : offset + header.size]
-            if verify:
-                verify_crc(batch, header, position)
-        except CorruptRecordError as e:
-            raise CorruptRecordError(f"{path}: {e}" if path else str(e), position) from None
-        yield position, header, batch
-        position += header.size
-
-
-def _read(fd: int, position: int, size: int, pad: int) -> memoryview:
-    """A view of the bytes read (at most ``size``: fewer at the end of the
-    file), in a new buffer ``pad`` bytes longer."""
-    if not pad:  # bytes as read: no zero-filled buffer to allocate first
-        return memoryview(os.pread(fd, size, position))
-    data = bytearray(size + pad)
-    got = os.preadv(fd, [memoryview(data)[:size]], position)
-    return memoryview(data)[:got]
 
 
 class BatchInfo(NamedTuple):

@@ -46,20 +46,25 @@ from typing import NamedTuple
 import numpy as np
 
 from . import compression
+from .columnar import PAD, varints
 from .config import TopicConfig
 from .errors import BatchTooLargeError, CorruptRecordError, InvalidBatchError
 from .record import (
-    ATTRIBUTES_OFFSET,
-    CRC_OFFSET,
+    CODEC_MASK,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    TIMESTAMP_TYPE_BIT,
     BatchHeader,
-    crc32c,
     decode_records,
     encode_batch,
     read_header,
+    read_varint,
+    records_section,
     verify_crc,
+    write_crc,
 )
 from .segment import BatchInfo
 
@@ -68,12 +73,9 @@ MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 # Kafka's socket.request.max.bytes: no produce request, so no batch, is larger.
 MAX_BATCH_BYTES = 100 * 1024 * 1024
 _LENGTH = struct.Struct(">i")
-_MAGIC_AT = struct.calcsize(">qii")  # base offset, batch length, partition leader epoch
-CODEC_MASK, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, CONTROL_BIT = 0x07, 0x08, 0x10, 0x20
 # attributes, timestamp delta, offset delta, key length, value length, header count
 MIN_RECORD_BYTES = 6
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
-PAD = bytes(10)  # a varint read just past the last record meets zeros, not the end
 
 
 class Checked(NamedTuple):
@@ -114,9 +116,9 @@ def split_batches(
                 f"batch at position {pos}: {LOG_OVERHEAD + length} bytes exceeds "
                 f"the limit of {max_batch_bytes}"
             )
-        if end - pos > _MAGIC_AT and view[pos + _MAGIC_AT] != 2:
+        if end - pos > MAGIC_OFFSET and view[pos + MAGIC_OFFSET] != MAGIC:
             raise InvalidBatchError(
-                f"batch at position {pos}: magic {view[pos + _MAGIC_AT]}, expected 2"
+                f"batch at position {pos}: magic {view[pos + MAGIC_OFFSET]}, expected {MAGIC}"
             )
         if end - pos < LOG_OVERHEAD + length:
             break
@@ -158,7 +160,7 @@ def prepare_batches(
                 base_offset=offset, crc=0, attributes=attributes, max_timestamp=max_timestamp
             )
             HEADER.pack_into(batch, 0, *stamped)
-            struct.pack_into(">I", batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+            write_crc(batch, 0, len(batch))
         else:  # the base offset only: outside the CRC, the producer's bytes stay as they are
             struct.pack_into(">q", batch, 0, offset)
         if len(batch) > config.max_message_bytes:
@@ -210,12 +212,10 @@ def check_batches(batches: Sequence[bytes | memoryview], config: TopicConfig) ->
     position = 0
     for batch in batches:
         header = _check_header(batch, position, config)
-        body = bytes(batch[HEADER_SIZE:])
-        if header.codec != compression.NONE:
-            try:
-                body = compression.decompress(header.codec, body)
-            except CorruptRecordError as e:
-                raise InvalidBatchError(f"batch at position {position}: {e}") from None
+        try:
+            body = bytes(records_section(batch, header))
+        except CorruptRecordError as e:
+            raise InvalidBatchError(f"batch at position {position}: {e}") from None
         headers.append(header)
         bodies.append(body)
         positions.append(position)
@@ -250,9 +250,9 @@ def _check_header(batch: bytes | memoryview, position: int, config: TopicConfig)
         verify_crc(batch, header, position)
     except CorruptRecordError as e:
         raise InvalidBatchError(str(e)) from None
-    if header.attributes & CONTROL_BIT:
+    if header.is_control:
         raise InvalidBatchError(f"{where}: a control batch; logfs has no transactions")
-    if header.attributes & TRANSACTIONAL_BIT:
+    if header.is_transactional:
         raise InvalidBatchError(f"{where}: a transactional batch; logfs has no transactions")
     if header.codec not in compression.NAMES:
         raise InvalidBatchError(f"{where}: unknown compression codec {header.codec}")
@@ -352,18 +352,13 @@ def _walk(
                 f"batch at position {position}: {count} records declared, {n} found"
             )
         z = buf[pos]
-        if z < 0x80:  # records under 64 bytes
-            pos += 1
-        elif buf[pos + 1] < 0x80:  # under 8 KiB
-            z = (z & 0x7F) | (buf[pos + 1] << 7)
-            pos += 2
+        if z < 0x80:  # one byte (records under 64 bytes): saves a call per short record
+            length, pos = (z >> 1) ^ -(z & 1), pos + 1
         else:
-            z, pos = _varint(buf, pos)
-            if pos < 0:
-                raise InvalidBatchError(
-                    f"batch at position {position}: record {n}: a length varint over 10 bytes"
-                )
-        length = (z >> 1) ^ -(z & 1)
+            try:
+                length, pos = read_varint(buf, pos)
+            except CorruptRecordError as e:
+                raise InvalidBatchError(f"batch at position {position}: record {n}: {e}") from None
         if length < MIN_RECORD_BYTES:
             raise InvalidBatchError(
                 f"batch at position {position}: record {n}: length {length}, "
@@ -379,36 +374,12 @@ def _walk(
         )
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """The raw (still zig-zag) varint at ``pos`` and the position after it;
-    -1 for that position when it runs over 10 bytes."""
-    z = shift = 0
-    for i in range(10):
-        b = buf[pos + i]
-        z |= (b & 0x7F) << shift
-        if b < 0x80:
-            return z, pos + i + 1
-        shift += 7
-    return z, -1
-
-
 def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The zig-zag varint at every position of ``buf``; values, positions after."""
-    b = buf[pos]
-    z = (b & 0x7F).astype(np.uint64)
-    size = np.ones(len(pos), np.int64)
-    more = np.flatnonzero(b >= 0x80)
-    shift = 7
-    while more.size:
-        if shift > 63:
-            raise InvalidBatchError("a record holds a varint longer than 10 bytes")
-        b = buf[pos[more] + size[more]]
-        z[more] |= (b & 0x7F).astype(np.uint64) << np.uint64(shift)
-        size[more] += 1
-        more = more[b >= 0x80]
-        shift += 7
-    values = (z >> np.uint64(1)).astype(np.int64) ^ -(z & np.uint64(1)).astype(np.int64)
-    return values, pos + size
+    """`columnar.varints`, with a varint over 10 bytes refused as the writer's error."""
+    try:
+        return varints(buf, pos)
+    except CorruptRecordError as e:
+        raise InvalidBatchError(f"a record holds a {e}") from None
 
 
 def _skip_headers(buf: bytes, pos: int, count: int, end: int) -> int:
@@ -418,17 +389,21 @@ def _skip_headers(buf: bytes, pos: int, count: int, end: int) -> int:
     for _ in range(count):
         if not 0 <= pos < end:
             return -1
-        z, pos = _varint(buf, pos)
-        key_length = (z >> 1) ^ -(z & 1)
-        if pos < 0 or not 0 <= key_length < end - pos:
+        try:
+            key_length, pos = read_varint(buf, pos)
+        except CorruptRecordError:
+            return -1
+        if not 0 <= key_length < end - pos:
             return -1
         try:
             buf[pos : pos + key_length].decode()
         except UnicodeDecodeError:
             return -1
-        z, pos = _varint(buf, pos + key_length)
-        value_length = (z >> 1) ^ -(z & 1)
-        if pos < 0 or not -1 <= value_length <= end - pos:
+        try:
+            value_length, pos = read_varint(buf, pos + key_length)
+        except CorruptRecordError:
+            return -1
+        if not -1 <= value_length <= end - pos:
             return -1
         pos += max(value_length, 0)
     return pos

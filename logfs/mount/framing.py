@@ -162,16 +162,27 @@ class LineFramer:
 LENGTH_BYTES = 4
 
 
-class LengthFramer:
-    """Binary framing: 4-byte big-endian length, then the value.
+class _WholeUnits:
+    """Framing of whole units (frames, batches) by a length field: ``pending``
+    is an incomplete unit carried to the next write; as for `LineFramer`,
+    `feed` never changes it and the caller commits the tail."""
 
-    ``pending`` is an incomplete frame carried to the next write; as for
-    `LineFramer`, `feed` never changes it and the caller commits the tail.
-    """
+    unit = "frame"
 
     def __init__(self, *, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.pending = b""
+
+    def _check_finished(self) -> None:
+        """Nothing may be pending at close: an incomplete unit is an error."""
+        if self.pending:
+            raise FramingError(
+                f"file closed inside a {self.unit} ({len(self.pending)} bytes pending)"
+            )
+
+
+class LengthFramer(_WholeUnits):
+    """Binary framing: 4-byte big-endian length, then the value."""
 
     def feed(self, data: bytes) -> tuple[Framed, bytes]:
         """Cut complete frames from ``pending + data``: the records and the new
@@ -195,9 +206,7 @@ class LengthFramer:
         return Framed([None] * len(values), values), bytes(buf[pos:])
 
     def finish(self) -> Framed:
-        """Nothing may be pending at close: an incomplete frame is an error."""
-        if self.pending:
-            raise FramingError(f"file closed inside a frame ({len(self.pending)} bytes pending)")
+        self._check_finished()
         return Framed([], [])
 
 
@@ -212,16 +221,10 @@ class Batches(NamedTuple):
     batches: list[memoryview]
 
 
-class BatchFramer:
-    """``append.batches`` framing: whole batches by their length fields.
+class BatchFramer(_WholeUnits):
+    """``append.batches`` framing: whole batches by their length fields."""
 
-    ``pending`` is an incomplete batch carried to the next write; as for
-    `LineFramer`, `feed` never changes it and the caller commits the tail.
-    """
-
-    def __init__(self, *, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.pending = b""
+    unit = "batch"
 
     def feed(self, data: bytes) -> tuple[Batches, bytes]:
         """Cut whole batches from ``pending + data``: the batches and the new
@@ -237,7 +240,5 @@ class BatchFramer:
         return Batches(batches), buf[used:]
 
     def finish(self) -> Batches:
-        """Nothing may be pending at close: an incomplete batch is an error."""
-        if self.pending:
-            raise FramingError(f"file closed inside a batch ({len(self.pending)} bytes pending)")
+        self._check_finished()
         return Batches([])
