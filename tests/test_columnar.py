@@ -1,4 +1,4 @@
-"""The column-wise codec against the record-at-a-time one, and stream accounting."""
+"""The column-wise codec (core/columnar.py) against the record-at-a-time one (core/record.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logfs import Store
-from logfs.core import columnar as columns
-from logfs.core import compression
-from logfs.core import lines as stream
-from logfs.core.config import TopicConfig
+from logfs.core import columnar, compression
 from logfs.core.errors import CorruptRecordError
-from logfs.core.log import Log
 from logfs.core.record import (
     CREATE_TIME,
     LOG_APPEND_TIME,
@@ -21,7 +17,6 @@ from logfs.core.record import (
     encode_batch,
     read_header,
 )
-from logfs.mount.files import StreamFile
 
 values_st = st.lists(st.binary(max_size=300), min_size=1, max_size=200)
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -46,9 +41,9 @@ def split(data) -> list[tuple]:
 )
 def test_encode_plain_matches_encode_batch(values, budget, base, ts_type, separator):
     lengths = np.array([len(v) for v in values], np.int64)
-    cuts = columns.plain_cuts(lengths, budget, 36)
+    cuts = columnar.plain_cuts(lengths, budget, 36)
     packed = separator.join(values) + separator
-    enc = columns.encode_plain(
+    enc = columnar.encode_plain(
         packed, lengths, base, cuts, timestamp=1_700_000_000_000, timestamp_type=ts_type
     )
     start, position = 0, 0
@@ -69,7 +64,7 @@ def test_encode_plain_matches_encode_batch(values, budget, base, ts_type, separa
 @given(st.lists(st.integers(0, 5000), max_size=300), st.integers(1, 20_000))
 def test_plain_cuts_fit_the_budget(lengths, budget):
     lengths = np.array(lengths, np.int64)
-    cuts = columns.plain_cuts(lengths, budget, 36)
+    cuts = columnar.plain_cuts(lengths, budget, 36)
     assert cuts == sorted(set(cuts)) and (cuts[-1] if cuts else 0) == len(lengths)
     start = 0
     for end in cuts:
@@ -104,7 +99,7 @@ def test_decode_matches_decode_records(batches, codec, ts_type):
         )  # fmt: skip
         base += len(records) + 3  # gaps between batches, as after compaction
     pieces = split(data)
-    cols = columns.decode(pieces)
+    cols = columnar.decode(pieces)
     expected = [r for h, b in pieces for r in decode_records(b, h)]
     assert cols.offset.tolist() == [r.offset for r in expected]
     assert cols.timestamp.tolist() == [r.timestamp for r in expected]
@@ -115,17 +110,17 @@ def test_decode_matches_decode_records(batches, codec, ts_type):
         assert (None if kl < 0 else buf[ks : ks + kl]) == record.key
         assert (None if vl < 0 else buf[vs : vs + vl]) == record.value
     lines = b"".join((r.value or b"") + b"\n" for r in expected)
-    counts = columns.stream_bytes(cols, len(pieces)).tolist()
+    counts = columnar.stream_bytes(cols, len(pieces)).tolist()
     assert sum(counts) == len(lines)
     if codec == compression.NONE:  # the zero-copy path over a region of whole batches
-        region = bytearray(data + columns.PAD)
+        region = bytearray(data + columnar.PAD)
         positions, pos = [], 0
         for header, _ in pieces:
             positions.append(pos)
             pos += header.size
-        region_cols = columns.decode_region(region, positions, [h for h, _ in pieces])
-        assert columns.value_lines(region_cols) == lines
-    assert columns.value_lines(cols) == lines
+        region_cols = columnar.decode_region(region, positions, [h for h, _ in pieces])
+        assert columnar.value_lines(region_cols) == lines
+    assert columnar.value_lines(cols) == lines
 
 
 def test_decode_rejects_a_record_running_past_its_batch():
@@ -133,7 +128,7 @@ def test_decode_rejects_a_record_running_past_its_batch():
     batch[61] = 0x7E  # first record's length: 63, far past the batch
     header = read_header(batch)
     with pytest.raises(CorruptRecordError):
-        columns.decode([(header, memoryview(batch))])
+        columnar.decode([(header, memoryview(batch))])
 
 
 def test_append_packed_reads_back_like_append(tmp_path):
@@ -147,63 +142,3 @@ def test_append_packed_reads_back_like_append(tmp_path):
         one, two = store.log("t", 0), store.log("t", 1)
         assert [r.value for r in one.scan()] == lines == [r.value for r in two.scan()]
         assert one.read(4321).value == lines[4321]
-
-
-def whole_stream(log) -> bytes:
-    return b"".join((r.value or b"") + b"\n" for r in log.scan())
-
-
-def test_stream_size_and_lines_after_reopen(tmp_path):
-    config = {"segment.bytes": 16 * 1024}
-    with Store(tmp_path) as store:
-        store.create_topic("t", 1, config=config)
-        log = store.log("t", 0)
-        for i in range(30):
-            log.append([b"v%d-%d" % (i, j) + b"y" * (j % 13) for j in range(200)])
-        log.append([None, b"", b"with\nnewline"])
-        assert len(log.segments) > 3
-        expected = whole_stream(log)
-        assert stream.size(log) == len(expected)
-    with Store(tmp_path) as store:
-        log = store.log("t", 0)
-        assert stream.size(log) is None  # loaded segments are counted on first need
-        for segment in stream.uncounted(log):
-            segment.stream.loaded = stream.count_loaded(
-                segment.log_path, segment.stream.loaded_size
-            )
-        assert stream.size(log) == len(expected)
-        log.append([b"after reopen"] * 40)
-        expected += b"after reopen\n" * 40
-        assert stream.size(log) == len(expected)
-        for position in (0, 1, 5000, len(expected) // 2, len(expected) - 3):
-            offset, start = stream.locate(log, position)
-            assert start <= position and expected[start:].startswith(
-                whole_stream_from(log, offset)[:100]
-            )
-        got, offset = b"", log.log_start_offset
-        while offset < log.next_offset:
-            data, offset = stream.lines_from(log.segment_for(offset), offset)
-            got += data
-        assert got == expected
-
-
-def whole_stream_from(log, offset) -> bytes:
-    return b"".join((r.value or b"") + b"\n" for r in log.scan(offset))
-
-
-def test_stream_starts_at_a_log_start_inside_the_first_segment(tmp_path):
-    values = [b"value %d" % i + b"z" * (i % 7) for i in range(500)]
-    log = Log(tmp_path / "t-0", "t", 0, TopicConfig())
-    log.append(values)
-    log.close()
-    log = Log(tmp_path / "t-0", "t", 0, TopicConfig(), recovery_point=500, log_start_offset=123)
-    for segment in stream.uncounted(log):
-        segment.stream.loaded = stream.count_loaded(segment.log_path, segment.stream.loaded_size)
-    expected = b"".join(v + b"\n" for v in values[123:])
-    assert stream.size(log) == len(expected)
-    assert stream.locate(log, 0) == (123, 0)
-    reader = StreamFile("t", 0)
-    got = b"".join(bytes(reader.read(log, pos, 1000)) for pos in range(0, len(expected), 1000))
-    assert got == expected
-    assert bytes(StreamFile("t", 0).read(log, 10, 20)) == expected[10:30]
-    log.close()
