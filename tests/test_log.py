@@ -7,7 +7,6 @@ from hypothesis import strategies as st
 
 from logfs import Store
 from logfs.core.errors import OffsetOutOfRangeError, ReadOnlyError, RecordTooLargeError
-from logfs.core.log import Log
 
 
 @pytest.fixture
@@ -178,23 +177,23 @@ def test_stream_of_a_reopened_log_is_counted_then_read(tmp_path):
         log = small_topic(store)
         for i in range(0, len(values), 10):
             log.append(values[i : i + 10])
-        assert log.uncounted_segments() == [] and log.stream_size() == len(expected)
+        assert log.stream.uncounted() == [] and log.stream.size() == len(expected)
     with Store(tmp_path) as store:
         log = store.log("t", 0)
-        uncounted = log.uncounted_segments()
-        assert len(uncounted) > 1 and log.stream_size() is None
+        uncounted = log.stream.uncounted()
+        assert len(uncounted) > 1 and log.stream.size() is None
         for each in uncounted:
-            log.set_counted(each, Log.count_stream(each))
-        assert log.uncounted_segments() == []
-        assert log.stream_size() == len(expected)
+            log.stream.set_counted(each, log.stream.count(each))
+        assert log.stream.uncounted() == []
+        assert log.stream.size() == len(expected)
         for target in (0, 1, len(expected) // 2, len(expected) - 1):
-            offset, position = log.stream_locate(target)
+            offset, position = log.stream.locate(target)
             assert position <= target
             assert position == sum(len(v) + 1 for v in values[:offset])
-            data, after = log.stream_lines(offset, 1 << 20)
+            data, after = log.stream.lines(offset, 1 << 20)
             assert bytes(data) == expected[position : position + len(data)]
             assert after > offset and bytes(data).count(b"\n") == after - offset
-        assert log.stream_locate(len(expected)) == (log.next_offset, len(expected))
+        assert log.stream.locate(len(expected)) == (log.next_offset, len(expected))
 
 
 def test_stream_lines_below_the_first_segment(store):
@@ -203,4 +202,4 @@ def test_stream_lines_below_the_first_segment(store):
         log.append([b"%050d" % i])
     assert log.enforce_retention() > 0
     with pytest.raises(OffsetOutOfRangeError):
-        log.stream_lines(0, 1 << 20)
+        log.stream.lines(0, 1 << 20)

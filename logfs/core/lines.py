@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from . import compression
 from .columnar import PAD, decode, decode_region, stream_bytes, value_lines
+from .errors import OffsetOutOfRangeError
 from .logfile import read_region
 from .record import BatchHeader, decode_records
 
@@ -211,3 +212,67 @@ def locate(log: Log, position: int) -> tuple[int, int]:
             return offset, start + pos - origin
         start += part
     return log.next_offset, start - origin
+
+
+class Uncounted(NamedTuple):
+    """A segment whose part loaded from disk has no stream count yet: the path
+    and size a worker thread needs to count it (`PartitionStream.count`) and the
+    segment to give the count to (`PartitionStream.set_counted`). Equal for one
+    segment (segments compare by identity), so it can key "being counted"."""
+
+    segment: LogSegment
+    log_path: str
+    loaded_size: int
+
+
+class PartitionStream:
+    """A partition's records as lines (`Log.stream`): what the mount's ``stream``
+    file needs, without reaching into segments."""
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+
+    def size(self) -> int | None:
+        """Bytes of the stream; None while a segment is uncounted."""
+        return size(self.log)
+
+    def locate(self, position: int) -> tuple[int, int]:
+        """``(offset, stream position)`` of a record at or shortly before stream
+        ``position``; every segment must be counted (see `locate`)."""
+        return locate(self.log, position)
+
+    def lines(self, offset: int, max_bytes: int) -> tuple[bytes | memoryview, int]:
+        """The lines of the records from ``offset`` on, about ``max_bytes`` of
+        log from the segment holding it, and the offset after the last one.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is below the first segment.
+        """
+        segment = self.log.segment_for(offset)
+        if segment is None:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is below the first segment of "
+                f"{self.log.topic}-{self.log.partition}"
+            )
+        return lines_from(segment, offset, max_bytes)
+
+    def uncounted(self) -> list[Uncounted]:
+        """The segments whose stream bytes loaded from disk are still to be counted."""
+        return [
+            Uncounted(segment, segment.log_path, segment.stream.loaded_size)
+            for segment in uncounted(self.log)
+        ]
+
+    @staticmethod
+    def count(segment: Uncounted) -> Counted:
+        """Count a segment's loaded stream bytes. Touches no shared state (it
+        reads the file through its own fd), so it may run in a worker thread.
+
+        Raises:
+            FileNotFoundError: the segment was deleted meanwhile.
+        """
+        return count_loaded(segment.log_path, segment.loaded_size)
+
+    def set_counted(self, segment: Uncounted, counted: Counted) -> None:
+        """Record what `count` found (on the thread that owns the log)."""
+        segment.segment.stream.loaded = counted

@@ -57,23 +57,11 @@ class FlushTicket(NamedTuple):
     directory: bool = False
 
 
-class Uncounted(NamedTuple):
-    """A segment whose part loaded from disk has no stream count yet: the path
-    and size a worker thread needs to count it (`Log.count_stream`) and the
-    segment to give the count to (`Log.set_counted`). Equal for one segment
-    (segments compare by identity), so it can key "being counted"."""
-
-    segment: LogSegment
-    log_path: str
-    loaded_size: int
-
-
 class Log:
     """A topic-partition's segments, reads, appends, flushes and retention.
 
     Callers outside core (the mount) use its methods, never its segments:
-    ``segment_files``, the ``stream_*`` methods, and for counting a stream in a
-    worker thread ``uncounted_segments``, `count_stream` and ``set_counted``.
+    ``segment_files``, and ``stream`` for the records as lines.
     """
 
     def __init__(
@@ -388,52 +376,12 @@ class Log:
                     return record.offset
         return None
 
-    # ------------------------------------------------------------ the stream (lines.py)
+    # ------------------------------------------------------------ the stream
 
-    def stream_size(self) -> int | None:
-        """Bytes of the partition's stream (values as lines); None while a
-        segment is uncounted."""
-        return lines.size(self)
-
-    def stream_locate(self, position: int) -> tuple[int, int]:
-        """``(offset, stream position)`` of a record at or shortly before
-        stream ``position``; every segment must be counted (see `lines.locate`)."""
-        return lines.locate(self, position)
-
-    def stream_lines(self, offset: int, max_bytes: int) -> tuple[bytes | memoryview, int]:
-        """The lines of the records from ``offset`` on, about ``max_bytes`` of
-        log from the segment holding it, and the offset after the last one.
-
-        Raises:
-            OffsetOutOfRangeError: ``offset`` is below the first segment.
-        """
-        segment = self.segment_for(offset)
-        if segment is None:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} is below the first segment of {self.topic}-{self.partition}"
-            )
-        return lines.lines_from(segment, offset, max_bytes)
-
-    def uncounted_segments(self) -> list[Uncounted]:
-        """The segments whose stream bytes loaded from disk are still to be counted."""
-        return [
-            Uncounted(segment, segment.log_path, segment.stream.loaded_size)
-            for segment in lines.uncounted(self)
-        ]
-
-    @staticmethod
-    def count_stream(uncounted: Uncounted) -> lines.Counted:
-        """Count a segment's loaded stream bytes. Touches no shared state (it
-        reads the file through its own fd), so it may run in a worker thread.
-
-        Raises:
-            FileNotFoundError: the segment was deleted meanwhile.
-        """
-        return lines.count_loaded(uncounted.log_path, uncounted.loaded_size)
-
-    def set_counted(self, uncounted: Uncounted, counted: lines.Counted) -> None:
-        """Record what `count_stream` found (on the thread that owns the log)."""
-        uncounted.segment.stream.loaded = counted
+    @property
+    def stream(self) -> lines.PartitionStream:
+        """The records as lines, as the mount's ``stream`` shows them (lines.py)."""
+        return lines.PartitionStream(self)
 
     # ------------------------------------------------------------ flushing
 

@@ -205,8 +205,8 @@ class StreamFile:
 
     ``buf`` holds the stream's bytes from position ``pos``, ending just before
     record ``offset``; a sequential reader is served from it and it is refilled
-    ``ahead`` bytes of log at a time, column-wise (`Log.stream_lines`). A read
-    elsewhere starts over from the mark before it (`Log.stream_locate`).
+    ``ahead`` bytes of log at a time, column-wise (`PartitionStream.lines`). A read
+    elsewhere starts over from the mark before it (`PartitionStream.locate`).
     """
 
     def __init__(self, topic: str, partition: int) -> None:
@@ -219,14 +219,14 @@ class StreamFile:
         self.ahead = READ_AHEAD_MIN
 
     def read(self, log: Log, position: int, size: int) -> bytes | memoryview:
-        total = log.stream_size()
+        total = log.stream.size()
         if total is None or position >= total or size <= 0:
             return b""
         size = min(size, total - position)
         key = (log, log.log_start_offset)
         if key != self.key or not self.pos <= position <= self.pos + len(self.buf):
             self.key = key
-            self.offset, self.pos = log.stream_locate(position)
+            self.offset, self.pos = log.stream.locate(position)
             self.buf = memoryview(b"")
             self.ahead = READ_AHEAD_MIN
         parts = []
@@ -240,7 +240,7 @@ class StreamFile:
                 continue
             if self.offset >= log.next_offset:
                 break
-            data, after = log.stream_lines(self.offset, self.ahead)
+            data, after = log.stream.lines(self.offset, self.ahead)
             if after <= self.offset:
                 break
             self.pos += len(self.buf)

@@ -17,7 +17,8 @@ import time
 import pyfuse3
 import trio
 
-from ..core.log import Log, Uncounted
+from ..core.lines import PartitionStream, Uncounted
+from ..core.log import Log
 from ..core.store import Store
 from .files import config_text, state_text
 from .tree import (
@@ -148,7 +149,7 @@ class View:
             timeout = 0
         elif kind is Kind.STREAM:
             mode = stat.S_IFREG | 0o444
-            size = self.log(node).stream_size() or 0
+            size = self.log(node).stream.size() or 0
             mtime = time.time_ns()
             timeout = 0
         else:  # STATE
@@ -176,15 +177,15 @@ class View:
     async def count_streams(self, log: Log) -> None:
         """Count the stream bytes of ``log``'s segments loaded from disk, each
         once, in a worker thread: the mount serves other requests meanwhile."""
-        for uncounted in log.uncounted_segments():
+        for uncounted in log.stream.uncounted():
             event = self._counting.get(uncounted)
             if event is not None:
                 await event.wait()
                 continue
             event = self._counting[uncounted] = trio.Event()
             try:
-                counted = await trio.to_thread.run_sync(Log.count_stream, uncounted)
-                log.set_counted(uncounted, counted)
+                counted = await trio.to_thread.run_sync(PartitionStream.count, uncounted)
+                log.stream.set_counted(uncounted, counted)
             except FileNotFoundError:
                 pass  # deleted by retention meanwhile
             finally:
