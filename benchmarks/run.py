@@ -8,6 +8,8 @@ baseline's, logfs as a fraction of the baseline, and records/s.
                                                 vs  cat FILE > a do-nothing FUSE fs (nullfs.py)
     append 1 KiB   the same with 1 KiB lines
     small writes   one write() per line from Python, same three targets
+    batches        16 KiB RecordBatch v2 batches of 100 B values in 1 MiB write()s
+                   to MNT/b/0/append.batches   vs  the same write()s to nullfs
     stream read    cat MNT/r/0/stream > /dev/null  vs  cat of a plain file of the same lines
                                                    vs  cat of nullfs's source file of that size
     first stat     stat of a big stream right after mounting (its size is counted once)
@@ -25,6 +27,7 @@ baseline's, logfs as a fraction of the baseline, and records/s.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -43,8 +46,9 @@ import bench_recovery  # noqa: E402
 from mounts import NullDaemon, logfs_mount  # noqa: E402
 
 from logfs import Store  # noqa: E402
+from logfs.core.record import encode_batch  # noqa: E402
 from logfs.mount.daemon import keep_freed_memory  # noqa: E402
-from logfs.mount.framing import LineFramer  # noqa: E402
+from logfs.mount.framing import BatchFramer, LineFramer  # noqa: E402
 
 SMALL_WRITER = """
 import os, sys
@@ -65,6 +69,28 @@ for path in paths:
         f.read()
 print(time.perf_counter() - t)
 """
+# Writes a file's bytes in write()s of the sizes given; prints the seconds of
+# open + writes + close. Each write() comes from its own page-aligned buffer:
+# with direct_io the kernel sends an unaligned 1 MiB write() as two requests
+# (it spans 257 pages, max_write is 256), which would split a batch.
+CHUNK_WRITER = """
+import mmap, os, sys, time
+target, source, sizes = sys.argv[1], sys.argv[2], map(int, sys.argv[3].split(","))
+chunks = []
+with open(source, "rb") as f:
+    for size in sizes:
+        chunk = mmap.mmap(-1, size)
+        chunk[:] = f.read(size)
+        chunks.append(chunk)
+t = time.perf_counter()
+fd = os.open(target, os.O_WRONLY)
+for chunk in chunks:
+    assert os.write(fd, chunk) == len(chunk)
+os.close(fd)
+print(time.perf_counter() - t)
+"""
+BATCH_BYTES = 16384  # the producer's default batch.size
+WRITE_BYTES = 1 << 20  # max_write: the largest write() that reaches the daemon whole
 
 
 def make_lines(path: Path, count: int, size: int) -> None:
@@ -182,6 +208,87 @@ def in_process_append(path: Path, tmp: Path) -> float:
         for chunk in chunks:
             packed, framer.pending = framer.feed(chunk)
             log.append_packed(packed.data, packed.lengths)
+        return time.perf_counter() - t0
+
+
+def make_batches(path: Path, count: int, size: int) -> tuple[int, list[int]]:
+    """``count`` values of ``size`` bytes as uncompressed batches of at most
+    BATCH_BYTES (base offset 0, as a producer builds them) into ``path``: the
+    number of batches and the write() sizes, whole batches of up to WRITE_BYTES."""
+    per_batch = 1  # a producer closes a batch when the next record would not fit
+    while len(encode_batch(0, [b"x" * size] * (per_batch + 1))) <= BATCH_BYTES:
+        per_batch += 1
+    writes = [0]
+    batches = 0
+    with open(path, "wb") as f:
+        for start in range(0, count, per_batch):
+            n = min(per_batch, count - start)
+            batch = encode_batch(0, [b"%0*d" % (size, i) for i in range(start, start + n)])
+            f.write(batch)
+            batches += 1
+            if writes[-1] + len(batch) > WRITE_BYTES:
+                writes.append(0)
+            writes[-1] += len(batch)
+    return batches, writes
+
+
+def bench_batches(table, tmp, mnt, null, args) -> None:
+    """Producer batches into ``append.batches`` vs the same write()s to nullfs."""
+    path, count = tmp / "batches100", args.lines
+    batches, writes = make_batches(path, count, 100)
+    mb = path.stat().st_size / 1e6
+    sizes = ",".join(map(str, writes))
+    sh(f"mkdir -p {mnt}/b")
+
+    def writer(target: str) -> float:
+        cmd = [sys.executable, "-c", CHUNK_WRITER, target, str(path), sizes]
+        return float(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+    t = rounds_of(
+        {
+            "logfs": lambda: writer(f"{mnt}/b/0/append.batches"),
+            "null": lambda: writer(f"{null}/sink"),
+        },
+        args.rounds,
+    )
+    records = json.loads(sh_out(f"cat {mnt}/b/0/state"))["records"]
+    if records != count * args.rounds:
+        raise RuntimeError(f"append.batches holds {records} records, {count * args.rounds} sent")
+    label = (
+        f"append.batches ({batches:,} x {mb * 1e6 / batches / 1024:.0f} KiB batches, "
+        f"{len(writes)} x 1 MiB write())"
+    )
+    table.add(
+        label,
+        f"{mb / t['logfs']:.0f} MB/s",
+        f"null FUSE {mb / t['null']:.0f} MB/s, {rate(count, t['null'])} records",
+        f"{t['null'] / t['logfs']:.2f}",
+        rate(count, t["logfs"]),
+    )
+    seconds = statistics.median(in_process_batches(path, writes, tmp) for _ in range(args.rounds))
+    table.add(
+        "append.batches, in-process ceiling",
+        f"{mb / seconds:.0f} MB/s",
+        "BatchFramer + append_batches, same writes, no FUSE",
+        f"{seconds / t['logfs']:.2f}",
+        rate(count, seconds) + " (no FUSE)",
+    )
+
+
+def in_process_batches(path: Path, writes: list[int], tmp: Path) -> float:
+    """The mount's work for ``append.batches`` without FUSE."""
+    chunks = []
+    with open(path, "rb") as f:
+        for size in writes:
+            chunks.append(f.read(size))
+    with tempfile.TemporaryDirectory(dir=tmp) as data, Store(data) as store:
+        store.create_topic("b", 1)
+        log = store.log("b", 0)
+        framer = BatchFramer(max_bytes=log.config.max_message_bytes)
+        t0 = time.perf_counter()
+        for chunk in chunks:
+            framed, framer.pending = framer.feed(chunk)
+            log.append_batches(framed.batches)
         return time.perf_counter() - t0
 
 
@@ -333,7 +440,9 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="full sizes (slower)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--spark", action="store_true", help="also Spark (slow)")
-    parser.add_argument("--only", default="", help="comma list: append,read,stat,partitions,core")
+    parser.add_argument(
+        "--only", default="", help="comma list: append,batches,read,stat,partitions,core"
+    )
     args = parser.parse_args()
     keep_freed_memory()  # as the daemon does, for the in-process figures
     # The daemons run `python -m logfs.cli`: this checkout's, from any directory.
@@ -350,6 +459,7 @@ def main() -> None:
     args.recovery_mib = 512 if full else 128
     only = set(filter(None, args.only.split(","))) or {
         "append",
+        "batches",
         "read",
         "stat",
         "partitions",
@@ -365,7 +475,7 @@ def main() -> None:
         make_lines(tmp / "lines100", args.lines, 100)
         make_lines(tmp / "lines1k", args.lines // 10, 1024)
         print(f"logfs benchmark suite: {args.rounds} interleaved rounds, medians", flush=True)
-        fuse = {"append", "read", "partitions"} & only
+        fuse = {"append", "batches", "read", "partitions"} & only
         if fuse:
             size = (tmp / "lines100").stat().st_size
             with (
@@ -375,6 +485,8 @@ def main() -> None:
                 sh(f"mkdir {mnt}/t")
                 if "append" in only:
                     bench_appends(table, tmp, mnt, null, args)
+                if "batches" in only:
+                    bench_batches(table, tmp, mnt, null, args)
                 if "read" in only:
                     bench_reads(table, tmp, mnt, null, args)
                 if "partitions" in only:
