@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from logfs.core import mountinfo
+
 LOGFS = [sys.executable, "-m", "logfs.cli"]
 
 
@@ -50,6 +52,16 @@ def wait_unmounted(mountpoint, timeout: float = 30) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+def wait_live(data, timeout: float = 10) -> str:
+    """The live mount point of ``data``. A Daemon (``-f``) counts as started once the
+    mount is in the mount table; its record is written just after that."""
+    deadline = time.monotonic() + timeout
+    while (found := mountinfo.live_mount(data)) is None:
+        assert time.monotonic() < deadline, f"no live mount record in {data}"
+        time.sleep(0.01)
+    return found
 
 
 def force_unmount(mountpoint, pid: int | None = None) -> None:

@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from mount_helpers import LOGFS, Daemon, force_unmount, mount_type, wait_unmounted
+from mount_helpers import LOGFS, Daemon, force_unmount, mount_type, wait_live, wait_unmounted
 
 from logfs.core import mountinfo
 from logfs.core.mountinfo import live_mount, live_record, read_record, stale_reason
@@ -22,16 +22,6 @@ pytestmark = pytest.mark.timeout(120)
 
 
 mounts = pytest.mark.mount
-
-
-def wait_live(data, timeout: float = 10) -> str:
-    """The live mount point of ``data``. A Daemon (``-f``) counts as started once the
-    mount is in the mount table; its record is written just after that."""
-    deadline = time.monotonic() + timeout
-    while (found := live_mount(data)) is None:
-        assert time.monotonic() < deadline, f"no live mount record in {data}"
-        time.sleep(0.01)
-    return found
 
 
 def forge(data, **changes) -> None:

@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_murmur2
 from kafka.record import MemoryRecords
-from mount_helpers import Daemon, wait_unmounted
-from test_mount_record import wait_live
+from mount_helpers import Daemon, wait_live, wait_unmounted
 
 from logfs import LogfsError, Producer, Store
 from logfs.core import compression, delivery, mountinfo
