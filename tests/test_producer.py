@@ -341,6 +341,62 @@ def _runs(items):
     return out
 
 
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_send_many_gives_the_records_send_gives(target, codec):
+    target.start({"one": (3, {}), "many": (3, {})})
+    keys = [b"k%d" % (i % 5) if i % 3 else None for i in range(400)]
+    values = [b"value %d" % i if i % 7 else None for i in range(400)]
+    headers = [(("h", b"%d" % i),) if i % 2 else () for i in range(400)]
+    with target.producer(compression_type=codec) as producer:
+        for k, v, h in zip(keys, values, headers, strict=True):
+            producer.send("one", v, key=k, headers=h, partition=1, timestamp=T0)
+        assert producer.send_many(
+            "many", values, keys=keys, headers=headers, partition=1, timestamp=T0
+        ) == {1: 400}
+        plain = [b"line %d" % i for i in range(1000)]  # the column-wise encoder
+        assert producer.send_many("many", plain, partition=2, timestamp=T0) == {2: 1000}
+        producer.flush()
+    assert kafka_records(target.data, "many", 1) == kafka_records(target.data, "one", 1)
+    assert [r[3] for r in kafka_records(target.data, "many", 2)] == plain
+    wanted = compression.BY_NAME[codec]
+    assert {b.compression_type for b in kafka_batches(target.data, "many", 1)} == {wanted}
+
+
+def test_send_many_places_keys_by_hash_and_unkeyed_rows_together(target):
+    target.start({"t": (5, {})})
+    keys = [b"key-%d" % i if i % 2 else None for i in range(100)]
+    with target.producer(batch_size=1024) as producer:
+        counts = producer.send_many("t", [b"v%d" % i for i in range(100)], keys=keys)
+        receipts = producer.flush()
+    assert sum(counts.values()) == 100
+    assert sum(r.last_offset - r.first_offset + 1 for r in receipts) == 100
+    unkeyed = set()
+    for p in range(5):
+        for _, _, key, value, _ in records(target.data, "t", p):
+            i = int(value[1:])
+            if key is None:
+                unkeyed.add(p)
+            else:
+                assert p == (kafka_murmur2(key) & 0x7FFFFFFF) % 5
+            assert key == keys[i]
+    assert len(unkeyed) == 1  # one sticky partition for the call's unkeyed records
+    assert all(
+        b.size_in_bytes <= 1024 for p in range(5) for b in kafka_batches(target.data, "t", p)
+    )
+
+
+def test_send_many_of_a_record_too_large_queues_nothing(target):
+    target.start({"t": (1, {"max.message.bytes": 2000})})
+    with target.producer() as producer:
+        with pytest.raises(RecordTooLargeError):
+            producer.send_many("t", [b"small"] * 50 + [b"x" * 3000], partition=0)
+        assert producer.send_many("t", [b"after"], partition=0) == {0: 1}
+        with pytest.raises(UnknownTopicError):
+            producer.send_many("t", [b"v"], partition=1)
+        assert producer.send_many("t", []) == {}
+    assert [r[3] for r in records(target.data, "t", 0)] == [b"after"]
+
+
 def test_a_missing_topic_is_created(target):
     target.start(None, "partitions=2")
     with target.producer() as producer:

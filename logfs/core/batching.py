@@ -45,9 +45,17 @@ def timestamp_for(config: TopicConfig, timestamp, now: int) -> tuple:
 
 
 def encode_values(
-    config: TopicConfig, base_offset: int, values, keys, headers, timestamp, timestamp_type
+    config: TopicConfig,
+    base_offset: int,
+    values,
+    keys,
+    headers,
+    timestamp,
+    timestamp_type,
+    batch_bytes: int = TARGET_BATCH_BYTES,
 ) -> list[tuple[bytes | memoryview, BatchInfo]]:
-    """Batches for `Log.append`: column-wise when the records allow it."""
+    """Batches of at most ``batch_bytes`` (a larger record alone) for `Log.append`
+    and the `Producer`: column-wise when the records allow it."""
     codec = compression.BY_NAME[config.compression_type]
     plain = keys is None and headers is None and isinstance(timestamp, int)
     if plain and codec == compression.NONE and len(values) >= PACKED_MIN:
@@ -57,10 +65,14 @@ def encode_values(
             pass
         else:
             lengths = np.fromiter(map(len, values), np.int64, len(values))
-            encoded = encode_packed(config, base_offset, packed, lengths, timestamp, timestamp_type)
+            encoded = encode_packed(
+                config, base_offset, packed, lengths, timestamp, timestamp_type, batch_bytes
+            )
             if encoded is not None:
                 return encoded
-    return encode(config, base_offset, values, keys, headers, timestamp, codec, timestamp_type)
+    return encode(
+        config, base_offset, values, keys, headers, timestamp, codec, timestamp_type, batch_bytes
+    )
 
 
 def encode_packed(
@@ -70,6 +82,7 @@ def encode_packed(
     lengths: np.ndarray,
     timestamp: int,
     timestamp_type: int,
+    batch_bytes: int = TARGET_BATCH_BYTES,
 ) -> list[tuple[memoryview, BatchInfo]] | None:
     """Batches of keyless, headerless values packed each with one separator byte,
     column-wise (`columnar.encode_plain`); None when a record is too near
@@ -77,7 +90,7 @@ def encode_packed(
     limit = config.max_message_bytes
     if int(lengths.max()) > max_record_bytes(config):
         return None  # near the limit: the general encoder decides exactly
-    target = min(limit, TARGET_BATCH_BYTES) - HEADER_SIZE
+    target = min(limit, batch_bytes) - HEADER_SIZE
     cuts = columnar.plain_cuts(lengths, target, RECORD_OVERHEAD)
     enc = columnar.encode_plain(
         packed, lengths, base_offset, cuts,
@@ -92,16 +105,24 @@ def encode_packed(
 
 
 def encode(
-    config: TopicConfig, base_offset: int, values, keys, headers, timestamp, codec, timestamp_type
+    config: TopicConfig,
+    base_offset: int,
+    values,
+    keys,
+    headers,
+    timestamp,
+    codec,
+    timestamp_type,
+    batch_bytes: int = TARGET_BATCH_BYTES,
 ) -> list[tuple[bytes, BatchInfo]]:
-    """Batches of about `TARGET_BATCH_BYTES` (at most max.message.bytes) holding
+    """Batches of about ``batch_bytes`` (at most max.message.bytes) holding
     ``values`` from ``base_offset``, one record at a time (`record.encode_batch`).
 
     Raises:
         RecordTooLargeError: a single record does not fit max.message.bytes.
     """
     limit = config.max_message_bytes
-    target = min(limit, TARGET_BATCH_BYTES)
+    target = min(limit, batch_bytes)
     out = []
     base = base_offset
     for start, end in _chunks(values, keys, headers, target - HEADER_SIZE):

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from . import mountinfo
 from .errors import (
+    DataDirBusyError,
     InvalidBatchError,
     LogfsError,
     ReadOnlyError,
@@ -61,8 +62,8 @@ def open_writer(
     closes it). While the lock is busy, a mount that becomes live is taken.
 
     Raises:
-        LogfsError: the store's "in use by another logfs process" after
-            ``lock_timeout`` seconds, or its error opening DATA.
+        DataDirBusyError: after ``lock_timeout`` seconds.
+        LogfsError: the store's error opening DATA.
     """
     deadline = time.monotonic() + lock_timeout
     while True:
@@ -71,9 +72,8 @@ def open_writer(
             return record
         try:
             return Store(data)
-        except LogfsError as e:
-            # Opening a store raises a plain LogfsError only for a busy lock.
-            if type(e) is not LogfsError or time.monotonic() >= deadline:
+        except DataDirBusyError:
+            if time.monotonic() >= deadline:
                 raise
         time.sleep(0.05)
 

@@ -42,6 +42,11 @@ class RecordTooLargeError(LogfsError):
     """A record or batch larger than max.message.bytes."""
 
 
+class DataDirBusyError(LogfsError):
+    """The data directory's writer lock is held by another process (a mount or
+    a writer), like a Kafka log dir that belongs to one broker."""
+
+
 class ReadOnlyError(LogfsError):
     """A write to a store opened read-only."""
 

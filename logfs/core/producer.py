@@ -24,13 +24,14 @@ Either way `flush` returns once the records are durable on disk (Kafka's
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import random
 import time
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from . import compression, mountinfo
+from . import batching, compression, mountinfo
 from .batching import HEADER_OVERHEAD, RECORD_OVERHEAD
 from .config import TopicConfig
 from .delivery import (
@@ -49,7 +50,7 @@ from .errors import (
     UnknownTopicError,
 )
 from .partitioner import Partitioner, partition_for_key
-from .record import HEADER_SIZE, encode_batch
+from .record import CREATE_TIME, HEADER_SIZE, encode_batch
 from .store import Store, validate_topic_name
 
 BATCH_SIZE = 16384  # Kafka's batch.size
@@ -175,10 +176,7 @@ class Producer:
         codec = self._codec(meta.config)
         self._check_size(topic, meta.config, codec, size, record)
         if partition is not None:
-            if not 0 <= partition < meta.partitions:
-                raise UnknownTopicError(
-                    f"partition {partition} of {topic!r} is not in [0, {meta.partitions})"
-                )
+            self._check_partition(topic, partition, meta)
         elif key is not None:
             partition = partition_for_key(key, meta.partitions)
         else:
@@ -195,6 +193,78 @@ class Producer:
         if self._pending_bytes > self.buffer_memory:
             self._deliver()
         return partition
+
+    def send_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        *,
+        keys: Sequence[bytes | None] | None = None,
+        headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> dict[int, int]:
+        """Queue many records at once, encoded in bulk (column-wise when they
+        have no keys, headers or compression); returns records per partition.
+
+        Placement as for `send`, with all the unkeyed records of the call on one
+        sticky partition; one ``timestamp`` (now if None) for all. Values, keys
+        and header values are bytes or None.
+
+        Raises:
+            RecordTooLargeError: a record alone exceeds max.message.bytes; nothing is queued.
+            LogfsError: what `send` raises.
+        """
+        if self._closed:
+            raise ProducerError("the producer is closed")
+        if not values:
+            return {}
+        meta = self._topic(topic)
+        if partition is not None:
+            self._check_partition(topic, partition, meta)
+            groups = {partition: range(len(values))}
+        else:
+            groups = self._partitioner.split(keys or [None] * len(values), meta.partitions)
+        codec = self._codec(meta.config)
+        config = dataclasses.replace(meta.config, compression_type=compression.NAMES[codec])
+        timestamp = now_ms() if timestamp is None else int(timestamp)
+        encoded = {}  # all encoded before any is queued: a record too large queues nothing
+        for p, rows in groups.items():
+            encoded[p] = batching.encode_values(
+                config,
+                0,
+                _pick(values, rows),
+                _pick(keys, rows),
+                _pick(headers, rows),
+                timestamp,
+                CREATE_TIME,  # a LogAppendTime topic's writer stamps the batches
+                max(self.batch_size, 1),
+            )
+        counts = {}
+        for p, batches in encoded.items():
+            pending = self._pending.setdefault((topic, p), _Pending())
+            if pending.open:  # keep the order of the partition's records
+                self._close_batch(pending, codec, meta.config.max_message_bytes)
+            first = 0
+            for batch, info in batches:
+                pending.batches.append(batch)
+                pending.counts.append(info.last_offset + 1 - first)
+                first = info.last_offset + 1
+                self._pending_bytes += len(batch)
+            counts[p] = first
+        if self._pending_bytes > self.buffer_memory:
+            self._deliver()
+        return counts
+
+    def partitions_for(self, topic: str) -> int:
+        """The number of partitions of ``topic``, created if it does not exist."""
+        return self._topic(topic).partitions
+
+    def _check_partition(self, topic: str, partition: int, meta: _Topic) -> None:
+        if not 0 <= partition < meta.partitions:
+            raise UnknownTopicError(
+                f"partition {partition} of {topic!r} is not in [0, {meta.partitions})"
+            )
 
     def _full(self, topic: str, partition: int, size: int, config: TopicConfig) -> bool:
         """Whether the partition's open batch has records and cannot take ``size`` more."""
@@ -399,6 +469,13 @@ def _encode_within(records: Sequence[tuple], codec: int, limit: int) -> list[tup
     return _encode_within(records[:middle], codec, limit) + _encode_within(
         records[middle:], codec, limit
     )
+
+
+def _pick(items: Sequence | None, rows: Sequence[int]) -> Sequence | None:
+    """``items`` at the indexes ``rows`` (all of them, uncopied, if rows covers them)."""
+    if items is None or len(rows) == len(items):
+        return items
+    return [items[i] for i in rows]
 
 
 def _bytes(data, what: str) -> bytes | None:

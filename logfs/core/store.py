@@ -32,6 +32,7 @@ from pathlib import Path
 
 from .config import TopicConfig, parse_properties, read_properties, write_properties
 from .errors import (
+    DataDirBusyError,
     InvalidConfigError,
     InvalidTopicError,
     LogfsError,
@@ -161,7 +162,7 @@ class Store:
                 if time.monotonic() >= deadline:
                     os.close(self._lock_fd)
                     self._lock_fd = -1
-                    raise LogfsError(
+                    raise DataDirBusyError(
                         f"{self.path} is in use by another logfs process (a mount or a writer)"
                     ) from None
                 time.sleep(0.05)

@@ -3,26 +3,28 @@
 
 Columns: ``value`` (binary or string) is required; ``key`` (binary or string), ``headers``
 (``array<struct<key:string,value:binary>>``), ``topic`` (string) and ``partition`` (int) are
-optional; other columns are ignored. The ``topic`` option overrides the column. A row with no
-partition is placed by `Partitioner`, the store's own (Kafka's default partitioner): with a
-key on ``murmur2(key) % partitions``; without one, with the other unkeyed rows of its topic in
-the same Arrow batch on one partition, the task's next batch taking the next partition (Kafka's
-sticky partitioner; each task starts its round robin at a random partition). A topic that
-does not exist is created with one partition, as a Kafka broker with
-``auto.create.topics.enable`` does.
+optional; other columns are ignored. The ``topic`` option overrides the column. A topic that
+does not exist is created, as a Kafka broker with ``auto.create.topics.enable`` does.
 
-One writer process at a time: a writable `Store` holds an exclusive lock on the data
-directory, like one Kafka broker per log dir. Each write task opens the store, appends, and
-closes it (flush + checkpoint), waiting up to ``lockTimeout`` seconds (default 60) for other
-tasks. While ``logfs mount`` serves the same data directory, writes fail with a clear error:
-write through the mount, or unmount first. Delivery is at least once, as with Kafka: a task
-that fails after appending and is retried appends its rows again.
+Each write task is a Kafka producer (core/producer.py): it encodes its rows into RecordBatch
+v2 batches on the executor, in bulk per Arrow batch, and flushes them before it commits, so
+a committed task's rows are durable. A row with no partition is placed by Kafka's default
+partitioner: with a key on ``murmur2(key) % partitions``; without one, with the other unkeyed
+rows of its topic in the same Arrow batch on one sticky partition, the task's next Arrow
+batch taking the next (each task starts its round robin at a random partition).
+
+The batches go to the one writer of the data directory: a live ``logfs mount`` of it (found
+by its mount record), through ``MNT/<topic>/<p>/append.batches``, where the daemon only
+validates and appends them while shell tools keep writing beside; else the store, opened
+for writing for the flush, waiting up to ``lockTimeout`` seconds (default 60) for another
+writer's lock. Delivery is at least once, as with Kafka: a task that fails after appending
+and is retried appends its rows again; a task whose mount went away mid-write fails with a
+`ProducerError` saying so.
 """
 
 from __future__ import annotations
 
 import itertools
-import random
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -39,9 +41,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from ..core.errors import LogfsError
-from ..core.partitioner import Partitioner
-from ..core.store import Store
+from ..core.errors import DataDirBusyError, LogfsError
+from ..core.producer import Producer
 from .plan import SparkOptionError
 
 DEFAULT_LOCK_TIMEOUT = 60.0
@@ -105,35 +106,28 @@ def _as_bytes(items: list) -> list:
 
 
 def append_batches(options: WriteOptions, batches: Iterator) -> dict[str, int]:
-    """Append every row of ``batches`` (Arrow record batches) to the store; counts per
-    ``topic-partition``. The store is opened only if there is a row to write."""
+    """Send every row of ``batches`` (Arrow record batches) through a `Producer`
+    and flush it; counts per ``topic-partition``. Nothing is opened without a row."""
     counts: dict[str, int] = {}
     rows = (batch for batch in batches if batch.num_rows)
     first = next(rows, None)
     if first is None:
         return counts
-    # One partitioner per task, started at random: see `Partitioner`.
-    partitioner = Partitioner(start=random.randrange(1 << 31))
-    with _open_writable(options) as store:
-        for batch in itertools.chain([first], rows):
-            _append_batch(store, partitioner, options, batch, counts)
+    try:
+        with Producer(options.path, lock_timeout=options.lock_timeout) as producer:
+            for batch in itertools.chain([first], rows):
+                _send(producer, options, batch, counts)
+            producer.flush()
+    except DataDirBusyError as e:
+        raise DataDirBusyError(
+            f"cannot write to {options.path}: {e}. logfs allows one writer process per data "
+            "directory (like one Kafka broker per log dir) and it is not a live mount: wait "
+            "for the other writer or raise lockTimeout"
+        ) from e
     return counts
 
 
-def _open_writable(options: WriteOptions) -> Store:
-    try:
-        return Store(options.path, lock_timeout=options.lock_timeout)
-    except LogfsError as e:
-        raise LogfsError(
-            f"cannot write to {options.path}: {e}. logfs allows one writer process per data "
-            "directory (like one Kafka broker per log dir): if `logfs mount` is serving it, "
-            "write through the mount or unmount it first; otherwise raise lockTimeout"
-        ) from e
-
-
-def _append_batch(
-    store: Store, partitioner: Partitioner, options: WriteOptions, batch, counts: dict[str, int]
-) -> None:
+def _send(producer: Producer, options: WriteOptions, batch, counts: dict[str, int]) -> None:
     values = _as_bytes(_column(batch, "value"))
     keys = _column(batch, "key")
     keys = _as_bytes(keys) if keys is not None else None
@@ -142,41 +136,23 @@ def _append_batch(
         headers = [tuple((h["key"], h["value"]) for h in hs or ()) for hs in headers]
     topics = [options.topic] * len(values) if options.topic else _column(batch, "topic")
     partitions = _column(batch, "partition")
-    chosen: list[int | None] = [None] * len(values)  # the partition of every row
-    unassigned: dict[str, list[int]] = {}  # rows without a partition, by topic
-    known = store.topics()
+    groups: dict[tuple[str, int | None], list[int]] = {}  # rows by topic and given partition
     for i, topic in enumerate(topics):
         if topic is None:
             raise LogfsError(f"row {i} has a null topic and no topic option is set")
-        if topic not in known:
-            store.create_topic(topic, partitions=1)
-            known = store.topics()
-        p = partitions[i] if partitions is not None else None
-        if p is None:
-            unassigned.setdefault(topic, []).append(i)
-        elif not 0 <= p < known[topic]:
-            raise LogfsError(f"row {i}: partition {p} of topic {topic!r} does not exist")
-        chosen[i] = p
-    # Each topic's share of the batch is one append to the partitioner: keyed rows by key,
-    # the unkeyed ones together on the topic's sticky partition.
-    for topic, rows in unassigned.items():
-        row_keys = [None] * len(rows) if keys is None else [keys[i] for i in rows]
-        for p, picked in partitioner.split(row_keys, known[topic]).items():
-            for j in picked:
-                chosen[rows[j]] = p
-    groups: dict[tuple[str, int], list[int]] = {}
-    for i, topic in enumerate(topics):
-        groups.setdefault((topic, chosen[i]), []).append(i)
-    for (topic, p), rows in groups.items():
+        groups.setdefault((topic, None if partitions is None else partitions[i]), []).append(i)
+    for (topic, partition), rows in groups.items():
         whole = len(rows) == len(values)
-        log = store.log(topic, p)
-        log.append(
+        sent = producer.send_many(
+            topic,
             values if whole else [values[i] for i in rows],
             keys=None if keys is None else keys if whole else [keys[i] for i in rows],
             headers=None if headers is None else headers if whole else [headers[i] for i in rows],
+            partition=partition,
         )
-        name = f"{topic}-{p}"
-        counts[name] = counts.get(name, 0) + len(rows)
+        for p, n in sent.items():
+            name = f"{topic}-{p}"
+            counts[name] = counts.get(name, 0) + n
 
 
 class LogfsWriter(DataSourceArrowWriter):
@@ -195,7 +171,7 @@ class LogfsStreamWriter(DataSourceStreamArrowWriter):
         return AppendedMessage(append_batches(self.options, iterator))
 
     def commit(self, messages: list, batchId: int) -> None:
-        pass  # every task flushed and checkpointed when it closed its store
+        pass  # every task's producer flushed: its records are durable
 
     def abort(self, messages: list, batchId: int) -> None:
         pass  # appends are not transactional: at-least-once delivery, as with Kafka
