@@ -18,7 +18,8 @@ baseline's, logfs as a fraction of the baseline, and records/s.
     partitions     N concurrent cat into N partitions (1, 10, 100) vs into N plain files
     lookup         in-process log.read(n) p50/p99 at growing sizes (bench_lookup.py)
     recovery       validation of a large active segment vs a plain read (bench_recovery.py)
-    spark          (--spark) Spark batch read vs spark.read.text (bench_spark.py)
+    spark          (--spark) Spark batch read vs spark.read.text (bench_spark.py), and
+                   Spark writing beside a live mount vs unmounted (bench_spark_write.py)
 
     python benchmarks/run.py            scaled-down sizes: a few minutes
     python benchmarks/run.py --full     full sizes (1M-line files, lookup at 10M, ...)
@@ -501,11 +502,12 @@ def main() -> None:
     table.print()
     if args.spark:
         records = 2_000_000 if full else 500_000
-        subprocess.run(
-            [sys.executable, str(HERE / "bench_spark.py"), "--records", str(records),
-             "--rounds", str(args.rounds)],
-            check=True,
-        )  # fmt: skip
+        for script in ("bench_spark.py", "bench_spark_write.py"):
+            subprocess.run(
+                [sys.executable, str(HERE / script), "--records", str(records),
+                 "--rounds", str(args.rounds)],
+                check=True,
+            )  # fmt: skip
 
 
 if __name__ == "__main__":
