@@ -14,7 +14,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from logfs import Store
-from logfs.core import compression
+from logfs.core import compression, producer
 from logfs.core.errors import CorruptRecordError
 from logfs.core.record import (
     CREATE_TIME,
@@ -24,7 +24,7 @@ from logfs.core.record import (
     encode_batch,
     read_header,
 )
-from logfs.spark import LogfsDataSource, write
+from logfs.spark import LogfsDataSource
 from logfs.spark.arrow import decode_columns, read_range
 from logfs.spark.plan import (
     DataLossError,
@@ -325,20 +325,20 @@ def test_append_batches_routes_rows_like_the_kafka_sink(tmp_path):
 
 
 def test_each_write_task_starts_its_unkeyed_rows_at_a_random_partition(tmp_path, monkeypatch):
-    """Every task opens its own store and partitioner: a random start keeps the tasks from all
+    """Every task has its own producer and partitioner: a random start keeps the tasks from all
     beginning on partition 0; a task's next batch takes the next partition."""
     options = write_options({"path": str(tmp_path), "topic": "t"}, columns("value binary"))
     with Store(tmp_path) as store:
         store.create_topic("t", partitions=4)
     starts = iter([6, 3])
-    monkeypatch.setattr(write.random, "randrange", lambda n: next(starts))
+    monkeypatch.setattr(producer.random, "randrange", lambda n: next(starts))
 
     def batch(*values):
         return pa.RecordBatch.from_pydict({"value": list(values)})
 
     assert append_batches(options, iter([batch(b"a", b"b"), batch(b"c")])) == {"t-2": 2, "t-3": 1}
     assert append_batches(options, iter([batch(b"d")])) == {"t-3": 1}
-    assert append_batches(options, iter([batch()])) == {}  # no rows: no store, no partitioner
+    assert append_batches(options, iter([batch()])) == {}  # no rows: no producer
 
 
 @pytest.mark.parametrize(
