@@ -2,7 +2,9 @@
 
 Both sources hold the same N values (one topic-partition in logfs, one line each in a text
 file); each round times the same two queries back to back (interleaved, so machine load hits
-both alike) and the medians are compared:
+both alike) and the medians are compared. A third source, ``logfs_replay``
+(replay_source.py), yields logfs's own Arrow batches from memory without decoding: the
+bound of any Python data source.
 
     count            df.count()             (Python sources get no column pruning)
     sum(length)      df.select(sum(length(value)))   (both read every value)
@@ -19,8 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(HERE)]
+
+import os  # noqa: E402
 
 from pyspark.sql import functions as F  # noqa: E402
 from spark_helpers import local_session  # noqa: E402
@@ -61,26 +66,36 @@ def main() -> None:
         t = time.perf_counter()
         fill(data, text, args.records)
         print(f"wrote {args.records:,} records in {time.perf_counter() - t:.1f} s", flush=True)
-        spark = local_session(args.cores, "logfs-bench")
-        logfs_df = (
-            spark.read.format("logfs").option("path", str(data)).option("subscribe", "bench").load()
+        # The workers import replay_source from this directory.
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(HERE), os.environ.get("PYTHONPATH")])
         )
-        text_df = spark.read.text(str(text))
+        spark = local_session(args.cores, "logfs-bench")
+        from replay_source import ReplaySource
+
+        spark.dataSource.register(ReplaySource)
+        frames = {
+            source: spark.read.format(source).options(path=str(data), subscribe="bench").load()
+            for source in ("logfs", "logfs_replay")
+        }
+        frames["text"] = spark.read.text(str(text))
         queries = {
             "count": lambda df: df.count(),
             "sum(length)": lambda df: df.select(F.sum(F.length("value"))).collect(),
         }
-        assert logfs_df.count() == text_df.count() == args.records  # also warms both up
+        for _ in range(2):  # warms all up; the second fills every worker's replay cache
+            assert all(df.count() == args.records for df in frames.values())
         for name, query in queries.items():
-            got = {"logfs": [], "text": []}
+            got = {source: [] for source in frames}
             for _ in range(args.rounds):
-                got["logfs"].append(timed(lambda q=query: q(logfs_df)))
-                got["text"].append(timed(lambda q=query: q(text_df)))
-            logfs_s, text_s = statistics.median(got["logfs"]), statistics.median(got["text"])
+                for source, df in frames.items():
+                    got[source].append(timed(lambda q=query, df=df: q(df)))
+            s = {source: statistics.median(times) for source, times in got.items()}
+            rate = {source: args.records / t / 1e6 for source, t in s.items()}
             print(
-                f"{name:12} logfs {args.records / logfs_s / 1e6:5.2f} M rows/s ({logfs_s:.2f} s)"
-                f"  text {args.records / text_s / 1e6:5.2f} M rows/s ({text_s:.2f} s)"
-                f"  logfs/text speed ratio {text_s / logfs_s:.2f}",
+                f"{name:12} logfs {rate['logfs']:5.2f} M rows/s  text {rate['text']:5.2f}"
+                f"  replay {rate['logfs_replay']:5.2f}  logfs/text speed ratio"
+                f" {s['text'] / s['logfs']:.2f}  logfs/replay {s['logfs_replay'] / s['logfs']:.2f}",
                 flush=True,
             )
         spark.stop()

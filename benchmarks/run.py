@@ -18,7 +18,8 @@ baseline's, logfs as a fraction of the baseline, and records/s.
     partitions     N concurrent cat into N partitions (1, 10, 100) vs into N plain files
     lookup         in-process log.read(n) p50/p99 at growing sizes (bench_lookup.py)
     recovery       validation of a large active segment vs a plain read (bench_recovery.py)
-    spark          (--spark) Spark batch read vs spark.read.text (bench_spark.py), and
+    spark          (--spark) Spark batch read vs spark.read.text and a no-decoding Python
+                   source (bench_spark.py), and
                    Spark writing beside a live mount vs unmounted (bench_spark_write.py)
 
     python benchmarks/run.py            scaled-down sizes: a few minutes
