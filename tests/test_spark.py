@@ -7,7 +7,6 @@ import collections
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
-from spark_helpers import local_session
 
 from logfs import Store
 from logfs.spark import register
@@ -24,13 +23,6 @@ SCHEMA = [
     ("timestampType", "int"),
 ]
 COLUMNS = "key, value, topic, partition, offset, unix_millis(timestamp) AS ts, timestampType"
-
-
-@pytest.fixture(scope="session")
-def spark():
-    session = local_session()
-    yield session
-    session.stop()
 
 
 def fill(path, topic="orders", partitions=2, per_partition=50, headers=False):
