@@ -4,13 +4,15 @@
 #   sudo bash mount_scripts/install.sh
 #
 # 1. System packages, with apt-get, only those that are missing: FUSE 3 and its
-#    headers (pyfuse3 compiles against them), pkg-config, a C compiler, Python's
-#    headers and venv module, systemd-analyze (the suite verifies the systemd
+#    headers (pyfuse3 compiles against them), pkg-config, a C compiler and
+#    Python's headers (pyfuse3 and logfs's compiled codec), venv, systemd-analyze (the suite verifies the systemd
 #    unit), and a Java runtime for Spark when there is no java.
 #    `apt-get update` runs only when something is missing.
 # 2. A virtual environment in the checkout (.venv) holding logfs, editable, with
-#    its test and Spark extras. pip runs only when pyproject.toml has changed
-#    since the last install: a stamp .venv/.installed-<hash of pyproject.toml>.
+#    its test and Spark extras; pip compiles logfs/core/_codec.pyx (Cython) in
+#    place. pip runs only when pyproject.toml or _codec.pyx has changed since
+#    the last install (a stamp .venv/.installed-<hash of both>) or the compiled
+#    module is missing.
 # 3. One line in the venv's site-packages, logfs-pyspark-python.pth, that sets
 #    PYSPARK_PYTHON to the venv's Python (unless already set) whenever it starts,
 #    so Spark's Python processes run it rather than python3 from PATH: a job run
@@ -108,15 +110,17 @@ if [[ ! -e $VENV ]] || ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
     "$PYTHON" -m venv --clear "$VENV"
 fi
 
-hash=$(sha256sum pyproject.toml | cut -c1-16)
+# pip builds the compiled codec in place (editable install): again when its source changes.
+hash=$(cat pyproject.toml logfs/core/_codec.pyx | sha256sum | cut -c1-16)
 stamp=$VENV/.installed-$hash
-if [[ -e $stamp && -x $VENV/bin/logfs && ${LOGFS_FORCE_PIP:-0} != 1 ]]; then
+built=$(compgen -G "logfs/core/_codec*.so" || true)
+if [[ -e $stamp && -x $VENV/bin/logfs && -n $built && ${LOGFS_FORCE_PIP:-0} != 1 ]]; then
     say "system packages and .venv are up to date"
 else
-    say "pip install -e '.[fast,test,spark]' into .venv (the first time downloads PySpark: a few minutes)"
+    say "pip install -e '.[test,spark]' into .venv (the first time downloads PySpark: a few minutes)"
     log=$(mktemp -t logfs-pip.XXXXXX)
     if ! "$VENV/bin/python" -m pip install --progress-bar off --disable-pip-version-check \
-        -e "${ROOT}[fast,test,spark]" >"$log" 2>&1; then
+        -e "${ROOT}[test,spark]" >"$log" 2>&1; then
         tail -n 30 "$log" >&2
         die "pip install failed (full log: $log)"
     fi

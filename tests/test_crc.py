@@ -18,6 +18,14 @@ KNOWN = [
 ]
 
 
+def test_the_fast_crc_is_in_use():
+    """No silent fallback: the install gives the crc32c package, using the CPU's instructions."""
+    import crc32c
+
+    assert record.FAST_CRC and record.crc32c is crc32c.crc32c
+    assert crc32c.hardware_based
+
+
 @pytest.mark.parametrize("data, crc", KNOWN)
 def test_known_vectors(data, crc):
     assert record.crc32c(data) == crc

@@ -449,7 +449,7 @@ def test_falls_back_to_the_store_when_the_daemon_was_killed(tmp_path):
         assert producer.flush() == [("t", 0, 0, 0)]
         os.kill(target.daemon.pid, signal.SIGKILL)
         target.daemon.proc.wait(timeout=30)
-        assert wait_unmounted(target.mnt, timeout=10)
+        assert wait_unmounted(target.mnt, timeout=30)
         assert mountinfo.read_record(target.data) is not None  # left behind, stale
         producer.send("t", b"through the store")
         assert producer.flush() == [("t", 0, 1, 1)]

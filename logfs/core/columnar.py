@@ -1,4 +1,4 @@
-"""Column-wise encoding and decoding of record batches with numpy.
+"""Column-wise encoding and decoding of many record batches at once.
 
 `record.encode_batch` and `record.decode_records` handle one record at a time in
 Python (about a microsecond each). The hot paths — appending lines through the
@@ -6,10 +6,9 @@ mount, reading ``stream``, counting a stream's size, Spark reads — handle many
 batches at once here instead; the bytes are exactly those of `record` (tests
 check both against each other under Hypothesis).
 
-Decoding: records are variable-length, so finding where each starts is a walk
-along the records' length varints. The walk takes one step in every batch at
-once ("lockstep"), so its Python cost is per *record index within a batch*,
-not per record; every field is then decoded for all records together.
+Decoding: the compiled codec (`_codec.walk_records`) walks every record of the
+batches, checking it, and gives each record's fields as numpy columns
+(`Columns`); `value_lines` gathers values into lines in one compiled pass.
 
 Encoding (`encode_plain`) covers the common append: values without keys or
 headers, one timestamp, no compression. The values come packed — each value
@@ -28,6 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._codec import Problem, gather, walk_records
 from .errors import CorruptRecordError
 from .record import (
     HEADER_SIZE,
@@ -35,132 +35,12 @@ from .record import (
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
     pack_header_into,
-    read_varint,
     records_section,
 )
 
 PAD = bytes(10)  # lets a varint read past the last record hit zeros, not the end
-_SCALAR_BELOW = 4  # batches still walking when the lockstep walk hands over to Python
 
 # ---------------------------------------------------------------- decoding
-
-# The value of every one-byte varint: one lookup instead of four array operations.
-_ONE_BYTE = np.array([(z >> 1) ^ -(z & 1) for z in range(0x80)], np.int64)
-
-
-def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Decode the zig-zag varint at every position; returns (values, positions after)."""
-    return _varints_from(buf, pos, buf[pos])
-
-
-def _varints_from(buf: np.ndarray, pos: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`varints`, given ``b``, the byte at each position (the caller has read it)."""
-    if b.max(initial=0) < 0x80:  # all one byte: the common case for most fields
-        return _ONE_BYTE[b], pos + 1
-    b1 = buf[pos + 1].astype(np.int64)
-    two = b >= 0x80
-    if not (two & (b1 >= 0x80)).any():  # at most two bytes (values under 8192)
-        z = np.where(two, (b & 0x7F) | (b1 << 7), b)
-        return (z >> 1) ^ -(z & 1), pos + 1 + two
-    z = (b & 0x7F).astype(np.uint64)
-    size = np.ones(len(pos), np.int64)
-    more = np.flatnonzero(b & 0x80)
-    shift = np.uint64(7)
-    while more.size:
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes")
-        b = buf[pos[more] + size[more]]
-        z[more] |= (b & 0x7F).astype(np.uint64) << shift
-        size[more] += 1
-        more = more[(b & 0x80) != 0]
-        shift += np.uint64(7)
-    values = (z >> np.uint64(1)).astype(np.int64) ^ -(z & np.uint64(1)).astype(np.int64)
-    return values, pos + size
-
-
-def _walk_scalar(data: bytes | bytearray, pos: int, count: int, out: np.ndarray, first: int) -> int:
-    """`record_starts` for the last few batches of a walk, one record at a time:
-    numpy's per-call cost outweighs its speed once few batches are active."""
-    for k in range(count):
-        out[first + k] = pos
-        b = data[pos]
-        if b < 0x80:  # one byte: zig-zag of n >= 0 is 2n (saves a call per short record)
-            pos += 1 + (b >> 1)
-            continue
-        length, pos = read_varint(data, pos)
-        if length < 0:
-            raise CorruptRecordError("negative record length")
-        pos += length
-    return pos
-
-
-def _after_record(buf: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Where the records starting at ``p`` end (from their length varints)."""
-    b = buf[p]
-    if b.max(initial=0) < 0x80:
-        # One-byte lengths (records under 64 bytes): zig-zag of n >= 0 is 2n.
-        # Skipping `varints` here saves ~10% of decoding short records; a
-        # negative length (an odd byte) misplaces the next start, which the
-        # end check in `record_starts` then catches.
-        return p + 1 + (b >> 1)
-    length, after = _varints_from(buf, p, b)
-    if length.min(initial=0) < 0:
-        raise CorruptRecordError("negative record length")
-    return after + length
-
-
-def record_starts(
-    data: bytes | bytearray,
-    buf: np.ndarray,
-    starts: np.ndarray,
-    counts: np.ndarray,
-    ends: np.ndarray,
-) -> np.ndarray:
-    """Where each record starts, for records sections at ``starts``..``ends`` of ``buf``
-    holding ``counts`` records each; in section order, then record order.
-
-    Raises:
-        CorruptRecordError: a section's records do not end exactly at its end.
-    """
-    counts = counts.astype(np.int64)
-    first = np.zeros(len(counts), np.int64)
-    np.cumsum(counts[:-1], out=first[1:])
-    out = np.empty(int(counts.sum()), np.int64)
-    order = np.argsort(-counts, kind="stable")
-    cnt, fst = counts[order], first[order]
-    pos = starts[order].astype(np.int64)
-    steps = int(cnt[0]) if len(cnt) else 0
-    active = np.searchsorted(-cnt, -np.arange(steps), side="left").tolist()
-    lockstep = next((k for k, a in enumerate(active) if a < _SCALAR_BELOW), steps)
-    # Step k's starts go to row k; rows are read out batch by batch at the end.
-    # (A start past the buffer raises IndexError; one inside another batch
-    # makes this batch's records end in the wrong place: both are caught.)
-    grid = np.empty((lockstep, len(cnt)), np.int64)
-    k = 0
-    try:
-        for k in range(lockstep):
-            a = active[k]
-            p = pos[:a]
-            grid[k, :a] = p
-            pos[:a] = _after_record(buf, p)
-        k = lockstep
-        if lockstep:
-            taken = np.minimum(cnt, lockstep)
-            rows = np.arange(lockstep)[:, None] < taken[None, :]
-            at = np.repeat(fst, taken) + (
-                np.arange(int(taken.sum())) - np.repeat(np.cumsum(taken) - taken, taken)
-            )
-            out[at] = grid.T[rows.T]
-        for i in range(active[k] if k < steps else 0):
-            pos[i] = _walk_scalar(data, int(pos[i]), int(cnt[i]) - k, out, int(fst[i]) + k)
-    except IndexError:
-        raise CorruptRecordError("a record runs past its batch") from None
-    if not np.array_equal(pos, ends[order]):
-        bad = int(np.flatnonzero(pos != ends[order])[0])
-        raise CorruptRecordError(
-            f"records end at {int(pos[bad] - ends[order][bad]):+d} bytes from their batch's end"
-        )
-    return out
 
 
 class Columns(NamedTuple):
@@ -212,20 +92,21 @@ def decode_bodies(
     buf = np.frombuffer(data, np.uint8)
     n = len(headers)
     counts = np.fromiter((h.records_count for h in headers), np.int64, n)
-    pos = record_starts(data, buf, starts, counts, ends)
+    fields = np.empty((6, int(counts.sum())), np.int64)
+    code, b, r, _, _ = walk_records(
+        buf, np.asarray(starts, np.int64), np.asarray(ends, np.int64), counts, *fields
+    )
+    if code != Problem.OK:
+        raise CorruptRecordError(
+            f"batch at offset {headers[b].base_offset}: record {r}: bad records section "
+            f"({Problem(code).name.lower()})"
+        )
+    ts_delta, offset_delta, key_start, key_len, value_start, value_len = fields
     batch_of = np.repeat(np.arange(n), counts)
 
     def per_row(values, dtype=np.int64):
         return np.fromiter(values, dtype, n)[batch_of]
 
-    length, pos = varints(buf, pos)
-    record_end = pos + length
-    ts_delta, pos = varints(buf, pos + 1)  # + 1: the record attributes byte
-    offset_delta, pos = varints(buf, pos)
-    key_len, key_start = varints(buf, pos)
-    value_len, value_start = varints(buf, key_start + np.maximum(key_len, 0))
-    if np.any(value_start + np.maximum(value_len, 0) >= record_end + 1):
-        raise CorruptRecordError(f"batch at offset {headers[0].base_offset}: bad record fields")
     log_append = timestamp = None
     if timestamps:
         log_append = per_row((h.timestamp_type == LOG_APPEND_TIME for h in headers), bool)
@@ -240,24 +121,12 @@ def decode_bodies(
     )
 
 
-def value_lines(cols: Columns, keep: np.ndarray | None = None) -> bytes | memoryview:
-    """Every (kept) record's value followed by ``\\n`` (a null value: just ``\\n``)."""
-    vs, vl = cols.value_start, np.maximum(cols.value_len, 0)
+def value_lines(cols: Columns, keep: np.ndarray | None = None) -> bytes:
+    """Every (kept) record's value followed by ``\n`` (a null value: just ``\n``)."""
+    vs, vl = cols.value_start, cols.value_len
     if keep is not None:
         vs, vl = vs[keep], vl[keep]
-    if not len(vs):
-        return b""
-    ve = vs + vl  # the header count byte: it becomes the "\n"
-    runs = np.empty(2 * len(vs) + 1, np.int64)
-    runs[0] = vs[0]
-    runs[2:-1:2] = vs[1:] - ve[:-1] - 1
-    runs[1::2] = vl + 1
-    runs[-1] = len(cols.buf) - ve[-1] - 1
-    pattern = np.zeros(len(runs), bool)
-    pattern[1::2] = True
-    work = cols.buf if cols.buf.flags.writeable else cols.buf.copy()
-    work[ve] = 10  # the records are not needed again: the buffer is the caller's scratch
-    return memoryview(work[np.repeat(pattern, runs)])
+    return gather(cols.buf, vs, vl, ord("\n"))
 
 
 def stream_bytes(cols: Columns, n_batches: int) -> np.ndarray:

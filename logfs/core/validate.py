@@ -32,13 +32,12 @@ Then each batch is prepared (`prepare_batches`), as Kafka's broker does:
   clears the bit and makes the max timestamp its records' largest. The CRC is
   recomputed only when a covered byte changed.
 
-Records are walked in Python only by their length prefixes; their fields are
-then checked for all records of the call at once with numpy.
+Every record of the call is checked in one pass of the compiled codec
+(`_codec.walk_records`).
 """
 
 from __future__ import annotations
 
-import array
 import struct
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -46,7 +45,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import compression
-from .columnar import PAD, varints
+from ._codec import Problem, walk_records
 from .config import TopicConfig
 from .errors import BatchTooLargeError, CorruptRecordError, InvalidBatchError
 from .record import (
@@ -61,7 +60,6 @@ from .record import (
     decode_records,
     encode_batch,
     read_header,
-    read_varint,
     records_section,
     verify_crc,
     write_crc,
@@ -269,47 +267,22 @@ def _check_header(batch: bytes | memoryview, position: int, config: TopicConfig)
 def _check_records(
     headers: list[BatchHeader], bodies: list[bytes], positions: list[int], config: TopicConfig
 ) -> tuple[list[int], list[int]]:
-    """Check every record of every batch; each batch's largest record
-    timestamp and its stream bytes."""
-    buf = b"".join(bodies) + PAD
+    """Check every record of every batch (the compiled `walk_records`); each
+    batch's largest record timestamp and its stream bytes."""
+    buf = np.frombuffer(b"".join(bodies), np.uint8)
     counts = np.array([h.records_count for h in headers], np.int64)
-    starts = array.array("q")  # each record's attributes byte
-    ends = array.array("q")
-    base = 0
-    for i, (header, body) in enumerate(zip(headers, bodies, strict=True)):
-        _walk(buf, base, base + len(body), header.records_count, starts, ends, positions[i])
-        base += len(body)
-    nb = np.frombuffer(buf, np.uint8)
-    end = np.frombuffer(ends, np.int64)
+    ends = np.cumsum([len(b) for b in bodies], dtype=np.int64)
+    fields = np.empty((6, int(counts.sum())), np.int64)
+    code, b, n, found, wanted = walk_records(
+        buf, ends - [len(b) for b in bodies], ends, counts, *fields,
+        strict=True, keys_required="compact" in config.cleanup_policy,
+    )  # fmt: skip
+    if code != Problem.OK:
+        raise InvalidBatchError(
+            f"batch at position {positions[b]}: {_PROBLEMS[code](n, found, wanted)}"
+        )
+    ts_delta, value_length = fields[0], fields[5]
     firsts = np.cumsum(counts) - counts
-    index = np.arange(len(end)) - np.repeat(firsts, counts)
-
-    def fail(bad: np.ndarray, what: str) -> None:
-        if bad.any():
-            j = int(np.flatnonzero(bad)[0])
-            b = int(np.searchsorted(firsts, j, side="right") - 1)
-            raise InvalidBatchError(f"batch at position {positions[b]}: record {index[j]}: {what}")
-
-    pos = np.frombuffer(starts, np.int64) + 1  # the attributes byte is not used
-    ts_delta, pos = _varints(nb, pos)
-    fail(pos > end, "timestamp delta overruns the record")
-    offset_delta, pos = _varints(nb, pos)
-    fail(pos > end, "offset delta overruns the record")
-    fail(offset_delta != index, "offset delta out of order (expected its index)")
-    key_length, pos = _varints(nb, pos)
-    fail((key_length < -1) | (key_length > end - pos), "bad key length")
-    if "compact" in config.cleanup_policy:
-        fail(key_length < 0, "no key, and the topic is compacted")
-    pos += np.maximum(key_length, 0)
-    value_length, pos = _varints(nb, pos)
-    fail((value_length < -1) | (value_length > end - pos), "bad value length")
-    pos += np.maximum(value_length, 0)
-    header_count, pos = _varints(nb, pos)
-    fail((header_count < 0) | (header_count > (end - pos) // 2), "bad header count")
-    for j in np.flatnonzero(header_count).tolist():
-        pos[j] = _skip_headers(buf, int(pos[j]), int(header_count[j]), int(end[j]))
-    fail(pos < 0, "malformed headers")
-    fail(pos != end, "its fields do not fill its length")
     value_bytes = np.add.reduceat(np.maximum(value_length, 0), firsts) + counts
     max_timestamps = []
     for i, (header, low, high) in enumerate(
@@ -333,77 +306,25 @@ def _check_records(
     return max_timestamps, value_bytes.tolist()
 
 
-def _walk(
-    buf: bytes,
-    pos: int,
-    end: int,
-    count: int,
-    starts: array.array,
-    ends: array.array,
-    position: int,
-) -> None:
-    """Follow ``count`` records' length prefixes through ``buf[pos:end]``,
-    adding where each record's fields start and where it ends."""
-    start = pos
-    add_start, add_end = starts.append, ends.append  # the one loop per record: keep it lean
-    for n in range(count):
-        if pos >= end:
-            raise InvalidBatchError(
-                f"batch at position {position}: {count} records declared, {n} found"
-            )
-        z = buf[pos]
-        if z < 0x80:  # one byte (records under 64 bytes): saves a call per short record
-            length, pos = (z >> 1) ^ -(z & 1), pos + 1
-        else:
-            try:
-                length, pos = read_varint(buf, pos)
-            except CorruptRecordError as e:
-                raise InvalidBatchError(f"batch at position {position}: record {n}: {e}") from None
-        if length < MIN_RECORD_BYTES:
-            raise InvalidBatchError(
-                f"batch at position {position}: record {n}: length {length}, "
-                f"at least {MIN_RECORD_BYTES} expected"
-            )
-        add_start(pos)
-        pos += length
-        add_end(pos)
-    if pos != end:
-        raise InvalidBatchError(
-            f"batch at position {position}: its {count} records take {pos - start} bytes, "
-            f"its records section holds {end - start}"
-        )
-
-
-def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`columnar.varints`, with a varint over 10 bytes refused as the writer's error."""
-    try:
-        return varints(buf, pos)
-    except CorruptRecordError as e:
-        raise InvalidBatchError(f"a record holds a {e}") from None
-
-
-def _skip_headers(buf: bytes, pos: int, count: int, end: int) -> int:
-    """Check ``count`` record headers from ``pos``: the position after them,
-    or -1 when one is malformed (a null or non-UTF-8 key, a bad length) or
-    runs past ``end``."""
-    for _ in range(count):
-        if not 0 <= pos < end:
-            return -1
-        try:
-            key_length, pos = read_varint(buf, pos)
-        except CorruptRecordError:
-            return -1
-        if not 0 <= key_length < end - pos:
-            return -1
-        try:
-            buf[pos : pos + key_length].decode()
-        except UnicodeDecodeError:
-            return -1
-        try:
-            value_length, pos = read_varint(buf, pos + key_length)
-        except CorruptRecordError:
-            return -1
-        if not -1 <= value_length <= end - pos:
-            return -1
-        pos += max(value_length, 0)
-    return pos
+# What `walk_records` reports, worded: (record, found, wanted) -> message.
+_PROBLEMS = {
+    Problem.DECLARED: lambda n, found, wanted: f"{wanted} records declared, {found} found",
+    Problem.LONG_VARINT: lambda n, *_: f"record {n}: varint longer than 10 bytes",
+    Problem.SHORT_RECORD: lambda n, found, wanted: (
+        f"record {n}: length {found}, at least {wanted} expected"
+    ),
+    Problem.TIMESTAMP_OVERRUN: lambda n, *_: f"record {n}: timestamp delta overruns the record",
+    Problem.OFFSET_OVERRUN: lambda n, *_: f"record {n}: offset delta overruns the record",
+    Problem.OFFSET_ORDER: lambda n, found, wanted: (
+        f"record {n}: offset delta out of order ({found}, expected its index {wanted})"
+    ),
+    Problem.KEY_LENGTH: lambda n, *_: f"record {n}: bad key length",
+    Problem.NO_KEY: lambda n, *_: f"record {n}: no key, and the topic is compacted",
+    Problem.VALUE_LENGTH: lambda n, *_: f"record {n}: bad value length",
+    Problem.HEADER_COUNT: lambda n, *_: f"record {n}: bad header count",
+    Problem.HEADERS: lambda n, *_: f"record {n}: malformed headers",
+    Problem.UNFILLED: lambda n, *_: f"record {n}: its fields do not fill its length",
+    Problem.SECTION: lambda n, found, wanted: (
+        f"its records take {found} bytes (at record {n}), its records section holds {wanted}"
+    ),
+}

@@ -9,11 +9,11 @@ here are those `pyspark.sql.pandas.types.to_arrow_schema` gives for the Kafka so
     [, headers list<struct<key: string, value: binary>>]
 
 Without headers, runs of whole batches are decoded column-wise (`decode_columns`) straight
-into Arrow arrays: the core walks the length varints of all the batches in lockstep and yields
-every field for all rows at once with numpy (`columnar.decode`); the keys and values become
-Arrow binary arrays by one gather from the records sections. With ``includeHeaders``, batches
-are decoded to `Record`s and the columns gathered with ``zip(*records)`` (C loops) before one
-conversion per output batch.
+into Arrow arrays: the core's compiled codec walks every record of the batches and gives each
+field for all rows as numpy columns (`columnar.decode`); the keys and values become Arrow
+binary arrays by one compiled gather (data and offsets buffers) from the records sections.
+With ``includeHeaders``, batches are decoded to `Record`s and the columns gathered with
+``zip(*records)`` (C loops) before one conversion per output batch.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from ..core._codec import gather
 from ..core.columnar import decode
 from ..core.record import BatchHeader, decode_records
 from .plan import DATA_LOSS_HINT, DataLossError, OffsetRange
@@ -168,21 +169,15 @@ def read_range(
 
 
 def _binary(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
-    """An Arrow binary array of ``buf[start:start+length]`` (length -1: null)."""
+    """An Arrow binary array of ``buf[start:start+length]`` (length -1: null): its data and
+    offsets buffers in one compiled pass (`_codec.gather`)."""
     n = len(starts)
+    data, offsets = gather(buf, starts, lengths, with_offsets=True)
     valid = lengths >= 0
-    sizes = np.where(valid, lengths, 0)
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    total = int(offsets[-1])
-    if total > 2**31 - 1:
-        raise ValueError("more than 2 GiB of binary data in one Arrow batch")
-    gather = np.repeat(starts - offsets[:-1], sizes) + np.arange(total, dtype=np.int64)
-    data = buf[gather]
     nulls = n - int(np.count_nonzero(valid))
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
     return pa.Array.from_buffers(
-        pa.binary(), n, [bitmap, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)], nulls
+        pa.binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], nulls
     )
 
 
