@@ -23,15 +23,20 @@ from mount_helpers import Daemon, force_unmount, mount_type  # noqa: E402
 class NullDaemon:
     """benchmarks/nullfs.py on ``mountpoint`` as a child process."""
 
-    def __init__(self, mountpoint: Path, log: Path, source_bytes: int) -> None:
+    def __init__(
+        self, mountpoint: Path, log: Path, source_bytes: int, copy_to: Path | None = None
+    ) -> None:
         self.mountpoint = Path(mountpoint)
         self.log = log
         self.source_bytes = source_bytes
+        self.copy_to = copy_to
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> NullDaemon:
         cmd = [sys.executable, str(HERE / "nullfs.py"), str(self.mountpoint)]
         cmd += ["--source-bytes", str(self.source_bytes)]
+        if self.copy_to is not None:
+            cmd += ["--copy-to", str(self.copy_to)]
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True

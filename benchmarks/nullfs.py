@@ -1,16 +1,18 @@
 """A do-nothing pyfuse3 file system: the FUSE transport limit.
 
 One directory with a file ``sink`` that accepts every ``write()`` and drops it
-(like ``/dev/null``), a file ``source`` that serves ``--source-bytes`` of
-100-byte lines and a directory ``records/`` whose every numeric name is a
-100-byte file (like ``offset/<n>``, with the same one-minute cache timeouts);
-sink and source are opened with
-direct_io and report
-``st_blksize`` = 1 MiB, exactly as logfs's ``append`` and ``stream`` are, so a
-``cat`` through it pays every cost of FUSE and pyfuse3 on trio and none of
-logfs's. The benchmark compares logfs's mount against this one.
+(like ``/dev/null``), a file ``copy`` that writes every ``write()`` it gets to
+a plain file (``--copy-to``: the least a file system that stores what it
+receives must do, one copy in and one ``write()`` out), a file ``source`` that
+serves ``--source-bytes`` of 100-byte lines and a directory ``records/`` whose
+every numeric name is a 100-byte file (like ``offset/<n>``, with the same
+one-minute cache timeouts). Sink, copy and source are opened with direct_io
+and report ``st_blksize`` = 1 MiB, exactly as logfs's ``append`` and
+``stream`` are, so a ``cat`` through it pays every cost of FUSE and pyfuse3 on
+trio and none of logfs's. The benchmark compares logfs's mount against this one.
 
-    python benchmarks/nullfs.py MOUNTPOINT [--source-bytes N]   (foreground; SIGTERM unmounts)
+    python benchmarks/nullfs.py MOUNTPOINT [--source-bytes N] [--copy-to FILE]
+    (foreground; SIGTERM unmounts)
 """
 
 from __future__ import annotations
@@ -27,16 +29,23 @@ import trio
 SINK_INODE = pyfuse3.ROOT_INODE + 1
 SOURCE_INODE = pyfuse3.ROOT_INODE + 2
 RECORDS_INODE = pyfuse3.ROOT_INODE + 3
-NAMES = {b"sink": SINK_INODE, b"source": SOURCE_INODE, b"records": RECORDS_INODE}
+COPY_INODE = pyfuse3.ROOT_INODE + 4
+NAMES = {
+    b"sink": SINK_INODE,
+    b"source": SOURCE_INODE,
+    b"records": RECORDS_INODE,
+    b"copy": COPY_INODE,
+}
 FIRST_RECORD = 1000  # records/<n> is inode FIRST_RECORD + n
 RECORD_BYTES = 100
 BLOCK = 1 << 20
 
 
 class NullOperations(pyfuse3.Operations):
-    def __init__(self, source_bytes: int) -> None:
+    def __init__(self, source_bytes: int, copy_to: str) -> None:
         super().__init__()
         self.source_bytes = source_bytes
+        self.copy_fd = os.open(copy_to, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         line = b"x" * 99 + b"\n"
         self.block = line * (BLOCK // len(line) + 1)
 
@@ -84,6 +93,8 @@ class NullOperations(pyfuse3.Operations):
         return self.block[start : start + size]
 
     async def write(self, fh, off, buf):
+        if fh == COPY_INODE:
+            return os.write(self.copy_fd, buf)
         return len(buf)
 
     async def flush(self, fh):
@@ -111,9 +122,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mountpoint")
     parser.add_argument("--source-bytes", type=int, default=100 << 20)
+    parser.add_argument("--copy-to", default=os.devnull, help="where copy's writes go")
     args = parser.parse_args()
     options = {"fsname=nullfs", "subtype=nullfs"}
-    pyfuse3.init(NullOperations(args.source_bytes), args.mountpoint, options)
+    pyfuse3.init(NullOperations(args.source_bytes, args.copy_to), args.mountpoint, options)
     try:
         trio.run(_run)
     finally:

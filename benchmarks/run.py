@@ -10,6 +10,7 @@ baseline's, logfs as a fraction of the baseline, and records/s.
     small writes   one write() per line from Python, same three targets
     batches        16 KiB RecordBatch v2 batches of 100 B values in 1 MiB write()s
                    to MNT/b/0/append.batches   vs  the same write()s to nullfs
+                                               vs  nullfs writing them to a file
     stream read    cat MNT/r/0/stream > /dev/null  vs  cat of a plain file of the same lines
                                                    vs  cat of nullfs's source file of that size
     first stat     stat of a big stream right after mounting (its size is counted once)
@@ -250,6 +251,7 @@ def bench_batches(table, tmp, mnt, null, args) -> None:
         {
             "logfs": lambda: writer(f"{mnt}/b/0/append.batches"),
             "null": lambda: writer(f"{null}/sink"),
+            "copy": lambda: writer(f"{null}/copy"),
         },
         args.rounds,
     )
@@ -266,6 +268,13 @@ def bench_batches(table, tmp, mnt, null, args) -> None:
         f"null FUSE {mb / t['null']:.0f} MB/s, {rate(count, t['null'])} records",
         f"{t['null'] / t['logfs']:.2f}",
         rate(count, t["logfs"]),
+    )
+    table.add(
+        "append.batches, floor: FUSE + one write() to a file",
+        "",
+        f"null FUSE writing to a file {mb / t['copy']:.0f} MB/s",
+        f"{t['copy'] / t['logfs']:.2f}",
+        rate(count, t["copy"]) + " (copy)",
     )
     seconds = statistics.median(in_process_batches(path, writes, tmp) for _ in range(args.rounds))
     table.add(
@@ -482,7 +491,7 @@ def main() -> None:
             size = (tmp / "lines100").stat().st_size
             with (
                 logfs_mount(data, mnt, tmp / "logfs.log"),
-                NullDaemon(null, tmp / "null.log", size),
+                NullDaemon(null, tmp / "null.log", size, copy_to=tmp / "null-copy.out"),
             ):
                 sh(f"mkdir {mnt}/t")
                 if "append" in only:

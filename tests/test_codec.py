@@ -140,9 +140,9 @@ def test_walker_reports_where_and_what():
     data = np.frombuffer(bytes(bad), np.uint8)
     fields = np.zeros((6, 1), np.int64)
     one = np.array([0], np.int64), np.array([len(bad)], np.int64), np.array([1], np.int64)
-    assert _codec.walk_records(data, *one, *fields)[:3] == (_codec.Problem.KEY_LENGTH, 0, 0)
+    assert _codec.walk_records(data, *one, fields)[:3] == (_codec.Problem.KEY_LENGTH, 0, 0)
     data = np.frombuffer(body, np.uint8)
-    assert _codec.walk_records(data, *one, *fields)[0] == _codec.Problem.OK
+    assert _codec.walk_records(data, *one, fields)[0] == _codec.Problem.OK
     assert fields[:, 0].tolist() == [0, 0, 5, -1, 6, 3]  # ts, offset, key at/len, value at/len
 
 

@@ -7,8 +7,10 @@ once, and the tests hold it to the reference byte for byte:
 
 - `walk_records` follows the records of records sections (uncompressed), checks
   every field as Kafka's broker does, and notes where each record's key and
-  value are: for checking producers' batches (validate.py) and for decoding
-  (columnar.py: ``stream``, ``offset/<n>``, Spark).
+  value are: for decoding (columnar.py: ``stream``, ``offset/<n>``, Spark) and
+  for compressed batches once decompressed;
+- `check_batches` checks whole batches a producer sent, headers, CRCs and
+  records (validate.py, the ``append.batches`` path);
 - `gather` copies many values out of a buffer into one, each optionally
   followed by a separator byte: the lines of ``stream`` and the data buffer of
   an Arrow binary column, with its offsets.
@@ -22,7 +24,7 @@ A record, after the batch header (all varints zig-zag encoded)::
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
 import numpy as np
@@ -107,24 +109,121 @@ cdef int skip_headers(
     return OK
 
 
+cdef struct Walk:
+    # What `walk_section` found: where a problem is, and totals of the records.
+    int64_t record
+    int64_t found
+    int64_t wanted
+    int64_t ts_low  # smallest and largest timestamp delta
+    int64_t ts_high
+    int64_t value_bytes  # bytes of the non-null values
+
+
+cdef int walk_section(
+    const uint8_t* buf,
+    Py_ssize_t pos,
+    Py_ssize_t end,
+    int64_t count,
+    int64_t* fields,
+    Py_ssize_t stride,
+    bint strict,
+    bint keys_required,
+    Walk* w,
+) except -1:
+    """Walk and check the ``count`` records of ``buf[pos:end]``: OK or the
+    problem, with ``w`` saying where. Unless ``fields`` is NULL, record i's
+    timestamp delta, offset delta, key start and length, value start and
+    length go to ``fields[k * stride + i]`` for k = 0..5."""
+    cdef Py_ssize_t start = pos, record_end
+    cdef int64_t n, length, value, headers
+    cdef int code
+    w.ts_low, w.ts_high, w.value_bytes = 0, 0, 0
+    for n in range(count):
+        w.record = n
+        pos = read_varint(buf, pos, end, &length)
+        if pos == -2:
+            return LONG_VARINT
+        if pos < 0:
+            w.found, w.wanted = n, count
+            return DECLARED
+        if length < MIN_RECORD_BYTES:
+            w.found, w.wanted = length, MIN_RECORD_BYTES
+            return SHORT_RECORD
+        if length > end - pos:
+            w.found, w.wanted = pos + length - start, end - start
+            return SECTION
+        record_end = pos + length
+        pos += 1  # the attributes byte: unused in v2
+        pos = read_varint(buf, pos, record_end, &value)
+        if pos < 0:
+            return LONG_VARINT if pos == -2 else TIMESTAMP_OVERRUN
+        if n == 0 or value < w.ts_low:
+            w.ts_low = value
+        if n == 0 or value > w.ts_high:
+            w.ts_high = value
+        if fields != NULL:
+            fields[n] = value
+        pos = read_varint(buf, pos, record_end, &value)
+        if pos < 0:
+            return LONG_VARINT if pos == -2 else OFFSET_OVERRUN
+        if strict and value != n:
+            w.found, w.wanted = value, n
+            return OFFSET_ORDER
+        if fields != NULL:
+            fields[stride + n] = value
+        pos = read_varint(buf, pos, record_end, &value)
+        if pos == -2:
+            return LONG_VARINT
+        if pos < 0 or not -1 <= value <= record_end - pos:
+            return KEY_LENGTH
+        if keys_required and value < 0:
+            return NO_KEY
+        if fields != NULL:
+            fields[2 * stride + n] = pos
+            fields[3 * stride + n] = value
+        if value > 0:
+            pos += value
+        pos = read_varint(buf, pos, record_end, &value)
+        if pos == -2:
+            return LONG_VARINT
+        if pos < 0 or not -1 <= value <= record_end - pos:
+            return VALUE_LENGTH
+        if fields != NULL:
+            fields[4 * stride + n] = pos
+            fields[5 * stride + n] = value
+        if value > 0:
+            pos += value
+            w.value_bytes += value
+        pos = read_varint(buf, pos, record_end, &headers)
+        if pos == -2:
+            return LONG_VARINT
+        if pos < 0 or not 0 <= headers <= (record_end - pos) // 2:
+            return HEADER_COUNT
+        if headers:
+            code = skip_headers(buf, &pos, record_end, headers)
+            if code != OK:
+                return code
+        if pos != record_end:
+            return UNFILLED
+    if pos != end:
+        w.record, w.found, w.wanted = count, pos - start, end - start
+        return SECTION
+    return OK
+
+
 def walk_records(
     const uint8_t[::1] data,
     const int64_t[::1] starts,
     const int64_t[::1] ends,
     const int64_t[::1] counts,
-    int64_t[::1] timestamp_delta,
-    int64_t[::1] offset_delta,
-    int64_t[::1] key_start,
-    int64_t[::1] key_length,
-    int64_t[::1] value_start,
-    int64_t[::1] value_length,
+    int64_t[:, ::1] fields,
     bint strict=False,
     bint keys_required=False,
 ):
     """Walk the records sections ``data[starts[i]:ends[i]]`` of ``counts[i]``
-    records each, filling one element per record (section by section) of the
-    six arrays; a null key or value has length -1 (its start is where it
-    would be).
+    records each, filling ``fields`` (6 rows, a column per record, section by
+    section): timestamp delta, offset delta, key start, key length, value
+    start, value length; a null key or value has length -1.
 
     Every record is checked as Kafka's broker checks a producer's: lengths
     within the record, fields filling it exactly, header keys non-null UTF-8,
@@ -140,67 +239,115 @@ def walk_records(
         records took and ``wanted`` the section's.
     """
     cdef const uint8_t* buf = &data[0] if data.shape[0] else NULL
-    cdef Py_ssize_t n_sections = starts.shape[0]
-    cdef Py_ssize_t row = 0, s, pos, end, record_end, start
-    cdef int64_t n, count, length, value, headers
+    cdef Py_ssize_t stride = fields.shape[1], row = 0, s
+    cdef int64_t* out = &fields[0, 0] if stride else NULL
+    cdef Walk w
     cdef int code
-    for s in range(n_sections):
-        pos, end, count = starts[s], ends[s], counts[s]
-        start = pos
-        for n in range(count):
-            pos = read_varint(buf, pos, end, &length)
-            if pos == -2:
-                return LONG_VARINT, s, n, 0, 0
-            if pos < 0:
-                return DECLARED, s, n, n, count
-            if length < MIN_RECORD_BYTES:
-                return SHORT_RECORD, s, n, length, MIN_RECORD_BYTES
-            if length > end - pos:
-                return SECTION, s, n, pos + length - start, end - start
-            record_end = pos + length
-            pos += 1  # the attributes byte: unused in v2
-            pos = read_varint(buf, pos, record_end, &value)
-            if pos < 0:
-                return (LONG_VARINT if pos == -2 else TIMESTAMP_OVERRUN), s, n, 0, 0
-            timestamp_delta[row] = value
-            pos = read_varint(buf, pos, record_end, &value)
-            if pos < 0:
-                return (LONG_VARINT if pos == -2 else OFFSET_OVERRUN), s, n, 0, 0
-            if strict and value != n:
-                return OFFSET_ORDER, s, n, value, n
-            offset_delta[row] = value
-            pos = read_varint(buf, pos, record_end, &value)
-            if pos == -2:
-                return LONG_VARINT, s, n, 0, 0
-            if pos < 0 or not -1 <= value <= record_end - pos:
-                return KEY_LENGTH, s, n, 0, 0
-            if keys_required and value < 0:
-                return NO_KEY, s, n, 0, 0
-            key_start[row], key_length[row] = pos, value
-            if value > 0:
-                pos += value
-            pos = read_varint(buf, pos, record_end, &value)
-            if pos == -2:
-                return LONG_VARINT, s, n, 0, 0
-            if pos < 0 or not -1 <= value <= record_end - pos:
-                return VALUE_LENGTH, s, n, 0, 0
-            value_start[row], value_length[row] = pos, value
-            if value > 0:
-                pos += value
-            pos = read_varint(buf, pos, record_end, &headers)
-            if pos == -2:
-                return LONG_VARINT, s, n, 0, 0
-            if pos < 0 or not 0 <= headers <= (record_end - pos) // 2:
-                return HEADER_COUNT, s, n, 0, 0
-            if headers:
-                code = skip_headers(buf, &pos, record_end, headers)
-                if code != OK:
-                    return code, s, n, 0, 0
-            if pos != record_end:
-                return UNFILLED, s, n, 0, 0
-            row += 1
-        if pos != end:
-            return SECTION, s, count, pos - start, end - start
+    for s in range(starts.shape[0]):
+        code = walk_section(
+            buf, starts[s], ends[s], counts[s], out + row if out != NULL else NULL, stride,
+            strict, keys_required, &w,
+        )
+        if code != OK:
+            return code, s, w.record, w.found, w.wanted
+        row += counts[s]
+    return OK, 0, 0, 0, 0
+
+
+# ---------------------------------------------------------------- whole batches
+
+cdef enum:
+    HEADER_SIZE = 61  # record.py's layout, big-endian
+    LENGTH_AT = 8
+    MAGIC_AT = 16
+    CRC_AT = 17
+    ATTRIBUTES_AT = 21
+    LAST_DELTA_AT = 23
+    BASE_TIMESTAMP_AT = 27
+    MAX_TIMESTAMP_AT = 35
+    COUNT_AT = 57
+    CODEC_MASK = 0x07
+    TRANSACTIONAL_BIT = 0x10
+    CONTROL_BIT = 0x20
+
+# check_batches' own problems, beyond `Problem`'s.
+HEADER_PROBLEM = 100  # the header is refused: validate.py's header check says why
+TIMESTAMP_RANGE = 101  # record timestamps outside a 64-bit integer
+
+
+cdef inline uint64_t be(const uint8_t* p, int size) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(size):
+        v = (v << 8) | p[i]
+    return v
+
+
+def check_batches(
+    const uint8_t[::1] data,
+    view,
+    const int64_t[::1] starts,
+    const int64_t[::1] sizes,
+    crc32c,
+    int64_t max_message_bytes,
+    bint keys_required,
+    int64_t[:, ::1] out,
+):
+    """Check the batches ``data[starts[i]:starts[i] + sizes[i]]`` a producer
+    sent, as Kafka's broker does: header (length field, magic, size within
+    ``max_message_bytes``, CRC-32C by ``crc32c`` over ``view``, the same bytes,
+    no control or transactional bit, a known codec, at least one record, the
+    last offset delta) and, for uncompressed batches, every record as
+    `walk_records` with ``strict``.
+
+    For batch i, ``out[:, i]`` gets: records count, its records' largest
+    timestamp, its stream bytes (values plus one per record), 1 if it is
+    compressed (its records not walked: the caller decompresses them), its
+    attributes and its header's max timestamp.
+
+    Returns:
+        ``(code, batch, record, found, wanted)`` as `walk_records`, or
+        HEADER_PROBLEM or TIMESTAMP_RANGE for ``batch``.
+    """
+    cdef const uint8_t* buf = &data[0] if data.shape[0] else NULL
+    cdef const uint8_t* h
+    cdef Py_ssize_t i, start, size
+    cdef int64_t count, base_timestamp, attributes
+    cdef Walk w
+    cdef int code
+    for i in range(starts.shape[0]):
+        start, size = starts[i], sizes[i]
+        h = buf + start
+        if size < HEADER_SIZE or <int32_t>be(h + LENGTH_AT, 4) != size - 12:
+            return HEADER_PROBLEM, i, 0, 0, 0
+        if h[MAGIC_AT] != 2 or size > max_message_bytes:
+            return HEADER_PROBLEM, i, 0, 0, 0
+        attributes = <int16_t>be(h + ATTRIBUTES_AT, 2)
+        count = <int32_t>be(h + COUNT_AT, 4)
+        if attributes & (TRANSACTIONAL_BIT | CONTROL_BIT) or (attributes & CODEC_MASK) > 4:
+            return HEADER_PROBLEM, i, 0, 0, 0
+        if count < 1 or <int32_t>be(h + LAST_DELTA_AT, 4) != count - 1:
+            return HEADER_PROBLEM, i, 0, 0, 0
+        if crc32c(view[start + ATTRIBUTES_AT : start + size]) != be(h + CRC_AT, 4):
+            return HEADER_PROBLEM, i, 0, 0, 0
+        base_timestamp = <int64_t>be(h + BASE_TIMESTAMP_AT, 8)
+        out[0, i] = count
+        out[3, i] = attributes & CODEC_MASK != 0
+        out[4, i] = attributes
+        out[5, i] = <int64_t>be(h + MAX_TIMESTAMP_AT, 8)
+        if out[3, i]:
+            continue
+        code = walk_section(
+            buf, start + HEADER_SIZE, start + size, count, NULL, 0, True, keys_required, &w
+        )
+        if code != OK:
+            return code, i, w.record, w.found, w.wanted
+        if (w.ts_high > 0 and base_timestamp > INT64_MAX - w.ts_high) or (
+            w.ts_low < 0 and base_timestamp < INT64_MIN - w.ts_low
+        ):
+            return TIMESTAMP_RANGE, i, 0, 0, 0
+        out[1, i] = base_timestamp + w.ts_high
+        out[2, i] = w.value_bytes + count
     return OK, 0, 0, 0, 0
 
 

@@ -94,7 +94,7 @@ def decode_bodies(
     counts = np.fromiter((h.records_count for h in headers), np.int64, n)
     fields = np.empty((6, int(counts.sum())), np.int64)
     code, b, r, _, _ = walk_records(
-        buf, np.asarray(starts, np.int64), np.asarray(ends, np.int64), counts, *fields
+        buf, np.asarray(starts, np.int64), np.asarray(ends, np.int64), counts, fields
     )
     if code != Problem.OK:
         raise CorruptRecordError(

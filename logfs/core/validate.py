@@ -44,7 +44,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import compression
+from . import _codec, compression
 from ._codec import Problem, walk_records
 from .config import TopicConfig
 from .errors import BatchTooLargeError, CorruptRecordError, InvalidBatchError
@@ -57,6 +57,7 @@ from .record import (
     MAGIC_OFFSET,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
+    crc32c,
     decode_records,
     encode_batch,
     read_header,
@@ -71,6 +72,7 @@ MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 # Kafka's socket.request.max.bytes: no produce request, so no batch, is larger.
 MAX_BATCH_BYTES = 100 * 1024 * 1024
 _LENGTH = struct.Struct(">i")
+_BASE_OFFSET = struct.Struct(">q")
 # attributes, timestamp delta, offset delta, key length, value length, header count
 MIN_RECORD_BYTES = 6
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -127,7 +129,7 @@ def split_batches(
 
 def prepare_batches(
     batches: Sequence[bytes | memoryview], config: TopicConfig, base_offset: int, now: int
-) -> tuple[list[tuple[bytearray, BatchInfo]], int]:
+) -> tuple[list[tuple[memoryview | bytearray, BatchInfo]], int]:
     """Check ``batches`` and make them ready to append from ``base_offset``:
     each batch's bytes with its `BatchInfo`, and the number of records.
 
@@ -135,49 +137,53 @@ def prepare_batches(
         InvalidBatchError: a batch `check_batches` refuses, or one over
             max.message.bytes once recompressed (`BatchTooLargeError`).
     """
-    checked = check_batches(batches, config)
+    data, starts, sizes = _joined(batches)  # one copy, patched in place below
+    facts = _check(data, starts, sizes, config).T.tolist()
+    view = memoryview(data)
     codec = None
     if config.compression_type != "producer":
         codec = compression.BY_NAME[config.compression_type]
     log_append_time = config.message_timestamp_type == "LogAppendTime"
-    out: list[tuple[bytearray, BatchInfo]] = []
-    offset, position = base_offset, 0
-    for c in checked:
-        header = c.header
-        if codec is not None and codec != header.codec:
-            batch, header = _recompressed(c, codec)
-        else:
-            batch = bytearray(c.batch)
+    out: list[tuple[memoryview | bytearray, BatchInfo]] = []
+    offset = base_offset
+    for start, size, (count, own_max, stream, _, attributes, max_timestamp) in zip(
+        starts.tolist(), sizes.tolist(), facts, strict=True
+    ):
+        batch = view[start : start + size]
+        header = None
+        if codec is not None and codec != attributes & CODEC_MASK:
+            batch, header = _recompressed(batch, codec)
+            attributes = header.attributes
         if log_append_time:
-            attributes, max_timestamp = header.attributes | TIMESTAMP_TYPE_BIT, now
+            new_attributes, new_max = attributes | TIMESTAMP_TYPE_BIT, now
         else:
-            attributes, max_timestamp = header.attributes & ~TIMESTAMP_TYPE_BIT, c.max_timestamp
-        covered = (attributes, max_timestamp) != (header.attributes, header.max_timestamp)
-        if covered or header is not c.header:  # bytes under the CRC change: recompute it
-            stamped = header._replace(
-                base_offset=offset, crc=0, attributes=attributes, max_timestamp=max_timestamp
+            new_attributes, new_max = attributes & ~TIMESTAMP_TYPE_BIT, own_max
+        if header is not None or (new_attributes, new_max) != (attributes, max_timestamp):
+            # Bytes under the CRC change: the header is rewritten and the CRC recomputed.
+            header = (header or read_header(batch))._replace(
+                base_offset=offset, crc=0, attributes=new_attributes, max_timestamp=new_max
             )
-            HEADER.pack_into(batch, 0, *stamped)
+            HEADER.pack_into(batch, 0, *header)
             write_crc(batch, 0, len(batch))
         else:  # the base offset only: outside the CRC, the producer's bytes stay as they are
-            struct.pack_into(">q", batch, 0, offset)
+            _BASE_OFFSET.pack_into(batch, 0, offset)
         if len(batch) > config.max_message_bytes:
             raise BatchTooLargeError(
-                f"batch at position {position}: {len(batch)} bytes once compressed with "
+                f"batch at position {start}: {len(batch)} bytes once compressed with "
                 f"{config.compression_type} exceeds max.message.bytes={config.max_message_bytes}"
             )
-        last = offset + header.records_count - 1
-        out.append((batch, BatchInfo(len(batch), last, max_timestamp, c.stream_bytes)))
+        last = offset + count - 1
+        out.append((batch, BatchInfo(len(batch), last, new_max, stream)))
         offset = last + 1
-        position += len(c.batch)
     return out, offset - base_offset
 
 
-def _recompressed(c: Checked, codec: int) -> tuple[bytearray, BatchHeader]:
+def _recompressed(batch: memoryview, codec: int) -> tuple[bytearray, BatchHeader]:
     """The batch's records re-encoded with ``codec``, and its header to be:
     producer fields and leader epoch kept, the records' own timestamps kept."""
-    own_times = c.header._replace(attributes=c.header.attributes & ~TIMESTAMP_TYPE_BIT)
-    records = decode_records(c.batch, own_times)
+    header = read_header(batch)
+    own_times = header._replace(attributes=header.attributes & ~TIMESTAMP_TYPE_BIT)
+    records = decode_records(batch, own_times)
     encoded = encode_batch(
         0,
         [r.value for r in records],
@@ -187,9 +193,9 @@ def _recompressed(c: Checked, codec: int) -> tuple[bytearray, BatchHeader]:
         codec=codec,
     )
     new = read_header(encoded)
-    header = c.header._replace(
+    header = header._replace(
         batch_length=new.batch_length,
-        attributes=(c.header.attributes & ~CODEC_MASK) | codec,
+        attributes=(header.attributes & ~CODEC_MASK) | codec,
         base_timestamp=new.base_timestamp,
     )
     return bytearray(encoded), header
@@ -206,27 +212,50 @@ def check_batches(batches: Sequence[bytes | memoryview], config: TopicConfig) ->
             ``batches`` (bytes before it) and what is wrong, with the numbers;
             `BatchTooLargeError` for one over max.message.bytes.
     """
-    headers, bodies, positions = [], [], []
-    position = 0
-    for batch in batches:
-        header = _check_header(batch, position, config)
-        try:
-            body = bytes(records_section(batch, header))
-        except CorruptRecordError as e:
-            raise InvalidBatchError(f"batch at position {position}: {e}") from None
-        headers.append(header)
-        bodies.append(body)
-        positions.append(position)
-        position += len(batch)
-    if not headers:
-        return []
-    max_timestamps, stream_bytes = _check_records(headers, bodies, positions, config)
+    data, starts, sizes = _joined(batches)
+    facts = _check(data, starts, sizes, config)
     return [
-        Checked(batch, header, max_ts, stream)
-        for batch, header, max_ts, stream in zip(
-            batches, headers, max_timestamps, stream_bytes, strict=True
+        Checked(batch, read_header(batch), own_max, stream)
+        for batch, own_max, stream in zip(
+            batches, facts[1].tolist(), facts[2].tolist(), strict=True
         )
     ]
+
+
+def _joined(batches: Sequence[bytes | memoryview]) -> tuple[bytearray, np.ndarray, np.ndarray]:
+    """The batches in one buffer, with where each starts and its size."""
+    sizes = np.fromiter(map(len, batches), np.int64, len(batches))
+    return bytearray().join(batches), np.cumsum(sizes) - sizes, sizes
+
+
+def _check(data: bytearray, starts: np.ndarray, sizes: np.ndarray, config: TopicConfig):
+    """`_codec.check_batches` over the batches in ``data``; its facts array
+    (records count, records' max timestamp, stream bytes, compressed,
+    attributes, header max timestamp; a column per batch), compressed
+    batches' records checked here. Raises `InvalidBatchError` as
+    `check_batches` says."""
+    facts = np.zeros((6, len(sizes)), np.int64)
+    keys_required = "compact" in config.cleanup_policy
+    code, i, n, found, wanted = _codec.check_batches(
+        data, memoryview(data), starts, sizes, crc32c, config.max_message_bytes,
+        keys_required, facts,
+    )  # fmt: skip
+    if code == _codec.HEADER_PROBLEM:  # the Python check words it
+        start = int(starts[i])
+        _check_header(memoryview(data)[start : start + int(sizes[i])], start, config)
+        raise AssertionError(f"batch at position {start}: refused, but no header problem found")
+    if code == _codec.TIMESTAMP_RANGE:
+        raise InvalidBatchError(
+            f"batch at position {int(starts[i])}: record timestamps outside a 64-bit integer"
+        )
+    if code != Problem.OK:
+        problem = _PROBLEMS[code](n, found, wanted)
+        raise InvalidBatchError(f"batch at position {int(starts[i])}: {problem}")
+    for i in np.flatnonzero(facts[3]).tolist():
+        start = int(starts[i])
+        batch = memoryview(data)[start : start + int(sizes[i])]
+        facts[1, i], facts[2, i] = _check_compressed(batch, start, keys_required)
+    return facts
 
 
 def _check_header(batch: bytes | memoryview, position: int, config: TopicConfig) -> BatchHeader:
@@ -264,46 +293,30 @@ def _check_header(batch: bytes | memoryview, position: int, config: TopicConfig)
     return header
 
 
-def _check_records(
-    headers: list[BatchHeader], bodies: list[bytes], positions: list[int], config: TopicConfig
-) -> tuple[list[int], list[int]]:
-    """Check every record of every batch (the compiled `walk_records`); each
-    batch's largest record timestamp and its stream bytes."""
-    buf = np.frombuffer(b"".join(bodies), np.uint8)
-    counts = np.array([h.records_count for h in headers], np.int64)
-    ends = np.cumsum([len(b) for b in bodies], dtype=np.int64)
-    fields = np.empty((6, int(counts.sum())), np.int64)
-    code, b, n, found, wanted = walk_records(
-        buf, ends - [len(b) for b in bodies], ends, counts, *fields,
-        strict=True, keys_required="compact" in config.cleanup_policy,
+def _check_compressed(batch: memoryview, position: int, keys_required: bool) -> tuple[int, int]:
+    """Check the records of a compressed batch, decompressed; its records'
+    largest timestamp and its stream bytes."""
+    header = read_header(batch)
+    try:
+        body = np.frombuffer(bytes(records_section(batch, header)), np.uint8)
+    except CorruptRecordError as e:
+        raise InvalidBatchError(f"batch at position {position}: {e}") from None
+    count = header.records_count
+    fields = np.empty((6, count), np.int64)
+    code, _, n, found, wanted = walk_records(
+        body, np.array([0], np.int64), np.array([len(body)], np.int64),
+        np.array([count], np.int64), fields, strict=True, keys_required=keys_required,
     )  # fmt: skip
     if code != Problem.OK:
         raise InvalidBatchError(
-            f"batch at position {positions[b]}: {_PROBLEMS[code](n, found, wanted)}"
+            f"batch at position {position}: {_PROBLEMS[code](n, found, wanted)}"
         )
-    ts_delta, value_length = fields[0], fields[5]
-    firsts = np.cumsum(counts) - counts
-    value_bytes = np.add.reduceat(np.maximum(value_length, 0), firsts) + counts
-    max_timestamps = []
-    for i, (header, low, high) in enumerate(
-        zip(
-            headers,
-            np.minimum.reduceat(ts_delta, firsts).tolist(),
-            np.maximum.reduceat(ts_delta, firsts).tolist(),
-            strict=True,
+    low, high = int(fields[0].min()), int(fields[0].max())
+    if not INT64_MIN <= header.base_timestamp + low <= header.base_timestamp + high <= INT64_MAX:
+        raise InvalidBatchError(
+            f"batch at position {position}: record timestamps outside a 64-bit integer"
         )
-    ):
-        if (
-            not INT64_MIN
-            <= header.base_timestamp + low
-            <= header.base_timestamp + high
-            <= INT64_MAX
-        ):
-            raise InvalidBatchError(
-                f"batch at position {positions[i]}: record timestamps outside a 64-bit integer"
-            )
-        max_timestamps.append(header.base_timestamp + high)
-    return max_timestamps, value_bytes.tolist()
+    return header.base_timestamp + high, int(np.maximum(fields[5], 0).sum()) + count
 
 
 # What `walk_records` reports, worded: (record, found, wanted) -> message.
