@@ -41,36 +41,25 @@ def split(data) -> list[tuple]:
 )
 def test_encode_plain_matches_encode_batch(values, budget, base, ts_type, separator):
     lengths = np.array([len(v) for v in values], np.int64)
-    cuts = columnar.plain_cuts(lengths, budget, 36)
     packed = separator.join(values) + separator
     enc = columnar.encode_plain(
-        packed, lengths, base, cuts, timestamp=1_700_000_000_000, timestamp_type=ts_type
+        packed, lengths, base, budget, timestamp=1_700_000_000_000, timestamp_type=ts_type
     )
     start, position = 0, 0
-    for end, size, last, stream_bytes in zip(
-        cuts, enc.sizes, enc.last_offsets, enc.stream_bytes, strict=True
-    ):
+    for size, last, stream_bytes in zip(enc.sizes, enc.last_offsets, enc.stream_bytes, strict=True):
+        end = last - base + 1
         expected = encode_batch(
             base + start, values[start:end], timestamps=1_700_000_000_000, timestamp_type=ts_type
         )
         assert bytes(enc.data[position : position + size]) == expected
-        assert last == base + end - 1
+        assert size <= budget or end - start == 1  # filled up to the budget...
+        if end < len(values):  # ...and no further: the next record did not fit
+            fuller = encode_batch(base + start, values[start : end + 1], timestamps=0)
+            assert len(fuller) > budget
         assert stream_bytes == sum(len(v) + 1 for v in values[start:end])
         position += size
         start = end
     assert start == len(values) and position == len(enc.data)
-
-
-@given(st.lists(st.integers(0, 5000), max_size=300), st.integers(1, 20_000))
-def test_plain_cuts_fit_the_budget(lengths, budget):
-    lengths = np.array(lengths, np.int64)
-    cuts = columnar.plain_cuts(lengths, budget, 36)
-    assert cuts == sorted(set(cuts)) and (cuts[-1] if cuts else 0) == len(lengths)
-    start = 0
-    for end in cuts:
-        sizes = lengths[start:end] + 36
-        assert end > start and (end - start == 1 or sizes.sum() <= budget)
-        start = end
 
 
 record_st = st.tuples(

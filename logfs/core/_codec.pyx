@@ -9,8 +9,12 @@ once, and the tests hold it to the reference byte for byte:
   every field as Kafka's broker does, and notes where each record's key and
   value are: for decoding (columnar.py: ``stream``, ``offset/<n>``, Spark) and
   for compressed batches once decompressed;
+- `scan_batches` walks the batch headers of a .log file's bytes, CRCs
+  checked (logfile.py: recovery, lookups, ``stream``, ``check``);
 - `check_batches` checks whole batches a producer sent, headers, CRCs and
   records (validate.py, the ``append.batches`` path);
+- `line_lengths` and `encode_plain` turn appended lines into batches (the
+  ``append`` path);
 - `gather` copies many values out of a buffer into one, each optionally
   followed by a separator byte: the lines of ``stream`` and the data buffer of
   an Arrow binary column, with its offsets.
@@ -25,7 +29,7 @@ A record, after the batch header (all varints zig-zag encoded)::
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, uint8_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memchr, memcpy
 
 import numpy as np
 
@@ -349,6 +353,193 @@ def check_batches(
         out[1, i] = base_timestamp + w.ts_high
         out[2, i] = w.value_bytes + count
     return OK, 0, 0, 0, 0
+
+
+def scan_batches(
+    const uint8_t[::1] buf,
+    view,
+    Py_ssize_t offset,
+    Py_ssize_t limit,
+    bint verify,
+    crc32c,
+    make_header,
+):
+    """The whole batches of ``buf[offset:limit]`` from ``offset`` (a batch
+    boundary), in a .log file's reading: headers made by ``make_header``
+    from the 13 header fields, where each starts, and where the scan stopped
+    (at ``limit`` or at the first batch that does not fit before it, has a
+    header that cannot be right, or, with ``verify``, fails its CRC-32C; the
+    caller looks at that batch again to say which).
+
+    Returns:
+        ``(headers, offsets, stop)``.
+    """
+    cdef const uint8_t* b = &buf[0] if buf.shape[0] else NULL
+    cdef const uint8_t* h
+    cdef int64_t length, last_delta, count
+    headers, offsets = [], []
+    while offset + HEADER_SIZE <= limit:
+        h = b + offset
+        length = <int32_t>be(h + LENGTH_AT, 4)
+        last_delta = <int32_t>be(h + LAST_DELTA_AT, 4)
+        count = <int32_t>be(h + COUNT_AT, 4)
+        if h[MAGIC_AT] != 2 or length < HEADER_SIZE - 12 or last_delta < 0 or count < 0:
+            break
+        if offset + length + 12 > limit:
+            break
+        if verify and crc32c(view[offset + ATTRIBUTES_AT : offset + length + 12]) != be(
+            h + CRC_AT, 4
+        ):
+            break
+        headers.append(make_header((
+            <int64_t>be(h, 8), length, <int32_t>be(h + 12, 4), 2, be(h + CRC_AT, 4),
+            <int16_t>be(h + ATTRIBUTES_AT, 2), last_delta,
+            <int64_t>be(h + BASE_TIMESTAMP_AT, 8), <int64_t>be(h + MAX_TIMESTAMP_AT, 8),
+            <int64_t>be(h + 43, 8), <int16_t>be(h + 51, 2), <int32_t>be(h + 53, 4), count,
+        )))
+        offsets.append(offset)
+        offset += length + 12
+    return headers, offsets, offset
+
+
+# ---------------------------------------------------------------- encoding
+
+cdef inline int varint_size(uint64_t z) noexcept nogil:
+    cdef int size = 1
+    while z >= 0x80:
+        z >>= 7
+        size += 1
+    return size
+
+
+cdef inline Py_ssize_t put_varint(uint8_t* out, Py_ssize_t pos, uint64_t z) noexcept nogil:
+    """Write ``z`` (already zig-zagged) as a varint at ``pos``; the position after it."""
+    while z >= 0x80:
+        out[pos] = (z & 0x7F) | 0x80
+        z >>= 7
+        pos += 1
+    out[pos] = <uint8_t>z
+    return pos + 1
+
+
+cdef inline void put_be(uint8_t* out, Py_ssize_t pos, uint64_t value, int size) noexcept nogil:
+    cdef int i
+    for i in range(size - 1, -1, -1):
+        out[pos + i] = value & 0xFF
+        value >>= 8
+
+
+def line_lengths(const uint8_t[::1] text, Py_ssize_t end):
+    """The length of every ``\\n``-terminated line in ``text[:end]`` (which ends
+    with a newline), without its newline: an int64 array."""
+    cdef Py_ssize_t count = 0, pos = 0, i = 0
+    cdef const uint8_t* t = &text[0] if end else NULL
+    cdef const uint8_t* hit
+    while pos < end:  # count first, so the array is allocated once
+        hit = <const uint8_t*>memchr(t + pos, 10, end - pos)
+        if hit == NULL:
+            break
+        count += 1
+        pos = hit - t + 1
+    lengths = np.empty(count, np.int64)
+    cdef int64_t[::1] out = lengths
+    pos = 0
+    for i in range(count):
+        hit = <const uint8_t*>memchr(t + pos, 10, end - pos)
+        out[i] = hit - t - pos
+        pos = hit - t + 1
+    return lengths
+
+
+def encode_plain(
+    const uint8_t[::1] packed,
+    const int64_t[::1] lengths,
+    int64_t base_offset,
+    Py_ssize_t batch_bytes,
+    int64_t timestamp,
+    int attributes,
+    crc32c,
+):
+    """Uncompressed batches of keyless, headerless records at one timestamp,
+    byte for byte `record.encode_batch`'s: the values are ``packed``, each
+    followed by one separator byte, ``lengths`` long. Records fill each batch
+    up to ``batch_bytes`` (a record larger than that gets a batch of its own).
+    Each record is::
+
+        length | 0 attributes | 0 timestamp delta | offset delta | -1 key length |
+        value length | value | 0 header count
+
+    Returns:
+        ``(data, sizes, last_offsets, stream_bytes)``: the batches one after
+        the other in a bytearray, and per batch its size, last offset and
+        stream bytes (values plus one per record).
+    """
+    cdef Py_ssize_t n = lengths.shape[0], i, j, first, pos, src = 0, total = 0, start, size
+    cdef int64_t body, length, stream, delta
+    # Pass 1: where batches end (greedy, exact sizes) and the buffer's size.
+    cuts_array = np.empty(n, np.int64)
+    cdef int64_t[::1] cuts = cuts_array
+    cdef Py_ssize_t nb = 0
+    size = HEADER_SIZE
+    first = 0
+    for i in range(n):
+        body = 4 + varint_size(2 * (i - first)) + varint_size(2 * lengths[i]) + lengths[i]
+        body += varint_size(2 * body)
+        if i > first and size + body > batch_bytes:  # close the batch before record i
+            cuts[nb] = i
+            nb += 1
+            total += size
+            first, size = i, HEADER_SIZE
+            body = 4 + 1 + varint_size(2 * lengths[i]) + lengths[i]  # offset delta 0
+            body += varint_size(2 * body)
+        size += body
+    if n:
+        cuts[nb] = n
+        nb += 1
+        total += size
+    out = bytearray(total)
+    view = memoryview(out)
+    cdef uint8_t* o = out
+    cdef const uint8_t* p = &packed[0] if packed.shape[0] else NULL
+    sizes, last_offsets, streams = [], [], []
+    pos, first = 0, 0
+    for j in range(nb):
+        start = pos
+        pos += HEADER_SIZE
+        stream = 0
+        for i in range(first, cuts[j]):
+            length, delta = lengths[i], i - first
+            body = 4 + varint_size(2 * delta) + varint_size(2 * length) + length
+            pos = put_varint(o, pos, 2 * body)
+            o[pos] = 0  # attributes
+            o[pos + 1] = 0  # timestamp delta
+            pos = put_varint(o, pos + 2, 2 * delta)
+            o[pos] = 1  # key length -1: no key
+            pos = put_varint(o, pos + 1, 2 * length)
+            memcpy(o + pos, p + src, length)
+            pos += length
+            o[pos] = 0  # header count
+            pos += 1
+            src += length + 1
+            stream += length + 1
+        put_be(o, start, base_offset + first, 8)
+        put_be(o, start + LENGTH_AT, pos - start - 12, 4)
+        put_be(o, start + 12, 0xFFFFFFFF, 4)  # partition leader epoch -1
+        o[start + MAGIC_AT] = 2
+        put_be(o, start + ATTRIBUTES_AT, attributes, 2)
+        put_be(o, start + LAST_DELTA_AT, cuts[j] - first - 1, 4)
+        put_be(o, start + BASE_TIMESTAMP_AT, timestamp, 8)
+        put_be(o, start + MAX_TIMESTAMP_AT, timestamp, 8)
+        put_be(o, start + 43, 0xFFFFFFFFFFFFFFFF, 8)  # producer id -1
+        put_be(o, start + 51, 0xFFFF, 2)  # producer epoch -1
+        put_be(o, start + 53, 0xFFFFFFFF, 4)  # base sequence -1
+        put_be(o, start + COUNT_AT, cuts[j] - first, 4)
+        put_be(o, start + CRC_AT, crc32c(view[start + ATTRIBUTES_AT : pos]), 4)
+        sizes.append(pos - start)
+        last_offsets.append(base_offset + cuts[j] - 1)
+        streams.append(stream)
+        first = cuts[j]
+    return out, sizes, last_offsets, streams
 
 
 def gather(

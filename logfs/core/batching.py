@@ -84,16 +84,13 @@ def encode_packed(
     timestamp_type: int,
     batch_bytes: int = TARGET_BATCH_BYTES,
 ) -> list[tuple[memoryview, BatchInfo]] | None:
-    """Batches of keyless, headerless values packed each with one separator byte,
-    column-wise (`columnar.encode_plain`); None when a record is too near
+    """Batches of keyless, headerless values packed each with one separator byte
+    (the compiled `columnar.encode_plain`); None when a record is too near
     max.message.bytes for the size bound (the general `encode` decides then)."""
-    limit = config.max_message_bytes
     if int(lengths.max()) > max_record_bytes(config):
         return None  # near the limit: the general encoder decides exactly
-    target = min(limit, batch_bytes) - HEADER_SIZE
-    cuts = columnar.plain_cuts(lengths, target, RECORD_OVERHEAD)
     enc = columnar.encode_plain(
-        packed, lengths, base_offset, cuts,
+        packed, lengths, base_offset, min(config.max_message_bytes, batch_bytes),
         timestamp=timestamp, timestamp_type=timestamp_type,
     )  # fmt: skip
     out, position = [], 0

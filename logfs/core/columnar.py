@@ -10,15 +10,9 @@ Decoding: the compiled codec (`_codec.walk_records`) walks every record of the
 batches, checking it, and gives each record's fields as numpy columns
 (`Columns`); `value_lines` gathers values into lines in one compiled pass.
 
-Encoding (`encode_plain`) covers the common append: values without keys or
-headers, one timestamp, no compression. The values come packed — each value
-followed by one separator byte (the ``\\n`` of a line) — and the records'
-bytes are laid out around them: each record is ::
-
-    length varint | 0x00 attributes | 0x00 timestamp delta | offset delta varint |
-    0x01 key length -1 | value length varint | value | 0x00 header count
-
-so a record ends with the value and the byte that was the separator.
+Encoding (`encode_plain`, compiled) covers the common append: values without
+keys or headers, one timestamp, no compression, packed — each value followed
+by one separator byte (the ``\\n`` of a line).
 """
 
 from __future__ import annotations
@@ -27,6 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import _codec
 from ._codec import Problem, gather, walk_records
 from .errors import CorruptRecordError
 from .record import (
@@ -34,7 +29,7 @@ from .record import (
     LOG_APPEND_TIME,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
-    pack_header_into,
+    crc32c,
     records_section,
 )
 
@@ -147,108 +142,25 @@ class Encoded(NamedTuple):
     stream_bytes: list[int]  # per batch, see `stream_bytes`
 
 
-def _varint_sizes(z: np.ndarray) -> np.ndarray:
-    """Bytes of each (zig-zagged, non-negative, < 2**35) varint."""
-    top = int(z.max(initial=0))
-    sizes = np.ones(len(z), np.int64)
-    bound = 1 << 7
-    while top >= bound:
-        sizes += z >= bound
-        bound <<= 7
-    return sizes
-
-
-def _put_varints(out: np.ndarray, pos: np.ndarray, z: np.ndarray, sizes: np.ndarray) -> None:
-    """Write the (already zig-zagged, non-negative) varints ``z`` at ``pos``."""
-    more = sizes > 1
-    out[pos] = (z & 0x7F) | (more << 7)
-    sel = np.flatnonzero(more)
-    k = 1
-    while sel.size:
-        zs, ps = z[sel] >> (7 * k), pos[sel] + k
-        more = sizes[sel] > k + 1
-        out[ps] = (zs & 0x7F) | (more << 7)
-        sel = sel[more]
-        k += 1
-
-
-def plain_cuts(lengths: np.ndarray, budget: int, overhead: int) -> list[int]:
-    """Batch ends (exclusive record indexes) such that every batch's records
-    (each at most ``overhead + length`` bytes) fit ``budget``, one record at least.
-
-    Record i goes to batch ``start_i // step``, with ``start_i`` the bytes before
-    it and ``step`` the budget less the largest record: a batch then spans less
-    than ``step`` of starts plus its last record. (Not the greedy fill of
-    `batching._chunks`; batches come out at most one record smaller.)
-    """
-    sizes = lengths + overhead
-    starts = np.cumsum(sizes) - sizes
-    step = max(1, budget - int(sizes.max(initial=0)))
-    ids = starts // step
-    cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
-    return [*cuts.tolist(), len(lengths)] if len(lengths) else []
-
-
 def encode_plain(
     packed: bytes | memoryview,
     lengths: np.ndarray,
     base_offset: int,
-    cuts: list[int],
+    batch_bytes: int,
     *,
     timestamp: int,
     timestamp_type: int,
 ) -> Encoded:
-    """Uncompressed batches of keyless, headerless records at one timestamp.
+    """Uncompressed batches of keyless, headerless records at one timestamp,
+    each filled up to ``batch_bytes`` (a larger record alone), compiled.
 
     Args:
         packed: the values, each followed by one separator byte (any value).
         lengths: each value's length.
-        cuts: the end (exclusive record index) of each batch, see `plain_cuts`.
     """
-    n = len(lengths)
-    lengths = lengths.astype(np.int64)
-    counts = np.diff(np.asarray([0, *cuts], np.int64))
-    nb = len(counts)
-    batch_first = np.asarray([0, *cuts[:-1]], np.int64)
-    delta = np.arange(n, dtype=np.int64) - np.repeat(batch_first, counts)
-    zdelta, zlen = 2 * delta, 2 * lengths
-    s_delta, s_len = _varint_sizes(zdelta), _varint_sizes(zlen)
-    body = 2 + s_delta + 1 + s_len + lengths + 1  # attrs, ts, delta, key, vlen, value, headers
-    zbody = 2 * body
-    s_body = _varint_sizes(zbody)
-    record = s_body + body
-    batch_of = np.repeat(np.arange(nb), counts)
-    rec_start = np.zeros(n, np.int64)
-    np.cumsum(record[:-1], out=rec_start[1:])
-    rec_start += HEADER_SIZE * (batch_of + 1)
-    prefix = s_body + 2 + s_delta + 1 + s_len
-    total = int(rec_start[-1] + record[-1])
-    out = np.zeros(total, np.uint8)  # attributes, timestamp deltas, header counts: 0
-    # Value bytes and their separators go where the records' prefixes leave room.
-    runs = np.empty(2 * n, np.int64)
-    runs[0::2] = prefix
-    runs[0::2][batch_first] += HEADER_SIZE
-    runs[1::2] = lengths + 1
-    pattern = np.zeros(2 * n, bool)
-    pattern[1::2] = True
-    out[np.repeat(pattern, runs)] = np.frombuffer(packed, np.uint8, int(lengths.sum()) + n)
-    out[rec_start + record - 1] = 0  # header count (was the separator)
-    _put_varints(out, rec_start, zbody, s_body)
-    p = rec_start + s_body
-    _put_varints(out, p + 2, zdelta, s_delta)
-    p = p + 2 + s_delta
-    out[p] = 1  # null key
-    _put_varints(out, p + 1, zlen, s_len)
-    ends = np.cumsum(np.bincount(batch_of, weights=record, minlength=nb).astype(np.int64))
-    sizes = (ends - np.concatenate(([0], ends[:-1]))) + HEADER_SIZE
-    stream = np.bincount(batch_of, weights=lengths + 1, minlength=nb).astype(np.int64)
-    view = memoryview(out).cast("B")
     attributes = TIMESTAMP_TYPE_BIT if timestamp_type == LOG_APPEND_TIME else 0
-    position, last_offsets = 0, []
-    size_list = sizes.tolist()
-    for count, size in zip(counts.tolist(), size_list, strict=True):
-        pack_header_into(view, position, base_offset, size, attributes, count, timestamp, timestamp)
-        base_offset += count
-        last_offsets.append(base_offset - 1)
-        position += size
-    return Encoded(view, size_list, last_offsets, stream.tolist())
+    data, sizes, last_offsets, stream = _codec.encode_plain(
+        packed, np.asarray(lengths, np.int64), base_offset, batch_bytes, timestamp,
+        attributes, crc32c,
+    )  # fmt: skip
+    return Encoded(memoryview(data), sizes, last_offsets, stream)

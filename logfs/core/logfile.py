@@ -16,8 +16,9 @@ import os
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from ._codec import scan_batches
 from .errors import CorruptRecordError
-from .record import HEADER_SIZE, BatchHeader, read_header, verify_crc
+from .record import HEADER_SIZE, BatchHeader, crc32c, read_header, verify_crc
 
 SCAN_CHUNK = 1 << 20
 
@@ -109,38 +110,45 @@ def _walk(
     one_read: bool = False,
 ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
     """The walker: `iter_batches`, or with ``one_read`` only the batches of
-    the first read (which is read again, larger, when its first batch is)."""
+    the first read (which is read again, larger, when its first batch is).
+    The compiled `scan_batches` takes every whole batch of a read at once;
+    a batch it stops at is looked at here, to read more or to say what is
+    wrong with it."""
     buf, buf_start = memoryview(b""), position
     while position < end:
         offset = position - buf_start
-        if offset + HEADER_SIZE > len(buf):
-            if one_read and offset:
-                return
+        headers, offsets, stop = scan_batches(
+            buf, buf, offset, min(len(buf), end - buf_start), verify, crc32c, BatchHeader._make
+        )
+        for at, header in zip(offsets, headers, strict=True):
+            yield buf_start + at, header, buf[at : at + header.size]
+        position, offset = buf_start + stop, stop
+        if position >= end or (one_read and headers):
+            return
+        if offset + HEADER_SIZE > len(buf):  # read on from this batch
             size = max(HEADER_SIZE, min(chunk, end - position))
             buf, buf_start, offset = _read(fd, position, size, pad), position, 0
-        try:
+            if len(buf) >= HEADER_SIZE:
+                continue
+        try:  # the batch at `position` is bad, or larger than what was read
             header = read_header(buf, offset, position)
             if position + header.size > end:
                 raise CorruptRecordError(
                     f"batch at position {position} of {header.size} bytes runs past the end ({end})"
                 )
             if offset + header.size > len(buf):
-                if one_read and offset:
-                    return
                 buf = _read(fd, position, max(chunk, header.size), pad)
-                buf_start, offset = position, 0
+                buf_start = position
                 if header.size > len(buf):
                     raise CorruptRecordError(
                         f"batch at position {position} of {header.size} bytes: "
                         f"the file ends {len(buf)} bytes into it"
                     )
-            batch = buf[offset : offset + header.size]
-            if verify:
-                verify_crc(batch, header, position)
+                continue
+            verify_crc(buf[offset : offset + header.size], header, position)
+            raise AssertionError(f"batch at position {position}: refused, and no fault found")
         except CorruptRecordError as e:
             raise CorruptRecordError(f"{path}: {e}" if path else str(e), position) from None
-        yield position, header, batch
-        position += header.size
 
 
 def _read(fd: int, position: int, size: int, pad: int) -> memoryview:

@@ -39,10 +39,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..core._codec import line_lengths
 from ..core.errors import LogfsError
 from ..core.validate import split_batches
 
-PACKED_BYTES = 4096  # writes of at least this much are cut into lines with numpy
+PACKED_BYTES = 4096  # writes of at least this much are cut into lines by the compiled codec
 
 
 class FramingError(LogfsError):
@@ -131,8 +132,7 @@ class LineFramer:
             )
         if self.parse_key or end < PACKED_BYTES:  # few lines: numpy costs more than it saves
             return self._records(text[:end].split(b"\n")[:-1]), tail
-        newlines = np.flatnonzero(np.frombuffer(text, np.uint8, end) == 10)
-        lengths = np.diff(newlines, prepend=-1) - 1
+        lengths = line_lengths(text, end)
         if len(lengths) and int(lengths.max()) > self.max_bytes:
             raise TooLargeError(f"a record of {int(lengths.max())} bytes exceeds {self.max_bytes}")
         return Packed(memoryview(text)[:end], lengths), tail
