@@ -11,6 +11,8 @@ once, and the tests hold it to the reference byte for byte:
   for compressed batches once decompressed;
 - `scan_batches` walks the batch headers of a .log file's bytes, CRCs
   checked (logfile.py: recovery, lookups, ``stream``, ``check``);
+- `find_record` finds one record of a batch by its offset (``offset/<n>``,
+  `Log.read`);
 - `check_batches` checks whole batches a producer sent, headers, CRCs and
   records (validate.py, the ``append.batches`` path);
 - `line_lengths` and `encode_plain` turn appended lines into batches (the
@@ -256,6 +258,32 @@ def walk_records(
             return code, s, w.record, w.found, w.wanted
         row += counts[s]
     return OK, 0, 0, 0, 0
+
+
+def find_record(const uint8_t[::1] body, int64_t count, int64_t delta):
+    """Where the record with offset delta ``delta`` is in a records section
+    of ``count`` records, hopping over the others by their length prefixes:
+    ``(start, end)`` of its bytes (length prefix included), ``(-1, 0)`` if no
+    record has it (past it, or a gap), ``(-2, position)`` if the section does
+    not parse there."""
+    cdef const uint8_t* b = &body[0] if body.shape[0] else NULL
+    cdef Py_ssize_t end = body.shape[0], pos = 0, start, field
+    cdef int64_t n, length, value
+    for n in range(count):
+        start = read_varint(b, pos, end, &length)
+        if start < 0 or length < MIN_RECORD_BYTES or length > end - start:
+            return -2, pos
+        field = read_varint(b, start + 1, start + length, &value)  # timestamp delta
+        if field >= 0:
+            field = read_varint(b, field, start + length, &value)  # offset delta
+        if field < 0:
+            return -2, pos
+        if value == delta:
+            return pos, start + length
+        if value > delta:
+            return -1, 0
+        pos = start + length
+    return -1, 0
 
 
 # ---------------------------------------------------------------- whole batches

@@ -439,23 +439,16 @@ def _decode_body(body: bytes, header: BatchHeader) -> list[Record]:
 
 def record_at(batch: bytes | memoryview, header: BatchHeader, offset: int) -> Record | None:
     """The one record of a batch at ``offset``, hopping over the others by
-    their length prefix instead of decoding them; None if no record has it."""
+    their length prefix (the compiled `_codec.find_record`) instead of
+    decoding them; None if no record has it."""
+    from ._codec import find_record  # record.py itself stays pure Python
+
     body = bytes(records_section(batch, header))
-    target = offset - header.base_offset
-    pos = 0
-    try:
-        for _ in range(header.records_count):
-            length, start = read_varint(body, pos)
-            _, field = read_varint(body, start + 1)  # timestamp delta
-            delta, _ = read_varint(body, field)
-            if delta == target:
-                one = header._replace(records_count=1)
-                return _decode_body(body[pos : start + length], one)[0]
-            if delta > target:
-                return None
-            pos = start + length
-    except IndexError as e:
+    start, end = find_record(body, header.records_count, offset - header.base_offset)
+    if start == -1:
+        return None
+    if start < 0:
         raise CorruptRecordError(
-            f"batch at offset {header.base_offset}: bad records section: {e}"
-        ) from None
-    return None
+            f"batch at offset {header.base_offset}: bad records section at byte {end}"
+        )
+    return _decode_body(body[start:end], header._replace(records_count=1))[0]
