@@ -261,29 +261,46 @@ def walk_records(
 
 
 def find_record(const uint8_t[::1] body, int64_t count, int64_t delta):
-    """Where the record with offset delta ``delta`` is in a records section
-    of ``count`` records, hopping over the others by their length prefixes:
-    ``(start, end)`` of its bytes (length prefix included), ``(-1, 0)`` if no
-    record has it (past it, or a gap), ``(-2, position)`` if the section does
-    not parse there."""
+    """The record with offset delta ``delta`` in a records section of
+    ``count`` records, found by hopping over the others by their length
+    prefixes, and its fields checked as `walk_records` checks them.
+
+    Returns:
+        ``(start, end, timestamp_delta, key, value, header_count)``: its
+        bytes (length prefix included), its key and value (None when null);
+        ``start`` -1 if no record has the offset (past it, or a gap), -2 if
+        the section does not parse there (``end`` is then the position).
+    """
     cdef const uint8_t* b = &body[0] if body.shape[0] else NULL
-    cdef Py_ssize_t end = body.shape[0], pos = 0, start, field
-    cdef int64_t n, length, value
+    cdef Py_ssize_t end = body.shape[0], pos = 0, start, field, record_end
+    cdef int64_t n, length, value, ts_delta, key_length, value_length, headers
+    cdef Walk w
+    cdef int code
     for n in range(count):
         start = read_varint(b, pos, end, &length)
         if start < 0 or length < MIN_RECORD_BYTES or length > end - start:
-            return -2, pos
-        field = read_varint(b, start + 1, start + length, &value)  # timestamp delta
+            return -2, pos, 0, None, None, 0
+        record_end = start + length
+        field = read_varint(b, start + 1, record_end, &value)  # timestamp delta
         if field >= 0:
-            field = read_varint(b, field, start + length, &value)  # offset delta
+            field = read_varint(b, field, record_end, &value)  # offset delta
         if field < 0:
-            return -2, pos
-        if value == delta:
-            return pos, start + length
+            return -2, pos, 0, None, None, 0
         if value > delta:
-            return -1, 0
-        pos = start + length
-    return -1, 0
+            return -1, 0, 0, None, None, 0
+        if value == delta:
+            code = walk_section(b, pos, record_end, 1, NULL, 0, False, False, &w)
+            if code != OK:
+                return -2, pos, 0, None, None, 0
+            read_varint(b, start + 1, record_end, &ts_delta)
+            field = read_varint(b, field, record_end, &key_length)
+            key = None if key_length < 0 else b[field : field + key_length]
+            field = read_varint(b, field + max(key_length, 0), record_end, &value_length)
+            data = None if value_length < 0 else b[field : field + value_length]
+            read_varint(b, field + max(value_length, 0), record_end, &headers)
+            return pos, record_end, ts_delta, key, data, headers
+        pos = record_end
+    return -1, 0, 0, None, None, 0
 
 
 # ---------------------------------------------------------------- whole batches

@@ -6,7 +6,8 @@ File names are the segment's base offset (the first offset it may hold) as
 
 Every walk over a ``.log`` file goes through one walker, a chunk at a time,
 never the whole file: `iter_batches` batch by batch (a segment's walks,
-`check`'s), `read_region` a region at a time (`lines`, for the column decoder).
+`check`'s), `read_region` a region at a time (`lines`, for the column decoder),
+`find_batch` header by header to one batch (lookups).
 Like Kafka's ``FileRecords``, it knows the batch framing and nothing of indexes.
 """
 
@@ -71,6 +72,36 @@ def iter_batches(
             its position.
     """
     return _walk(fd, start, end, chunk, verify, path)
+
+
+def find_batch(
+    fd: int, position: int, end: int, offset: int, path: str = ""
+) -> tuple[int, BatchHeader, memoryview] | None:
+    """The CRC-checked batch holding ``offset``, header by header from
+    ``position`` (a batch boundary at or before it, from the index) to
+    ``end``, as Kafka's ``FileRecords.searchForOffsetWithSize`` does: one
+    small read per header passed over, one read of the batch; None if no
+    batch before ``end`` holds it. Raises as `iter_batches` does."""
+    try:
+        while position < end:
+            header = read_header(os.pread(fd, HEADER_SIZE, position), 0, position)
+            if position + header.size > end:
+                raise CorruptRecordError(
+                    f"batch at position {position} of {header.size} bytes runs past the end ({end})"
+                )
+            if header.last_offset >= offset:
+                batch = memoryview(os.pread(fd, header.size, position))
+                if len(batch) < header.size:
+                    raise CorruptRecordError(
+                        f"batch at position {position} of {header.size} bytes: "
+                        f"the file ends {len(batch)} bytes into it"
+                    )
+                verify_crc(batch, header, position)
+                return position, header, batch
+            position += header.size
+    except CorruptRecordError as e:
+        raise CorruptRecordError(f"{path}: {e}" if path else str(e), position) from None
+    return None
 
 
 def read_region(

@@ -443,12 +443,18 @@ def record_at(batch: bytes | memoryview, header: BatchHeader, offset: int) -> Re
     decoding them; None if no record has it."""
     from ._codec import find_record  # record.py itself stays pure Python
 
-    body = bytes(records_section(batch, header))
-    start, end = find_record(body, header.records_count, offset - header.base_offset)
+    body = records_section(batch, header)
+    start, end, ts_delta, key, value, headers = find_record(
+        body, header.records_count, offset - header.base_offset
+    )
     if start == -1:
         return None
     if start < 0:
         raise CorruptRecordError(
             f"batch at offset {header.base_offset}: bad records section at byte {end}"
         )
-    return _decode_body(body[start:end], header._replace(records_count=1))[0]
+    if headers:  # the general decoder for the headers
+        return _decode_body(bytes(body[start:end]), header._replace(records_count=1))[0]
+    log_append = header.timestamp_type == LOG_APPEND_TIME
+    timestamp = header.max_timestamp if log_append else header.base_timestamp + ts_delta
+    return Record(offset, timestamp, key, value)

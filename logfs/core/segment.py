@@ -33,8 +33,8 @@ from .config import INT_MAX, TopicConfig
 from .errors import CorruptIndexError, CorruptRecordError
 from .index import OffsetIndex, TimeIndex
 from .lines import SegmentStream
-from .logfile import SCAN_CHUNK, iter_batches, segment_name
-from .record import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, read_header, verify_crc
+from .logfile import SCAN_CHUNK, find_batch, iter_batches, segment_name
+from .record import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, read_header
 
 log = logging.getLogger(__name__)
 
@@ -212,12 +212,7 @@ class LogSegment:
         if offset >= self.next_offset:
             return None
         start = self.offset_index.lookup(offset).position
-        chunk = self.config.index_interval_bytes + 2 * HEADER_SIZE + 4096
-        for pos, header, batch in self.batches(start, verify=False, chunk=chunk):
-            if header.last_offset >= offset:
-                verify_crc(batch, header, pos)
-                return pos, header, batch
-        return None
+        return find_batch(self._fd, start, self.size, offset, self.log_path)
 
     def first_batch_at_time(self, timestamp: int) -> tuple[int, BatchHeader, memoryview] | None:
         """The first batch whose max timestamp is >= ``timestamp``."""
