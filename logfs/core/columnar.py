@@ -33,8 +33,6 @@ from .record import (
     records_section,
 )
 
-PAD = bytes(10)  # lets a varint read past the last record hit zeros, not the end
-
 # ---------------------------------------------------------------- decoding
 
 
@@ -59,24 +57,24 @@ def decode(batches: list[tuple[BatchHeader, memoryview]]) -> Columns:
     Headers are not decoded (only stepped over via the record length).
     """
     bodies = [records_section(batch, header) for header, batch in batches]
-    data = bytearray(b"".join(bodies) + PAD)
+    data = b"".join(bodies)
     sizes = np.fromiter((len(b) for b in bodies), np.int64, len(bodies))
     ends = np.cumsum(sizes)
     return decode_bodies(data, ends - sizes, ends, [h for h, _ in batches])
 
 
 def decode_region(
-    region: bytearray, positions: list[int], headers: list[BatchHeader], timestamps: bool = True
+    region: bytes, positions: list[int], headers: list[BatchHeader], timestamps: bool = True
 ) -> Columns:
-    """`decode` for uncompressed batches that lie in ``region`` at ``positions``
-    (followed by at least ``len(PAD)`` bytes): no copy of the records."""
+    """`decode` for uncompressed batches that lie in ``region`` at
+    ``positions``, without copying the records."""
     pos = np.asarray(positions, np.int64)
     ends = pos + np.fromiter((h.size for h in headers), np.int64, len(headers))
     return decode_bodies(region, pos + HEADER_SIZE, ends, headers, timestamps)
 
 
 def decode_bodies(
-    data: bytearray,
+    data: bytes,
     starts: np.ndarray,
     ends: np.ndarray,
     headers: list[BatchHeader],

@@ -25,7 +25,7 @@ import os
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import compression
-from .columnar import PAD, decode, decode_region, stream_bytes, value_lines
+from .columnar import decode, decode_region, stream_bytes, value_lines
 from .errors import OffsetOutOfRangeError
 from .logfile import read_region
 from .record import BatchHeader, decode_records
@@ -92,7 +92,7 @@ class SegmentStream:
 
 
 def batch_lines(
-    region: bytearray,
+    region: bytes,
     positions: list[int],
     headers: list[BatchHeader],
     *,
@@ -124,7 +124,7 @@ def count_loaded(path: str, loaded_size: int) -> Counted:
         position = 0
         while position < loaded_size:
             region, starts, headers = read_region(
-                fd, position, loaded_size, REGION_BYTES, pad=len(PAD), path=path
+                fd, position, loaded_size, REGION_BYTES, path=path
             )
             sizes = batch_lines(region, starts, headers, count_only=True)
             for header, size in zip(headers, sizes, strict=True):
@@ -151,7 +151,7 @@ def lines_from(
     if found is None:
         return b"", end_offset
     region, positions, headers = read_region(
-        segment.fileno(), found[0], segment.size, max_bytes, pad=len(PAD), path=segment.log_path
+        segment.fileno(), found[0], segment.size, max_bytes, path=segment.log_path
     )
     lines = batch_lines(region, positions, headers, start=offset)
     return lines, headers[-1].next_offset

@@ -45,7 +45,7 @@ def base_offset_of(name: str, suffix: str | None = None) -> int | None:
 class Region(NamedTuple):
     """Whole batches read in one go: batch ``i`` is ``data[offsets[i]:]``."""
 
-    data: bytes | bytearray  # bytearray when padded
+    data: bytes
     offsets: list[int]
     headers: list[BatchHeader]
 
@@ -111,21 +111,16 @@ def read_region(
     max_bytes: int,
     *,
     verify: bool = True,
-    pad: int = 0,
     path: str = "",
 ) -> Region:
     """The whole batches from ``position`` (a batch boundary before ``end``):
-    about ``max_bytes`` of them, at least one, none past ``end``; followed in
-    ``data`` by ``pad`` zero bytes (see `columnar.PAD`). Raises as
+    about ``max_bytes`` of them, at least one, none past ``end``. Raises as
     `iter_batches` does."""
     offsets, headers = [], []
-    for at, header, batch in _walk(fd, position, end, max_bytes, verify, path, pad, one_read=True):
+    for at, header, batch in _walk(fd, position, end, max_bytes, verify, path, one_read=True):
         offsets.append(at - position)
         headers.append(header)
         data = batch.obj  # one buffer holds them all (see _walk)
-    if pad:  # the varint walk may read past the last batch: let it read zeros
-        after = offsets[-1] + headers[-1].size
-        data[after : after + pad] = bytes(pad)
     return Region(data, offsets, headers)
 
 
@@ -136,7 +131,6 @@ def _walk(
     chunk: int,
     verify: bool,
     path: str,
-    pad: int = 0,
     *,
     one_read: bool = False,
 ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
@@ -158,7 +152,7 @@ def _walk(
             return
         if offset + HEADER_SIZE > len(buf):  # read on from this batch
             size = max(HEADER_SIZE, min(chunk, end - position))
-            buf, buf_start, offset = _read(fd, position, size, pad), position, 0
+            buf, buf_start, offset = _read(fd, position, size), position, 0
             if len(buf) >= HEADER_SIZE:
                 continue
         try:  # the batch at `position` is bad, or larger than what was read
@@ -168,7 +162,7 @@ def _walk(
                     f"batch at position {position} of {header.size} bytes runs past the end ({end})"
                 )
             if offset + header.size > len(buf):
-                buf = _read(fd, position, max(chunk, header.size), pad)
+                buf = _read(fd, position, max(chunk, header.size))
                 buf_start = position
                 if header.size > len(buf):
                     raise CorruptRecordError(
@@ -182,11 +176,6 @@ def _walk(
             raise CorruptRecordError(f"{path}: {e}" if path else str(e), position) from None
 
 
-def _read(fd: int, position: int, size: int, pad: int) -> memoryview:
-    """A view of the bytes read (at most ``size``: fewer at the end of the
-    file), in a new buffer ``pad`` bytes longer."""
-    if not pad:  # bytes as read: no zero-filled buffer to allocate first
-        return memoryview(os.pread(fd, size, position))
-    data = bytearray(size + pad)
-    got = os.preadv(fd, [memoryview(data)[:size]], position)
-    return memoryview(data)[:got]
+def _read(fd: int, position: int, size: int) -> memoryview:
+    """A view of the bytes read: at most ``size``, fewer at the end of the file."""
+    return memoryview(os.pread(fd, size, position))
