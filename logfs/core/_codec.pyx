@@ -81,6 +81,20 @@ cdef inline Py_ssize_t read_varint(
             return -2
 
 
+cdef inline Py_ssize_t read_bytes_field(
+    const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, int64_t* length
+) noexcept nogil:
+    """The length of the bytes field at ``pos`` (-1: null) into ``length``;
+    the position of its bytes, -2 for a varint over 10 bytes, -1 when the
+    length runs past ``end`` or is below -1."""
+    pos = read_varint(buf, pos, end, length)
+    if pos == -2:
+        return -2
+    if pos < 0 or not -1 <= length[0] <= end - pos:
+        return -1
+    return pos
+
+
 cdef inline bint is_utf8(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t length):
     cdef Py_ssize_t i
     for i in range(pos, pos + length):
@@ -177,11 +191,9 @@ cdef int walk_section(
             return OFFSET_ORDER
         if fields != NULL:
             fields[stride + n] = value
-        pos = read_varint(buf, pos, record_end, &value)
-        if pos == -2:
-            return LONG_VARINT
-        if pos < 0 or not -1 <= value <= record_end - pos:
-            return KEY_LENGTH
+        pos = read_bytes_field(buf, pos, record_end, &value)
+        if pos < 0:
+            return LONG_VARINT if pos == -2 else KEY_LENGTH
         if keys_required and value < 0:
             return NO_KEY
         if fields != NULL:
@@ -189,11 +201,9 @@ cdef int walk_section(
             fields[3 * stride + n] = value
         if value > 0:
             pos += value
-        pos = read_varint(buf, pos, record_end, &value)
-        if pos == -2:
-            return LONG_VARINT
-        if pos < 0 or not -1 <= value <= record_end - pos:
-            return VALUE_LENGTH
+        pos = read_bytes_field(buf, pos, record_end, &value)
+        if pos < 0:
+            return LONG_VARINT if pos == -2 else VALUE_LENGTH
         if fields != NULL:
             fields[4 * stride + n] = pos
             fields[5 * stride + n] = value
