@@ -19,18 +19,21 @@ turned back into the class the store would have raised.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 
 from . import mountinfo
+from .config import TopicConfig
 from .errors import (
     DataDirBusyError,
     InvalidBatchError,
     LogfsError,
     ReadOnlyError,
     RecordTooLargeError,
+    TopicExistsError,
     UnknownTopicError,
 )
 from .store import Store
@@ -76,6 +79,41 @@ def open_writer(
             if time.monotonic() >= deadline:
                 raise
         time.sleep(0.05)
+
+
+def read_topic(data: str, topic: str, mount_timeout: float) -> tuple[int, TopicConfig] | None:
+    """``topic``'s partition count and effective configuration, read from DATA
+    without a lock (the live mount's ``-o`` defaults count); None if it does
+    not exist."""
+    record = mountinfo.live_record(data, mount_timeout)
+    if not os.path.isdir(data):
+        return None
+    defaults = record.defaults if record is not None else None
+    with Store(data, read_only=True, defaults=defaults) as store:
+        if topic not in store.topics():
+            return None
+        return len(store.partitions(topic)), store.topic_config(topic)
+
+
+def create_topic(data: str, topic: str, lock_timeout: float, mount_timeout: float) -> None:
+    """Create ``topic`` through the writer of DATA: ``mkdir`` on the live mount
+    (its ``partitions=N``), else the store with one partition, as Kafka's
+    ``auto.create.topics.enable``. A topic another writer just created is fine."""
+    record = mountinfo.live_record(data, mount_timeout)
+    if record is not None:
+        try:
+            os.mkdir(os.path.join(record.mountpoint, topic))
+            return
+        except FileExistsError:
+            return
+        except OSError as e:
+            if e.errno not in GONE:
+                raise mount_error(e, f"creating topic {topic!r} in {record.mountpoint}") from e
+    store = open_writer(data, lock_timeout, mount_timeout)
+    if isinstance(store, mountinfo.MountRecord):  # a mount started meanwhile
+        return create_topic(data, topic, lock_timeout, mount_timeout)
+    with store, contextlib.suppress(TopicExistsError):
+        store.create_topic(topic, partitions=1)
 
 
 def append_to_store(store: Store, topic: str, partition: int, batches: Sequence[bytes]) -> int:

@@ -35,18 +35,17 @@ from . import batching, compression, mountinfo
 from .batching import HEADER_OVERHEAD, RECORD_OVERHEAD
 from .config import TopicConfig
 from .delivery import (
-    GONE,
     MountGone,
     ProducerError,
     append_through_mount,
     append_to_store,
-    mount_error,
+    create_topic,
     open_writer,
+    read_topic,
 )
 from .errors import (
     InvalidConfigError,
     RecordTooLargeError,
-    TopicExistsError,
     UnknownTopicError,
 )
 from .partitioner import Partitioner, partition_for_key
@@ -307,43 +306,15 @@ class Producer:
         no lock); the topic is created first if it does not exist."""
         meta = self._topics.get(topic)
         if meta is None:
-            meta = self._read_topic(topic)
+            meta = read_topic(self.data, topic, self.mount_timeout)
             if meta is None:
                 validate_topic_name(topic)
-                self._create_topic(topic)
-                meta = self._read_topic(topic)
+                create_topic(self.data, topic, self.lock_timeout, self.mount_timeout)
+                meta = read_topic(self.data, topic, self.mount_timeout)
                 if meta is None:
                     raise UnknownTopicError(f"topic {topic!r} vanished as it was created")
-            self._topics[topic] = meta
+            meta = self._topics[topic] = _Topic(*meta)
         return meta
-
-    def _read_topic(self, topic: str) -> _Topic | None:
-        record = mountinfo.live_record(self.data, self.mount_timeout)
-        if not os.path.isdir(self.data):
-            return None
-        # The mount's -o defaults are part of its topics' effective configuration.
-        defaults = record.defaults if record is not None else None
-        with Store(self.data, read_only=True, defaults=defaults) as store:
-            if topic not in store.topics():
-                return None
-            return _Topic(len(store.partitions(topic)), store.topic_config(topic))
-
-    def _create_topic(self, topic: str) -> None:
-        record = mountinfo.live_record(self.data, self.mount_timeout)
-        if record is not None:
-            try:
-                os.mkdir(os.path.join(record.mountpoint, topic))  # the mount's partitions=N
-                return
-            except FileExistsError:
-                return
-            except OSError as e:
-                if e.errno not in GONE:
-                    raise mount_error(e, f"creating topic {topic!r} in {record.mountpoint}") from e
-        store = open_writer(self.data, self.lock_timeout, self.mount_timeout)
-        if isinstance(store, mountinfo.MountRecord):  # a mount started meanwhile
-            return self._create_topic(topic)
-        with store, contextlib.suppress(TopicExistsError):  # another writer was first
-            store.create_topic(topic, partitions=1)
 
     # ------------------------------------------------------------ flushing
 
