@@ -102,3 +102,55 @@ def test_entries_are_pending_until_write_pending(tmp_path):
     index.append(9, 200)
     index.close()  # closing writes what is pending
     assert len(path.read_bytes()) == 2 * OFFSET_ENTRY.itemsize
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.integers(1, 9000), st.integers(1, 500), st.integers(-1, 10_000)),
+            min_size=1,
+            max_size=40,
+        ),
+        min_size=1,
+        max_size=5,
+    ),  # fmt: skip
+    st.integers(0, 8192),
+)
+def test_bulk_indexing_is_kafkas_batch_by_batch_rule(tmp_path_factory, appends, interval):
+    """`LogSegment._index_batches` against Kafka's rule applied one batch at a time:
+    update the running max timestamp, then index when more than index.interval.bytes
+    were appended since the last entry."""
+    from logfs.core.config import TopicConfig
+    from logfs.core.segment import LogSegment
+
+    path = tmp_path_factory.mktemp("bulk")
+    config = TopicConfig(index_interval_bytes=interval)
+    segment = LogSegment(str(path), 0, config, writable=True)
+    offsets, times = [], []
+    max_ts, offset_of_max, since, position, next_offset = -1, 0, 0, 0, 0
+    for batches in appends:
+        sizes, lasts, stamps = [], [], []
+        for size, count, ts in batches:
+            last = next_offset + count - 1
+            if ts > max_ts:
+                max_ts, offset_of_max = ts, last
+            if since > interval:
+                offsets.append((last, position))
+                if not times or (max_ts > times[-1][0] and offset_of_max > times[-1][1]):
+                    times.append((max_ts, offset_of_max))
+                since = 0
+            since += size
+            position += size
+            next_offset = last + 1
+            sizes.append(size)
+            lasts.append(last)
+            stamps.append(ts)
+        segment._index_batches(
+            position - sum(sizes), *(np.array(c, np.int64) for c in (sizes, lasts, stamps))
+        )
+    got = segment.offset_index
+    assert [got.entry(i) for i in range(len(got))] == offsets
+    got = segment.time_index
+    assert [got.entry(i) for i in range(len(got))] == times
+    assert (segment.max_timestamp, segment._offset_of_max) == (max_ts, offset_of_max)
+    segment.close()

@@ -16,7 +16,8 @@ once, and the tests hold it to the reference byte for byte:
 - `check_batches` checks whole batches a producer sent, headers, CRCs and
   records (validate.py, the ``append.batches`` path);
 - `line_lengths` and `encode_plain` turn appended lines into batches (the
-  ``append`` path);
+  ``append`` path), and `index_points` picks the batches that get index
+  entries;
 - `gather` copies many values out of a buffer into one, each optionally
   followed by a separator byte: the lines of ``stream`` and the data buffer of
   an Arrow binary column, with its offsets.
@@ -455,6 +456,22 @@ def scan_batches(
         offsets.append(offset)
         offset += length + 12
     return headers, offsets, offset
+
+
+def index_points(const int64_t[::1] sizes, int64_t since, int64_t interval):
+    """Which of consecutive batches of ``sizes`` bytes get an index entry, by
+    Kafka's rule (more than ``interval`` bytes since the last entry when the
+    batch is appended), given ``since`` bytes before the first: a bool array,
+    and the bytes since the last entry after them."""
+    cdef Py_ssize_t i, n = sizes.shape[0]
+    points = np.zeros(n, np.bool_)
+    cdef uint8_t[::1] out = points.view(np.uint8)
+    for i in range(n):
+        if since > interval:
+            out[i] = 1
+            since = 0
+        since += sizes[i]
+    return points, since
 
 
 # ---------------------------------------------------------------- encoding

@@ -152,8 +152,9 @@ class _Index:
 
     # ------------------------------------------------------------ mutation
 
-    def _reset(self, keys: np.ndarray, values: np.ndarray) -> None:
-        capacity = max(16, len(keys) * 2)
+    def _reset(self, keys: np.ndarray, values: np.ndarray, room: int = 0) -> None:
+        """Hold ``keys`` and ``values``, with room for as many more and ``room``."""
+        capacity = max(16, (len(keys) + room) * 2)
         self._keys = np.empty(capacity, dtype=np.int64)
         self._values = np.empty(capacity, dtype=np.int64)
         self._keys[: len(keys)] = keys
@@ -166,6 +167,14 @@ class _Index:
         self._keys[self._count] = key
         self._values[self._count] = value
         self._count += 1
+
+    def _extend(self, keys: np.ndarray, values: np.ndarray) -> None:
+        n, end = self._count, self._count + len(keys)
+        if end > len(self._keys):
+            self._reset(self._keys[:n], self._values[:n], len(keys))
+        self._keys[n:end] = keys
+        self._values[n:end] = values
+        self._count = end
 
     def truncate(self, count: int) -> None:
         """Keep the first ``count`` entries, in memory and on disk."""
@@ -223,6 +232,15 @@ class OffsetIndex(_Index):
             )
         self._add(offset, position)
 
+    def extend(self, offsets: np.ndarray, positions: np.ndarray) -> None:
+        """`append` of many entries, in order."""
+        if len(offsets) and (
+            (self._count and offsets[0] <= self._keys[self._count - 1])
+            or np.any(offsets[1:] <= offsets[:-1])
+        ):
+            raise CorruptIndexError(f"{self.path}: offsets {offsets.tolist()} out of order")
+        self._extend(offsets, positions)
+
     def truncate_to_position(self, position: int) -> None:
         """Drop entries that point at or past ``position``."""
         self.truncate(int(np.searchsorted(self._values[: self._count], position, side="left")))
@@ -269,6 +287,21 @@ class TimeIndex(_Index):
         n = self._count
         if not n or (timestamp > self._keys[n - 1] and offset > self._values[n - 1]):
             self._add(timestamp, offset)
+
+    def extend_maybe(self, timestamps: np.ndarray, offsets: np.ndarray) -> None:
+        """`maybe_append` of each pair in turn, for nondecreasing timestamps and
+        offsets (a running maximum and the offset that reached it): the pairs
+        whose timestamp and offset both exceed the previous pair's and the
+        last entry's."""
+        if not len(timestamps):
+            return
+        n = self._count
+        last_ts = self._keys[n - 1] if n else np.iinfo(np.int64).min
+        last_offset = self._values[n - 1] if n else np.iinfo(np.int64).min
+        previous_ts = np.concatenate(([last_ts], np.maximum(timestamps[:-1], last_ts)))
+        previous_offset = np.concatenate(([last_offset], np.maximum(offsets[:-1], last_offset)))
+        keep = (timestamps > previous_ts) & (offsets > previous_offset)
+        self._extend(timestamps[keep], offsets[keep])
 
     def truncate_to_offset(self, offset: int) -> None:
         """Drop entries for offsets >= ``offset``."""

@@ -29,6 +29,9 @@ import time
 from collections.abc import Iterator
 from typing import NamedTuple
 
+import numpy as np
+
+from ._codec import index_points
 from .config import INT_MAX, TopicConfig
 from .errors import CorruptIndexError, CorruptRecordError
 from .index import OffsetIndex, TimeIndex
@@ -151,10 +154,12 @@ class LogSegment:
         """
         last_indexed = self.offset_index.last.position if len(self.offset_index) else 0
         self._bytes_since_index_entry = position - last_indexed
+        first, walked = position, ([], [], [])  # the batches to index: sizes, offsets, times
         try:
             for pos, header, _ in self.batches(position, verify=verify):
                 if indexed and pos == position:
                     self._bytes_since_index_entry = header.size
+                    first = pos + header.size
                 else:
                     if header.base_offset < self.next_offset:
                         raise CorruptRecordError(
@@ -162,9 +167,12 @@ class LogSegment:
                             f"{header.base_offset}, expected at least {self.next_offset}",
                             pos,
                         )
-                    self._index_batch(pos, header.size, header.last_offset, header.max_timestamp)
+                    walked[0].append(header.size)
+                    walked[1].append(header.last_offset)
+                    walked[2].append(header.max_timestamp)
                 self.next_offset = header.next_offset
         except CorruptRecordError as e:
+            self._index_walked(first, walked)
             bad = e.args[1] if len(e.args) > 1 else self.size
             if not self.writable:
                 log.warning("%s (serving the %d bytes before it)", e.args[0], bad)
@@ -178,7 +186,12 @@ class LogSegment:
             self.size = bad
             log.warning("truncated %d bytes: %s", cut, e.args[0])
             return cut
+        self._index_walked(first, walked)
         return 0
+
+    def _index_walked(self, start: int, walked: tuple[list, list, list]) -> None:
+        if walked[0]:
+            self._index_batches(start, *(np.array(column, np.int64) for column in walked))
 
     # ------------------------------------------------------------ reading
 
@@ -255,24 +268,40 @@ class LogSegment:
         except BaseException:
             os.ftruncate(self._fd, start)
             raise
-        position = start
-        for info in batches:
-            self._index_batch(position, info.size, info.last_offset, info.max_timestamp)
-            position += info.size
+        position = self._index_batches(
+            start,
+            np.fromiter((i.size for i in batches), np.int64, len(batches)),
+            np.fromiter((i.last_offset for i in batches), np.int64, len(batches)),
+            np.fromiter((i.max_timestamp for i in batches), np.int64, len(batches)),
+        )
         self.stream.on_append(
             self.next_offset, [i.stream_bytes for i in batches], [i.last_offset for i in batches]
         )
         self.size = position
         self.next_offset = batches[-1].last_offset + 1
 
-    def _index_batch(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
-        if max_timestamp > self.max_timestamp:
-            self.max_timestamp, self._offset_of_max = max_timestamp, last_offset
-        if self._bytes_since_index_entry > self.config.index_interval_bytes:
-            self.offset_index.append(last_offset, position)
-            self.time_index.maybe_append(self.max_timestamp, self._offset_of_max)
-            self._bytes_since_index_entry = 0
-        self._bytes_since_index_entry += size
+    def _index_batches(
+        self, start: int, sizes: np.ndarray, last_offsets: np.ndarray, max_timestamps: np.ndarray
+    ) -> int:
+        """Index the batches of ``sizes`` bytes laid out from ``start``, as Kafka
+        does batch by batch: the running max timestamp and the offset that
+        reached it are updated, then an offset and a time index entry are added
+        when more than index.interval.bytes were appended since the last. Returns
+        the position after them."""
+        positions = start + np.cumsum(sizes) - sizes
+        # The max timestamp after each batch, and the last offset of the batch that set it.
+        before = np.maximum.accumulate(np.concatenate(([self.max_timestamp], max_timestamps)))
+        running = before[1:]
+        setter = np.where(max_timestamps > before[:-1], np.arange(len(sizes)), -1)
+        setter = np.maximum.accumulate(setter)
+        reached = np.where(setter >= 0, last_offsets[np.maximum(setter, 0)], self._offset_of_max)
+        points, self._bytes_since_index_entry = index_points(
+            sizes, self._bytes_since_index_entry, self.config.index_interval_bytes
+        )
+        self.offset_index.extend(last_offsets[points], positions[points])
+        self.time_index.extend_maybe(running[points], reached[points])
+        self.max_timestamp, self._offset_of_max = int(running[-1]), int(reached[-1])
+        return int(positions[-1] + sizes[-1])
 
     @property
     def index_full(self) -> bool:
