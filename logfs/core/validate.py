@@ -73,8 +73,6 @@ MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 MAX_BATCH_BYTES = 100 * 1024 * 1024
 _LENGTH = struct.Struct(">i")
 _BASE_OFFSET = struct.Struct(">q")
-# attributes, timestamp delta, offset delta, key length, value length, header count
-MIN_RECORD_BYTES = 6
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
