@@ -4,9 +4,10 @@
 #   sudo bash mount_scripts/install.sh
 #
 # 1. System packages, with apt-get, only those that are missing: FUSE 3 and its
-#    headers (pyfuse3 compiles against them), pkg-config, a C compiler and
-#    Python's headers (pyfuse3 and logfs's compiled codec), venv, systemd-analyze (the suite verifies the systemd
-#    unit), and a Java runtime for Spark when there is no java.
+#    headers (pyfuse3 compiles against them), pkg-config, a C compiler with the
+#    C library's headers and Python's headers (pyfuse3 and logfs's compiled
+#    codec), venv, systemd-analyze (the suite verifies the systemd unit), and a
+#    Java runtime for Spark when there is no java.
 #    `apt-get update` runs only when something is missing.
 # 2. A virtual environment in the checkout (.venv) holding logfs, editable, with
 #    its test and Spark extras; pip compiles logfs/core/_codec.pyx (Cython) in
@@ -55,6 +56,9 @@ if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists fuse3; then
     need libfuse3-dev
 fi
 command -v gcc >/dev/null 2>&1 || need gcc
+# gcc only recommends libc6-dev, and --no-install-recommends below skips it; a Python built
+# from source (pyenv, the python:*-slim images) has Python.h without it.
+[[ -e /usr/include/stdio.h ]] || need libc6-dev
 command -v systemd-analyze >/dev/null 2>&1 || need systemd  # the suite verifies the unit file
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || need ca-certificates  # pip's HTTPS
 java_missing=0

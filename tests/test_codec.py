@@ -4,6 +4,8 @@ kafka-python's encoder: the same records from valid batches, the same verdict on
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,8 +16,16 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from logfs.core import _codec, columnar
 from logfs.core.config import TopicConfig
 from logfs.core.errors import CorruptRecordError, InvalidBatchError
-from logfs.core.record import HEADER_SIZE, decode_records, encode_batch, read_header, write_crc
-from logfs.core.validate import check_batches
+from logfs.core.record import (
+    HEADER_SIZE,
+    decode_records,
+    encode_batch,
+    read_header,
+    records_section,
+    varint,
+    write_crc,
+)
+from logfs.core.validate import _PROBLEMS, check_batches
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 record_st = st.tuples(
@@ -31,6 +41,19 @@ records_st = st.lists(record_st, min_size=1, max_size=30)
 def test_the_codec_is_compiled():
     """No silent fallback: the module is the extension pip built, not Python source."""
     assert _codec.__file__.endswith(".so"), _codec.__file__
+
+
+def test_without_the_codec_logfs_says_to_reinstall():
+    """A checkout or install without the built extension fails at import, saying what to do."""
+    script = "import sys; sys.modules['logfs.core._codec'] = None; import logfs.core.validate"
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "ImportError: logfs's compiled codec" in run.stderr
+    assert "pip install ." in run.stderr
+
+
+def test_every_problem_is_worded():
+    assert set(_PROBLEMS) == set(_codec.Problem) - {_codec.Problem.OK}
 
 
 def encode(records, base=0) -> bytes:
@@ -163,3 +186,171 @@ def test_gather(values, separator):
     joined, offsets = _codec.gather(data, starts, lengths, with_offsets=True)
     assert joined == b"".join(v or b"" for v in values)
     assert offsets.tolist() == np.cumsum([0] + [len(v or b"") for v in values]).tolist()
+
+
+# ---------------------------------------------------------------- tables
+
+
+def walk(batch: bytes) -> list[tuple]:
+    """(offset delta, timestamp, key, value) of every record of an uncompressed batch, by
+    `walk_records` alone, strict as for a producer's batch."""
+    header = read_header(batch)
+    body = bytes(records_section(batch, header))
+    data = np.frombuffer(body, np.uint8)
+    count = header.records_count
+    fields = np.full((6, count), -7, np.int64)
+    section = np.array([0], np.int64), np.array([len(body)], np.int64)
+    result = _codec.walk_records(data, *section, np.array([count], np.int64), fields, strict=True)
+    assert result == (_codec.Problem.OK, 0, 0, 0, 0)
+    ts, od, ks, kl, vs, vl = fields.tolist()
+    return [
+        (od[i], header.base_timestamp + ts[i],
+         None if kl[i] < 0 else body[ks[i] : ks[i] + kl[i]],
+         None if vl[i] < 0 else body[vs[i] : vs[i] + vl[i]])
+        for i in range(count)
+    ]  # fmt: skip
+
+
+VALID = {
+    "keys": [(b"key-%d" % i, b"value-%d" % i, []) for i in range(5)],
+    "null keys": [(None, b"value", [])] * 3,
+    "empty key and value": [(b"", b"", [])],
+    "null values": [(b"k", None, []), (None, None, []), (b"", None, [])],
+    "headers": [(b"k", b"v", [("h1", b"x"), ("h2", None), ("", b"")]), (None, b"w", [])],
+    "utf-8 header keys": [(None, b"v", [("cl\u00e9", b"\xff"), ("\u65e5\u672c", b"")])],
+    "many records": [(None, b"%06d" % i, []) for i in range(5000)],
+    "multi-byte lengths": [(b"k" * 200, bytes(70_000), [("h", bytes(300))])],
+}
+
+
+@pytest.mark.parametrize("by_kafka", [False, True], ids=["logfs", "kafka-python"])
+@pytest.mark.parametrize("name", list(VALID))
+def test_walker_reads_what_the_reference_reads(name, by_kafka):
+    records = VALID[name]
+    batch = kafka_encode(records) if by_kafka else encode(records)
+    expected = [(r.offset, r.timestamp, r.key, r.value) for r in decode_records(batch)]
+    assert walk(batch) == expected
+    assert [(k, v) for _, _, k, v in expected] == [(k, v) for k, v, _ in records]
+    # append.batches' check accepts it, and counts what `stream` will serve
+    (checked,) = check_batches([batch], TopicConfig())
+    assert checked.max_timestamp == max(t for _, t, _, _ in expected)
+    assert checked.stream_bytes == sum(len(v or b"") + 1 for _, v, _ in records)
+
+
+GOOD = encode([(None, b"a", [])])  # the batch put before each bad one
+TWO = encode([(None, b"a", [])] * 2)  # a header for two records
+
+
+def record(*fields: int, delta: int = 0) -> bytes:
+    """A record from its bytes after the length prefix; zig-zag, so n is the byte 2n and -1
+    is 1. Without ``fields``: a well-formed record with offset ``delta`` and value b"a"."""
+    body = bytes(fields or (0, 0, 2 * delta, 1, 2, 0x61, 0))
+    return varint(len(body)) + body
+
+
+AT = f"batch at position {len(GOOD)}"
+# name: (header's batch, records section, message, whether the reference decoder refuses it)
+MALFORMED = {
+    "a truncated varint (a record length)": (
+        TWO, record() + b"\x80", f"{AT}: 2 records declared, 1 found", True,
+    ),
+    "a truncated varint (timestamp delta)": (
+        GOOD, record(0, 0x80, 0x80, 0x80, 0x80, 0x80),
+        f"{AT}: record 0: timestamp delta overruns the record", True,
+    ),
+    "a truncated varint (offset delta)": (
+        GOOD, record(0, 0, 0x80, 0x80, 0x80, 0x80),
+        f"{AT}: record 0: offset delta overruns the record", True,
+    ),
+    "a varint over 10 bytes": (
+        GOOD, record(0, *[0xFF] * 10, 0, 0, 1, 1, 0),
+        f"{AT}: record 0: varint longer than 10 bytes", True,
+    ),
+    "a record length overrunning the section": (
+        TWO, record() + varint(40) + record(delta=1)[1:],
+        f"{AT}: its records take 49 bytes (at record 1), its records section holds 16", True,
+    ),
+    "a negative record length": (
+        GOOD, b"\x01" + record()[1:], f"{AT}: record 0: length -1, at least 6 expected", True,
+    ),
+    "a record under 6 bytes": (
+        GOOD, record(0, 0, 0, 1, 1), f"{AT}: record 0: length 5, at least 6 expected", True,
+    ),
+    "fewer records than declared": (TWO, record(), f"{AT}: 2 records declared, 1 found", True),
+    "bytes after the records": (
+        GOOD, record() + b"\x00",
+        f"{AT}: its records take 8 bytes (at record 1), its records section holds 9", True,
+    ),
+    "a negative header count": (
+        GOOD, record(0, 0, 0, 1, 2, 0x61, 1), f"{AT}: record 0: bad header count", True,
+    ),
+    "a header count beyond the record": (
+        GOOD, record(0, 0, 0, 1, 2, 0x61, 2 * 3, 0, 1), f"{AT}: record 0: bad header count", True,
+    ),
+    "a header count missing": (
+        GOOD, record(0, 0, 0, 1, 2, 0x61), f"{AT}: record 0: bad header count", True,
+    ),
+    "a key length beyond the record": (
+        GOOD, record(0, 0, 0, 2 * 9, 0, 0, 0), f"{AT}: record 0: bad key length", True,
+    ),
+    "a key length below -1": (
+        GOOD, record(0, 0, 0, 3, 2, 0x61, 0), f"{AT}: record 0: bad key length", True,
+    ),
+    "a value length beyond the record": (
+        GOOD, record(0, 0, 0, 1, 2 * 9, 0, 0), f"{AT}: record 0: bad value length", True,
+    ),
+    "a null header key": (
+        GOOD, record(0, 0, 0, 1, 1, 2, 1, 1), f"{AT}: record 0: malformed headers", True,
+    ),
+    "a header key that is not utf-8": (
+        GOOD, record(0, 0, 0, 1, 1, 2, 2, 0xFF, 1), f"{AT}: record 0: malformed headers", True,
+    ),
+    "fields short of the record's length": (
+        GOOD, record(0, 0, 0, 1, 2, 0x61, 0, 0),
+        f"{AT}: record 0: its fields do not fill its length", True,
+    ),
+    "offset deltas out of order": (  # the reference reads any deltas: compacted segments
+        TWO, record() + record(),
+        f"{AT}: record 1: offset delta out of order (0, expected its index 1)", False,
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_malformed_records_are_refused_with_their_numbers(name):
+    header, body, message, reference_refuses = MALFORMED[name]
+    bad = with_body(header, body)
+    with pytest.raises(InvalidBatchError) as e:
+        check_batches([GOOD, bad], TopicConfig())
+    assert str(e.value) == message
+    if reference_refuses:
+        with pytest.raises(CorruptRecordError):
+            decode_records(bad)
+
+
+def test_a_compacted_topic_wants_keys():
+    keyed = encode([(b"k", b"a", [])] * 2)
+    check_batches([keyed], TopicConfig(cleanup_policy="compact"))
+    half = encode([(b"k", b"a", []), (None, b"a", [])])
+    with pytest.raises(InvalidBatchError) as e:
+        check_batches([keyed, half], TopicConfig(cleanup_policy="compact"))
+    where = f"batch at position {len(keyed)}"
+    assert str(e.value) == f"{where}: record 1: no key, and the topic is compacted"
+
+
+def test_walker_fills_fields_section_after_section():
+    """Records of several sections land in one fields array, and a problem names its section."""
+    bodies = [encode([(None, b"x" * i, [])] * i)[HEADER_SIZE:] for i in (1, 2, 3)]
+    data = np.frombuffer(b"".join(bodies), np.uint8)
+    ends = np.cumsum([len(b) for b in bodies]).astype(np.int64)
+    starts, counts = ends - [len(b) for b in bodies], np.array([1, 2, 3], np.int64)
+    fields = np.zeros((6, 6), np.int64)
+    assert _codec.walk_records(data, starts, ends, counts, fields, strict=True)[0] == 0
+    assert fields[1].tolist() == [0, 0, 1, 0, 1, 2]  # offset deltas
+    assert fields[5].tolist() == [1, 2, 2, 3, 3, 3]  # value lengths
+    values = [data[s : s + n].tobytes() for s, n in zip(fields[4], fields[5], strict=True)]
+    assert values == [b"x", b"xx", b"xx", b"xxx", b"xxx", b"xxx"]
+    counts[2] = 4  # the third section declares a record it does not hold
+    assert _codec.walk_records(data, starts, ends, counts, fields)[:4] == (
+        _codec.Problem.DECLARED, 2, 3, 3,
+    )  # fmt: skip

@@ -284,7 +284,9 @@ def find_record(const uint8_t[::1] body, int64_t count, int64_t delta):
     """
     cdef const uint8_t* b = &body[0] if body.shape[0] else NULL
     cdef Py_ssize_t end = body.shape[0], pos = 0, start, field, record_end
-    cdef int64_t n, length, value, ts_delta, key_length, value_length, headers
+    cdef int64_t n, length, value
+    # Set by reads walk_section has already checked; zero for the compiler's sake.
+    cdef int64_t ts_delta = 0, key_length = 0, value_length = 0, headers = 0
     cdef Walk w
     cdef int code
     for n in range(count):
