@@ -60,6 +60,10 @@ command -v gcc >/dev/null 2>&1 || need gcc
 # from source (pyenv, the python:*-slim images) has Python.h without it.
 [[ -e /usr/include/stdio.h ]] || need libc6-dev
 command -v systemd-analyze >/dev/null 2>&1 || need systemd  # the suite verifies the unit file
+if [[ ${LOGFS_TEST_TOOLS:-0} == 1 ]]; then  # set by test.sh: tools only the suite uses
+    # libfiu: fiu-run/fiu-ctrl inject I/O errors into a running daemon (tests/test_faults.py)
+    [[ -e /usr/lib/fiu/fiu_posix_preload.so ]] && command -v fiu-ctrl >/dev/null 2>&1 || need fiu-utils
+fi
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || need ca-certificates  # pip's HTTPS
 java_missing=0
 command -v java >/dev/null 2>&1 || java_missing=1

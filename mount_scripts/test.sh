@@ -11,7 +11,7 @@ set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
-bash mount_scripts/install.sh || exit 1
+LOGFS_TEST_TOOLS=1 bash mount_scripts/install.sh || exit 1
 
 echo "test: ruff check logfs tests benchmarks"
 .venv/bin/ruff check --no-cache logfs tests benchmarks

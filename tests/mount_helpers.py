@@ -79,7 +79,16 @@ def force_unmount(mountpoint, pid: int | None = None) -> None:
 class Daemon:
     """``logfs mount -f DATA MNT`` as a child process, output in a file."""
 
-    def __init__(self, data: Path, mountpoint: Path, *options: str, log: Path | None = None):
+    def __init__(
+        self,
+        data: Path,
+        mountpoint: Path,
+        *options: str,
+        log: Path | None = None,
+        prefix: tuple[str, ...] = (),
+    ):
+        """``prefix``: a command the daemon runs under (e.g. ``fiu-run -x``)."""
+        self.prefix = prefix
         self.data = Path(data)
         self.mountpoint = Path(mountpoint)
         self.options = options
@@ -87,7 +96,7 @@ class Daemon:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Daemon:
-        cmd = [*LOGFS, "mount", "-f", str(self.data), str(self.mountpoint)]
+        cmd = [*self.prefix, *LOGFS, "mount", "-f", str(self.data), str(self.mountpoint)]
         if self.options:
             cmd += ["-o", ",".join(self.options)]
         with open(self.log, "ab") as out:

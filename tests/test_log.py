@@ -138,24 +138,6 @@ def test_roll_on_segment_ms(tmp_path):
         assert [s.base_offset for s in log.segments] == [0, 2]
 
 
-def test_failed_fsync_stays_due(store, monkeypatch):
-    log = small_topic(store)
-    log.append([b"a"])
-    real_fsync = os.fsync
-
-    def failing(fd):
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(os, "fsync", failing)
-    with pytest.raises(OSError):
-        log.flush()
-    assert log.recovery_point == 0 and log.unflushed_messages == 1
-    synced = []
-    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
-    log.flush()
-    assert log.recovery_point == 1 and len(synced) >= 3  # log, index and time index again
-
-
 def test_what_the_mount_sees_of_the_segments(store):
     log = small_topic(store)
     assert (log.segment_count, log.active_base_offset) == (1, 0)

@@ -2,7 +2,7 @@
 
 The mount's own code runs in-process — `Operations` handlers driven by writer
 tasks, the `Flusher` on its trio loop, fsyncs in worker threads — with
-``os.fsync`` wrapped by `DurableImage`, which keeps, per inode, the bytes a
+``os.fsync`` and ``os.fdatasync`` wrapped by `DurableImage`, which keeps, per inode, the bytes a
 file had when an fsync of it began, and per directory the entries it had.
 At a random moment the "power fails": a new data directory is built from
 only that (the directory tree as last fsynced, each file as last fsynced),
@@ -38,6 +38,7 @@ from logfs.mount.flusher import Flusher
 from logfs.mount.operations import Operations
 
 REAL_FSYNC = os.fsync
+REAL_FDATASYNC = os.fdatasync
 TICK = 0.02
 SLACK_MS = 500  # a loaded CI machine delays the flusher's ticks and its fsync threads
 MODES = ("clean", "partial", "zeros", "garbage")
@@ -165,11 +166,11 @@ def run_until_power_fails(live: Path, settings: dict, duration: float, rng: rand
         finally:
             store.close()  # too late to matter: the image is taken
 
-    os.fsync = image.fsync
+    os.fsync = os.fdatasync = image.fsync  # the model keeps data and size alike
     try:
         trio.run(main)
     finally:
-        os.fsync = REAL_FSYNC
+        os.fsync, os.fdatasync = REAL_FSYNC, REAL_FDATASYNC
     return written, acked, fsynced, returned_at, result, image.fsyncs
 
 

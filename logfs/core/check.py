@@ -18,15 +18,20 @@ The time index (``.timeindex``) is only loaded and sanity-checked like that,
 not compared with the log's timestamps. `check(repair=True)` forgets the
 recovery points, so opening the store validates everything, truncates at the
 first bad batch and rebuilds every index.
+
+While DATA is mounted, `check` also reports the partitions the mount holds
+offline after an I/O error (its root's ``user.logfs.failures``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from . import mountinfo
 from .compression import NAMES
 from .config import TopicConfig
 from .errors import CorruptIndexError, CorruptRecordError, LogfsError
@@ -149,14 +154,33 @@ def check(data: str | os.PathLike, *, repair: bool = False) -> list[str]:
     path = Path(data)
     if not path.is_dir():
         raise LogfsError(f"{path}: no such data directory")
-    problems = _problems(path)
-    if repair and problems:
+    problems = _problems(path) + _offline_in_mount(path)
+    if repair:
         # Without recovery points, opening validates every batch from offset 0,
-        # truncates at the first bad one and rebuilds every index.
-        (path / RECOVERY_POINT_FILE).unlink(missing_ok=True)
+        # truncates at the first bad one and rebuilds every index. Opening
+        # always re-validates what follows each recovery point, from the disk:
+        # that recovers a partition a failed fsync took offline.
+        if problems:
+            (path / RECOVERY_POINT_FILE).unlink(missing_ok=True)
         Store(path).close()
         return _problems(path)
     return problems
+
+
+def _offline_in_mount(path: Path) -> list[str]:
+    """Partitions the live mount of DATA holds offline after an I/O error:
+    that is in the daemon's memory only (see docs/reliability.md)."""
+    mountpoint = mountinfo.live_mount(path)
+    if mountpoint is None:
+        return []
+    try:
+        failures = json.loads(os.getxattr(mountpoint, mountinfo.FAILURES_XATTR))
+    except (OSError, ValueError):
+        return []
+    return [
+        f"{name}: {why} (offline in the mount on {mountpoint}; a remount recovers it)"
+        for name, why in sorted(failures.items())
+    ]
 
 
 class _Walked(NamedTuple):

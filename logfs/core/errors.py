@@ -5,6 +5,8 @@ maps these classes to errnos in one table and the CLI prints their message on
 one line; nothing else needs to know about them.
 """
 
+import errno
+
 
 class LogfsError(Exception):
     """Base class of every error logfs raises on purpose."""
@@ -65,3 +67,15 @@ class BatchTooLargeError(InvalidBatchError, RecordTooLargeError):
     """An offered batch larger than max.message.bytes: invalid as a batch (the
     mount's ``append.batches`` answers EINVAL) and Kafka's
     RecordTooLargeException to callers of the store."""
+
+
+class LogFailedError(LogfsError):
+    """A partition taken offline by an I/O error on its files, as Kafka takes a
+    log dir offline (its KafkaStorageException): appends, fsyncs and reads at
+    or past its recovery point fail until it is recovered (a remount, or
+    ``logfs check --repair``). See docs/reliability.md."""
+
+
+def describe(error: OSError) -> str:
+    """An OSError as ``EIO (Input/output error)``."""
+    return f"{errno.errorcode.get(error.errno or 0, 'error')} ({error.strerror or error})"

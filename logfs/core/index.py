@@ -31,6 +31,7 @@ trusted only up to the recovery point.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from typing import NamedTuple
 
@@ -122,7 +123,13 @@ class _Index:
     def write_pending(self) -> None:
         """Append the entries added since the last call to the file."""
         if self._written < self._count and self.writable:
-            os.write(self._open(), self._entries_bytes(self._written, self._count))
+            fd, data = self._open(), self._entries_bytes(self._written, self._count)
+            try:
+                if os.write(fd, data) != len(data):
+                    raise OSError(errno.ENOSPC, "short write of index entries")
+            except OSError:
+                os.ftruncate(fd, self._written * self.dtype.itemsize)  # whole entries only
+                raise
         self._written = self._count
 
     def fileno(self) -> int:

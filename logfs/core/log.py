@@ -9,14 +9,26 @@ Durability: everything below ``recovery_point`` has been fsynced. Opening a
 log recovers it (see recovery.py): every batch from the recovery point on is
 validated, the first bad batch and everything after it is removed, and the
 indexes past the recovery point are rebuilt.
+
+Failure: an I/O error that leaves the partition's files in an unknown state
+(any failed fsync, a failed write other than a cleanly undone ENOSPC, a
+failed roll or segment deletion) takes the partition offline (`fail`): its
+recovery point never moves again, appends and fsyncs raise `LogFailedError`,
+and only records below the recovery point are served. A failed fsync may
+already have dropped the pages it could not write (Linux marks them clean),
+so a retried fsync's success would prove nothing; only opening the log again
+(recovery, which re-reads the tail from the disk) brings it back. The model
+and its reasons are in docs/reliability.md.
 """
 
 from __future__ import annotations
 
 import bisect
+import errno
 import logging
 import os
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -27,8 +39,10 @@ import numpy as np
 from . import batching, compression, lines, validate
 from .config import TopicConfig, flush_due, segments_to_delete, should_roll
 from .errors import (
+    LogFailedError,
     OffsetOutOfRangeError,
     ReadOnlyError,
+    describe,
 )
 from .record import (
     BatchHeader,
@@ -41,9 +55,24 @@ from .segment import BatchInfo, LogSegment
 
 logger = logging.getLogger(__name__)
 
+# Errors a write() reports before anything reaches the file: once the partly
+# written batch is cut off again the partition is as it was, so the append
+# fails with this errno and the partition stays online.
+CLEAN_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE})
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def sync_fd(fd: int) -> None:
+    """Make what was written to ``fd`` durable: fdatasync for a file (its data
+    and the size needed to read it back; PostgreSQL's choice for its WAL),
+    fsync for a directory (its entries)."""
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.fsync(fd)
+    else:
+        os.fdatasync(fd)
 
 
 class FlushTicket(NamedTuple):
@@ -90,6 +119,7 @@ class Log:
         self.last_flush_ms = clock()
         self.truncated_bytes = 0
         self.recovery_point = 0
+        self.failure: str | None = None  # why the partition is offline (`fail`)
         self._load(recovery_point, log_start_offset)
 
     def __repr__(self) -> str:
@@ -163,6 +193,37 @@ class Log:
         i = bisect.bisect_right(self._bases, offset) - 1
         return self.segments[i] if i >= 0 else None
 
+    # ------------------------------------------------------------ failure
+
+    def fail(self, action: str, error: OSError) -> None:
+        """Take the partition offline after ``error`` while ``action`` (the
+        first cause is kept and logged once)."""
+        if self.failure is not None:
+            return
+        self.failure = f"{action} failed: {describe(error)}"
+        logger.error(
+            "%s-%d is offline: %s. Records from offset %d on are not known to be on disk; "
+            "appends and fsync() answer EIO until a remount or `logfs check --repair` "
+            "recovers it from there",
+            self.topic,
+            self.partition,
+            self.failure,
+            self.recovery_point,
+        )
+
+    def _require_online(self) -> None:
+        if self.failure is not None:
+            raise LogFailedError(
+                f"{self.topic}-{self.partition} is offline after an I/O error "
+                f"({self.failure}); remount or run `logfs check --repair` to recover it"
+            )
+
+    def check_readable(self, offset: int) -> None:
+        """Raise `LogFailedError` for a read at or past an offline partition's
+        recovery point: what follows it may not be on the disk."""
+        if self.failure is not None and offset >= self.recovery_point:
+            self._require_online()
+
     # ------------------------------------------------------------ appending
 
     def append(
@@ -185,6 +246,7 @@ class Log:
         """
         if not self.writable:
             raise ReadOnlyError(f"{self.topic}-{self.partition} is read-only")
+        self._require_online()
         first = self.next_offset
         if not values:
             return first
@@ -206,6 +268,7 @@ class Log:
         Same result and errors as ``append`` of the values, without making a
         Python object per record. Returns the offset of the first.
         """
+        self._require_online()
         first = self.next_offset
         if not len(lengths):
             return first
@@ -239,6 +302,7 @@ class Log:
         """
         if not self.writable:
             raise ReadOnlyError(f"{self.topic}-{self.partition} is read-only")
+        self._require_online()
         first, now = self.next_offset, self.clock()
         encoded, count = validate.prepare_batches(batches, self.config, first, now)
         if encoded:
@@ -247,6 +311,14 @@ class Log:
         return first
 
     def _write(self, encoded: list[tuple[bytes, BatchInfo]], now: int) -> None:
+        try:
+            self._write_batches(encoded, now)
+        except OSError as e:
+            if e.errno not in CLEAN_WRITE_ERRORS:
+                self.fail("appending to a segment", e)
+            raise
+
+    def _write_batches(self, encoded: list[tuple[bytes, BatchInfo]], now: int) -> None:
         segment = self.active_segment
         if segment.size and not should_roll(
             self.config,
@@ -311,6 +383,7 @@ class Log:
             CorruptRecordError: the batch holding it fails validation.
         """
         self._check_range(offset)
+        self.check_readable(offset)
         segment = self.segment_for(offset)
         found = segment.find(offset) if segment else None
         if found is not None and not found[1].is_control:
@@ -338,6 +411,7 @@ class Log:
         end = self.next_offset if end is None else min(end, self.next_offset)
         if start >= end:
             return
+        self.check_readable(end - 1)
         first = max(0, bisect.bisect_right(self._bases, start) - 1)
         for segment in list(self.segments[first:]):
             if segment.base_offset >= end:
@@ -386,7 +460,7 @@ class Log:
     # ------------------------------------------------------------ flushing
 
     def flush_due(self, now: int | None = None) -> bool:
-        return flush_due(
+        return self.failure is None and flush_due(
             self.config,
             unflushed=self.unflushed_messages,
             last_flush_ms=self.last_flush_ms,
@@ -395,11 +469,27 @@ class Log:
 
     def prepare_flush(self) -> FlushTicket:
         """Write pending index entries and duplicate the fds to fsync, so the
-        fsyncs can run in a thread while appends go on."""
+        fsyncs can run in a thread while appends go on.
+
+        Raises:
+            LogFailedError: the partition is offline.
+            OSError: writing the index entries failed (the partition goes
+                offline unless the error is a clean ENOSPC).
+        """
+        self._require_online()
         segments = tuple(self._dirty.values())
-        fds = [os.dup(fd) for segment in segments for fd in segment.sync_fds()]
-        if self._dir_dirty:
-            fds.append(os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY))
+        fds: list[int] = []
+        try:
+            for segment in segments:
+                fds += [os.dup(fd) for fd in segment.sync_fds()]
+            if self._dir_dirty:
+                fds.append(os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY))
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            if e.errno not in CLEAN_WRITE_ERRORS:
+                self.fail("writing an index before an fsync", e)
+            raise
         ticket = FlushTicket(
             fds, self.next_offset, self.unflushed_messages, segments, self._dir_dirty
         )
@@ -407,15 +497,20 @@ class Log:
         self._dir_dirty = False
         return ticket
 
-    def abort_flush(self, ticket: FlushTicket) -> None:
-        """A flush failed: what it was to sync stays due for the next one."""
-        for segment in ticket.segments:
-            if segment in self.segments:
-                self._dirty[segment.base_offset] = segment
-        self._dir_dirty = self._dir_dirty or ticket.directory
+    def abort_flush(self, ticket: FlushTicket, error: OSError) -> None:
+        """The ticket's fsync failed: the partition goes offline. Retrying is
+        no use: the kernel may have dropped the pages it could not write, and
+        a second fsync would then succeed without writing them."""
+        self.fail("fsync", error)
 
     def complete_flush(self, ticket: FlushTicket) -> None:
-        """Advance the recovery point to what the ticket made durable."""
+        """Advance the recovery point to what the ticket made durable.
+
+        Raises:
+            LogFailedError: the partition went offline meanwhile; the recovery
+                point stays where it was.
+        """
+        self._require_online()
         self.recovery_point = max(self.recovery_point, ticket.next_offset)
         self.unflushed_messages = max(0, self.unflushed_messages - ticket.messages)
         self.last_flush_ms = self.clock()
@@ -425,9 +520,9 @@ class Log:
         ticket = self.prepare_flush()
         try:
             for fd in ticket.fds:
-                os.fsync(fd)
-        except OSError:
-            self.abort_flush(ticket)
+                sync_fd(fd)
+        except OSError as e:
+            self.abort_flush(ticket, e)
             raise
         finally:
             for fd in ticket.fds:
@@ -440,7 +535,7 @@ class Log:
         """Delete whole non-active segments past retention.ms or beyond
         retention.bytes, oldest first (`segments_to_delete` decides); returns
         how many were deleted."""
-        if not self.writable:
+        if not self.writable or self.failure is not None:
             return 0
         count = segments_to_delete(
             self.config,
@@ -452,8 +547,12 @@ class Log:
             oldest = self.segments.pop(0)
             self._bases.pop(0)
             self._dirty.pop(oldest.base_offset, None)
-            oldest.delete()
             self.log_start_offset = max(self.log_start_offset, self._bases[0])
+            try:
+                oldest.delete()
+            except OSError as e:
+                self.fail(f"deleting segment {oldest.base_offset} (retention)", e)
+                raise
         if count:
             self._dir_dirty = True
         return count
@@ -461,10 +560,15 @@ class Log:
     # ------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        if self.writable and self.segments:
+        if self.writable and self.segments and self.failure is None:
             self.flush()
         for segment in self.segments:
-            segment.close()
+            try:
+                segment.close()
+            except OSError as e:  # pending index entries: rebuilt by the next recovery
+                if self.failure is None:
+                    raise
+                logger.warning("closing offline %s: %s", self, e)
         self.segments.clear()
         self._bases.clear()
 

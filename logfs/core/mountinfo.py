@@ -53,6 +53,7 @@ RECORD_FILE = "logfs-mount.json"
 VERSION = 1
 FSTYPE = "fuse.logfs"
 PID_XATTR = "user.logfs.pid"
+FAILURES_XATTR = "user.logfs.failures"  # JSON: offline partitions (and checkpoints) -> why
 XATTR_TIMEOUT = 5.0  # seconds; a live daemon answers in well under a millisecond
 
 

@@ -10,7 +10,7 @@ append takes the next partition (Kafka's sticky partitioner, round robin).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 
 class Partitioner:
@@ -28,11 +28,19 @@ class Partitioner:
     def __init__(self, start: int = 0) -> None:
         self._rotation = itertools.count(start)
 
-    def sticky(self, partitions: int) -> int:
-        """The partition for the unkeyed records of the next append."""
-        return next(self._rotation) % partitions
+    def sticky(self, partitions: int, offline: Container[int] = ()) -> int:
+        """The partition for the unkeyed records of the next append: the next in
+        turn that is not ``offline`` (Kafka's producer also spreads unkeyed
+        records over available partitions only); when all are, the next."""
+        first = next(self._rotation) % partitions
+        for step in range(partitions):
+            if (first + step) % partitions not in offline:
+                return (first + step) % partitions
+        return first
 
-    def split(self, keys: Sequence[bytes | None], partitions: int) -> dict[int, list[int]]:
+    def split(
+        self, keys: Sequence[bytes | None], partitions: int, offline: Container[int] = ()
+    ) -> dict[int, list[int]]:
         """Record indexes by partition, for one append: each keyed record by its
         key, all the unkeyed ones on one `sticky` partition (taken only if there
         are any). Indexes keep their order within a partition."""
@@ -43,7 +51,7 @@ class Partitioner:
                 p = partition_for_key(key, partitions)
             else:
                 if sticky is None:
-                    sticky = self.sticky(partitions)
+                    sticky = self.sticky(partitions, offline)
                 p = sticky
             out.setdefault(p, []).append(i)
         return out

@@ -139,6 +139,11 @@ class LogSegment:
         self.max_timestamp = (
             self.time_index.last.timestamp if len(self.time_index) else NO_TIMESTAMP
         )
+        if self.writable:
+            # Validate what the disk holds, not what the page cache remembers: after
+            # a failed fsync Linux may keep pages it never wrote, marked clean.
+            # This drops clean cached pages of the tail (dirty ones stay, to be written).
+            os.posix_fadvise(self._fd, start, 0, os.POSIX_FADV_DONTNEED)
         truncated = self._scan_tail(start, verify=True)
         self.flush_indexes()
         self.stream = SegmentStream(self.size)
@@ -252,21 +257,25 @@ class LogSegment:
 
     def append(self, data: bytes | list, batches: list[BatchInfo]) -> None:
         """Append whole batches (bytes, or a list of buffers: gathered by the
-        kernel, no copy) in one write; on failure nothing stays behind."""
+        kernel, no copy) in one writev(); on failure nothing stays behind, or
+        the error says the cut failed (its errno is that of the cut)."""
         start = self.size
-        if isinstance(data, list) and len(data) > IOV_MAX:
-            data = b"".join(data)
+        if not isinstance(data, list):
+            data = [data]
+        elif len(data) > IOV_MAX:
+            data = [b"".join(data)]
         try:
-            if isinstance(data, list):
-                expected = sum(len(b) for b in data)
-                written = os.writev(self._fd, data)
-            else:
-                expected = len(data)
-                written = os.write(self._fd, data)
+            expected = sum(len(b) for b in data)
+            written = os.writev(self._fd, data)
             if written != expected:
                 raise OSError(errno.ENOSPC, f"short write of {written} of {expected} bytes")
-        except BaseException:
-            os.ftruncate(self._fd, start)
+        except BaseException as e:
+            try:
+                os.ftruncate(self._fd, start)
+            except OSError as undo:  # a torn batch stays in the file: not a clean error
+                raise OSError(
+                    undo.errno, f"cutting off a partly written batch failed: {undo.strerror}"
+                ) from e
             raise
         position = self._index_batches(
             start,

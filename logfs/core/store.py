@@ -39,6 +39,7 @@ from .errors import (
     ReadOnlyError,
     TopicExistsError,
     UnknownTopicError,
+    describe,
 )
 from .log import Log
 from .partitioner import Partitioner
@@ -131,6 +132,7 @@ class Store:
     ) -> None:
         self.path = Path(path)
         self.read_only = read_only
+        self.checkpoint_failure: str | None = None  # why the last checkpoint write failed
         self.defaults = {k: str(v) for k, v in (defaults or {}).items()}
         TopicConfig.from_properties(defaults=self.defaults)  # validate early
         self._lock_fd = -1
@@ -315,10 +317,11 @@ class Store:
         `Log.append`; returns ``(partition, first offset, count)`` for each."""
         count = len(self.partitions(topic))
         keys = keys if keys is not None and any(k is not None for k in keys) else None
+        offline = self._offline(topic)
         if keys is None:
-            shares = {self._partitioner.sticky(count): None}
+            shares = {self._partitioner.sticky(count, offline): None}
         else:
-            shares = self._partitioner.split(keys, count)
+            shares = self._partitioner.split(keys, count, offline)
         out = []
         for p, rows in sorted(shares.items()):
             part_values = values if rows is None else [values[i] for i in rows]
@@ -331,27 +334,52 @@ class Store:
 
     def append_packed_to_topic(self, topic: str, packed, lengths) -> tuple[int, int, int]:
         """`Log.append_packed` on the topic's sticky partition for this append."""
-        p = self._partitioner.sticky(len(self.partitions(topic)))
+        p = self._partitioner.sticky(len(self.partitions(topic)), self._offline(topic))
         return p, self.log(topic, p).append_packed(packed, lengths), len(lengths)
+
+    def _offline(self, topic: str) -> set[int]:
+        return {p for (t, p), log in self._logs.items() if t == topic and log.failure}
 
     def logs(self) -> list[Log]:
         return [self.log(*tp) for tp in sorted([*self._logs, *self._unopened])]
 
     def flush(self) -> None:
+        """fsync every online partition (offline ones cannot be: see `Log.fail`)."""
         for log in self._logs.values():
-            log.flush()
+            if log.failure is None:
+                log.flush()
+
+    def failures(self) -> dict[str, str]:
+        """Offline partitions (``topic-partition``) and why."""
+        return {f"{t}-{p}": log.failure for (t, p), log in self._logs.items() if log.failure}
 
     def checkpoint(self) -> None:
-        """Write both checkpoint files from the logs' current state."""
+        """Write both checkpoint files from the logs' current state.
+
+        A failure leaves the previous files in place (each is replaced
+        atomically): they only make recovery start earlier. It is logged when
+        it starts, kept in `checkpoint_failure` until a write succeeds, and
+        raised.
+        """
         if self.read_only:
             return
-        write_checkpoint(
-            self.path / RECOVERY_POINT_FILE,
-            {tp: log.recovery_point for tp, log in self._logs.items()},
-        )
-        write_checkpoint(
-            self.path / LOG_START_FILE, {tp: log.log_start_offset for tp, log in self._logs.items()}
-        )
+        try:
+            write_checkpoint(
+                self.path / RECOVERY_POINT_FILE,
+                {tp: log.recovery_point for tp, log in self._logs.items()},
+            )
+            write_checkpoint(
+                self.path / LOG_START_FILE,
+                {tp: log.log_start_offset for tp, log in self._logs.items()},
+            )
+        except OSError as e:
+            if self.checkpoint_failure is None:
+                logger.error("writing the checkpoints in %s failed: %s", self.path, e)
+            self.checkpoint_failure = describe(e)
+            raise
+        if self.checkpoint_failure is not None:
+            logger.info("writing the checkpoints in %s works again", self.path)
+            self.checkpoint_failure = None
 
     def close(self) -> None:
         """Flush, checkpoint and release the lock (idempotent)."""
@@ -359,6 +387,13 @@ class Store:
             if not self.read_only and self._lock_fd >= 0:
                 self.flush()
                 self.checkpoint()
+                for name, failure in self.failures().items():
+                    logger.warning(
+                        "%s stays offline (%s): it is recovered from its recovery point "
+                        "when DATA is next opened",
+                        name,
+                        failure,
+                    )
         finally:
             for log in self._logs.values():
                 log.close()

@@ -64,6 +64,11 @@ IGNORED_OPTIONS = {
     "group", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "async", "atime", "relatime",
     "strictatime", "diratime", "nodiratime",
 }  # fmt: skip
+# Kafka's broker settings for the flusher's periodic work: option -> Flusher argument.
+FLUSHER_OPTIONS = {
+    "log.retention.check.interval.ms": "retention_interval",
+    "log.flush.offset.checkpoint.interval.ms": "checkpoint_interval",
+}
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt(3) parameters
 LOG_FILE = "logfs.log"  # in DATA, for a daemon without -o log=...
 
@@ -76,11 +81,12 @@ class MountOptions(NamedTuple):
     partitions: int  # partitions of a topic made by mkdir
     read_only: bool
     log: str | None  # the daemon's log file
+    flusher: dict[str, float]  # Flusher intervals in seconds (FLUSHER_OPTIONS)
 
 
 def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     """Sort ``-o`` options; raises LogfsError for an unknown one or a bad value."""
-    fuse, defaults = set(), {}
+    fuse, defaults, flusher = set(), {}, {}
     partitions, log = 1, None
     for key, value in options.items():
         if key in FUSE_OPTIONS:
@@ -93,6 +99,10 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
             partitions = int(value)
         elif key == "log":
             log = value or None
+        elif key in FLUSHER_OPTIONS:
+            if not (value or "").isdigit() or int(value) < 1:
+                raise LogfsError(f"{key}={value}: expected a positive number of milliseconds")
+            flusher[FLUSHER_OPTIONS[key]] = int(value) / 1000
         elif key == "fsname" or key == "subtype":
             continue  # always the data dir and "logfs"
         elif "." in key:
@@ -104,7 +114,7 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
         # Without the kernel's permission checks every user could append, create and
         # delete topics; with them, DATA's owner and modes apply (docs/operations.md).
         fuse.add("default_permissions")
-    return MountOptions(frozenset(fuse), defaults, partitions, "ro" in fuse, log)
+    return MountOptions(frozenset(fuse), defaults, partitions, "ro" in fuse, log, flusher)
 
 
 # ---------------------------------------------------------------- the daemon
@@ -132,7 +142,7 @@ def serve(
     """Run a mount until it is unmounted or signalled; returns an exit code."""
     keep_freed_memory()
     store = Store(data, defaults=options.defaults, read_only=options.read_only)
-    flusher = Flusher(store)
+    flusher = Flusher(store, **options.flusher)
     ops = Operations(store, flusher=flusher, partitions=options.partitions)
     fuse_options = {f"fsname={os.path.abspath(data)}", "subtype=logfs", *options.fuse}
     # Resolved now: once mounted, a stat of the mount point from this thread would

@@ -240,6 +240,7 @@ class StreamFile:
                 continue
             if self.offset >= log.next_offset:
                 break
+            log.check_readable(self.offset)
             data, after = log.stream.lines(self.offset, self.ahead)
             if after <= self.offset:
                 break
@@ -272,5 +273,7 @@ def state_text(log: Log) -> bytes:
         "segments": log.segment_count,
         "active_segment_base_offset": log.active_base_offset,
         "size_bytes": log.size_bytes,
+        "status": "offline" if log.failure else "online",
+        "failure": log.failure,
     }
     return (json.dumps(state) + "\n").encode()

@@ -8,7 +8,8 @@ touched from the loop (it is not thread-safe):
 
 1. on the loop: ``ticket = log.prepare_flush()`` — duplicated fds to sync and
    the offset that becomes durable;
-2. in a worker thread: ``os.fsync`` of those fds, then close them;
+2. in a worker thread: ``fdatasync`` of those fds (``fsync`` of a directory),
+   then close them;
 3. on the loop: ``log.complete_flush(ticket)`` advances the recovery point.
 
 Every `retention_interval` seconds it deletes segments past retention.ms /
@@ -30,6 +31,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ..core.errors import LogfsError
+from ..core.log import sync_fd
+
 if TYPE_CHECKING:
     from ..core.log import Log
     from ..core.store import Store
@@ -46,7 +50,7 @@ def fsync_fds(fds: list[int]) -> None:
     error = None
     for fd in fds:
         try:
-            os.fsync(fd)
+            sync_fd(fd)
         except OSError as e:
             error = error or e
         finally:
@@ -127,8 +131,11 @@ class Flusher:
     async def _flush_quietly(self, log: Log) -> None:
         try:
             await self.flush_log(log)
-        except Exception as e:  # a failing disk must not stop the flusher or the mount
-            logger.error("flushing %s-%s failed: %s", log.topic, log.partition, e)
+        except OSError as e:  # a clean ENOSPC writing an index: retried next tick
+            if log.failure is None:
+                logger.warning("flushing %s-%s failed: %s", log.topic, log.partition, e)
+        except LogfsError:  # offline: Log.fail logged it once
+            pass
 
     async def flush_log(self, log: Log) -> None:
         """Make everything appended to ``log`` so far durable (fsync in a thread).
@@ -141,9 +148,9 @@ class Flusher:
             ticket = log.prepare_flush()
             try:
                 await self.sync(ticket.fds)
-            except OSError:
+            except OSError as e:
                 self.errors += 1
-                log.abort_flush(ticket)
+                log.abort_flush(ticket, e)
                 raise
             log.complete_flush(ticket)
             self.flushes += 1
@@ -155,15 +162,13 @@ class Flusher:
         for log in self.store.logs():
             try:
                 deleted += log.enforce_retention(now)
-            except OSError as e:
+            except OSError:  # the partition went offline; Log.fail logged why
                 self.errors += 1
-                logger.error("retention of %s-%s failed: %s", log.topic, log.partition, e)
         self.segments_deleted += deleted
         return deleted
 
     def _checkpoint(self) -> None:
         try:
             self.store.checkpoint()
-        except OSError as e:
+        except OSError:  # the store logged it; the old checkpoint stands, retried next interval
             self.errors += 1
-            logger.error("writing checkpoints failed: %s", e)

@@ -32,6 +32,7 @@ from ..core.errors import (
     InvalidBatchError,
     InvalidConfigError,
     InvalidTopicError,
+    LogFailedError,
     LogfsError,
     OffsetOutOfRangeError,
     ReadOnlyError,
@@ -72,6 +73,7 @@ ERRNOS: dict[type[BaseException], int] = {
     ReadOnlyError: errno.EROFS,
     CorruptRecordError: errno.EIO,
     CorruptIndexError: errno.EIO,
+    LogFailedError: errno.EIO,
     UnsupportedCodecError: errno.EIO,
     LogfsError: errno.EIO,
 }

@@ -193,11 +193,17 @@ class View:
                 event.set()
 
     def xattrs(self, node: Node) -> dict[str, bytes]:
-        """The root's pid and data dir; a record's offset, timestamp, key, headers."""
+        """The root's pid, data dir and health; a record's offset, timestamp, key, headers."""
         if node.kind is Kind.ROOT:
+            failures = self.store.failures()
+            if self.store.checkpoint_failure:
+                failures["checkpoints"] = f"writing failed: {self.store.checkpoint_failure}"
+            health = "failed" if self.store.failures() else "degraded" if failures else "ok"
             return {
                 XATTR + "pid": str(os.getpid()).encode(),
                 XATTR + "data": os.fsencode(os.path.abspath(self.store.path)),
+                XATTR + "health": health.encode(),
+                XATTR + "failures": json.dumps(failures, sort_keys=True).encode(),
             }
         if node.kind is not Kind.OFFSET:
             return {}

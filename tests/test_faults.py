@@ -1,0 +1,470 @@
+"""I/O errors injected into a running daemon with libfiu (Debian's fiu-utils).
+
+The daemon runs under ``fiu-run -x``, which preloads libfiu's wrappers of the
+POSIX I/O functions; ``fiu-ctrl`` then makes a chosen function fail with a
+chosen errno at a chosen moment, once (``onetime``) or until disabled. The
+store calls a different function for each place, so each row of the failure
+table in docs/reliability.md is one failure point:
+
+    fdatasync   the fsync of a segment's .log and indexes
+    fsync       the fsync of a partition directory (and of checkpoint files)
+    writev      the append of batches to a segment (FUSE replies use it too,
+                so it is failed ``onetime``, on a quiet mount)
+    write       index entries (and checkpoint and config files)
+    ftruncate   cutting a partly written batch off again
+    open        creating a segment at a roll
+    rename      deleting a segment (renamed aside first), replacing a
+                checkpoint or a topic's config file
+
+Each test checks what clients see, what is still served, and that after a
+clean remount every acknowledged record (its fsync() returned) is there, in
+order, whole.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import stress
+from mount_helpers import LOGFS, Daemon
+
+import logfs
+from logfs.core.store import RECOVERY_POINT_FILE, read_checkpoint
+
+pytestmark = [pytest.mark.mount, pytest.mark.timeout(180)]
+
+# a small segment.bytes so that a few KiB roll; the flusher only flushes on fsync()
+OPTIONS = ("partitions=2", "segment.bytes=4096", "index.interval.bytes=64", "flush.ms=600000")
+
+
+class Faults:
+    """fiu-ctrl for one daemon started under fiu-run."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        deadline = time.monotonic() + 10
+        while not os.path.exists(f"/tmp/fiu-ctrl-{pid}.in"):
+            assert time.monotonic() < deadline, "fiu-run made no control fifo"
+            time.sleep(0.01)
+
+    def _ctl(self, command: str) -> None:
+        done = subprocess.run(
+            ["fiu-ctrl", "-c", command, str(self.pid)], capture_output=True, text=True, timeout=20
+        )
+        assert done.returncode == 0 and "error" not in done.stdout, (command, done.stdout)
+
+    def enable(self, point: str, code: int = errno.EIO, *, onetime: bool = False) -> None:
+        self._ctl(f"enable name={point},failinfo={code}" + (",onetime" if onetime else ""))
+
+    def disable(self, point: str) -> None:
+        self._ctl(f"disable name={point}")
+
+
+class Store:
+    """A data dir and mount point; the daemon under fiu-run, then plainly."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.data, self.mnt = tmp_path / "data", tmp_path / "mnt"
+        self.mnt.mkdir()
+        self.daemon: Daemon | None = None
+        self.faults: Faults | None = None
+        self.acked: list[bytes] = []  # lines of t/0 whose fsync() returned
+
+    def mount(self, *options: str, faulty: bool = True) -> Daemon:
+        prefix = (shutil.which("fiu-run"), "-x") if faulty else ()
+        assert all(prefix), "fiu-run is missing: install fiu-utils (mount_scripts/install.sh)"
+        self.daemon = Daemon(self.data, self.mnt, *OPTIONS, *options, prefix=prefix).start()
+        self.faults = Faults(self.daemon.pid) if faulty else None
+        return self.daemon
+
+    def remount(self) -> None:
+        self.daemon.stop()
+        assert self.daemon.proc.returncode == 0, self.daemon.output()
+        self.mount(faulty=False)
+
+    def path(self, *parts: str) -> Path:
+        return self.mnt.joinpath(*parts)
+
+    def append_acked(self, lines: list[bytes], partition: int = 0) -> None:
+        fd = os.open(self.path("t", str(partition), "append"), os.O_WRONLY)
+        try:
+            os.write(fd, b"".join(line + b"\n" for line in lines))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if partition == 0:
+            self.acked += lines
+
+    def values(self, partition: int = 0) -> list[bytes]:
+        return self.path("t", str(partition), "stream").read_bytes().split(b"\n")[:-1]
+
+    def state(self, partition: int = 0) -> dict:
+        return json.loads(self.path("t", str(partition), "state").read_text())
+
+    def health(self) -> tuple[str, dict]:
+        health = os.getxattr(self.mnt, "user.logfs.health").decode()
+        return health, json.loads(os.getxattr(self.mnt, "user.logfs.failures"))
+
+    def check(self) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [*LOGFS, "check", str(self.data)], capture_output=True, text=True, timeout=60
+        )
+
+    def close(self) -> None:
+        if self.daemon is not None:
+            self.daemon.stop()
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path)
+    yield s
+    s.close()
+
+
+def lines(prefix: str, n: int, width: int = 60) -> list[bytes]:
+    return [f"{prefix}-{i}-".encode().ljust(width, b"x") for i in range(n)]
+
+
+def write_batches(fd: int, values: list[bytes]) -> None:
+    """One write() per line: batches enough for index entries (index.interval.bytes=64)."""
+    for value in values:
+        os.write(fd, value + b"\n")
+
+
+# segments big enough for dozens of batches per writev(), which libfiu can cut short
+BIG_SEGMENTS = "segment.bytes=1073741824\n"
+
+
+def many(prefix: str) -> bytes:
+    """~900 KiB of lines in one write(): dozens of batches (with BIG_SEGMENTS, one writev())."""
+    return b"".join(line + b"\n" for line in lines(prefix, 15000))
+
+
+def assert_errno(code: int, call, *args) -> None:
+    with pytest.raises(OSError) as e:
+        call(*args)
+    assert e.value.errno == code, e.value
+
+
+def assert_recovered(store: Store, *, repair: bool = False) -> None:
+    """After a clean remount (``repair``: `logfs check --repair` first, offline):
+    every acknowledged line in order, nothing torn, and the partition takes
+    appends and fsyncs again."""
+    if repair:
+        store.daemon.stop()
+        done = subprocess.run(
+            [*LOGFS, "check", "--repair", str(store.data)], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        recovery_points = read_checkpoint(store.data / RECOVERY_POINT_FILE)
+        with logfs.Store(store.data, read_only=True) as data:  # re-validated, made durable
+            assert recovery_points[("t", 0)] == data.log("t", 0).next_offset >= len(store.acked)
+        store.mount(faulty=False)
+    else:
+        store.remount()
+    got = store.values()
+    assert got[: len(store.acked)] == store.acked
+    for line in got[len(store.acked) :]:  # lines written but not acknowledged: whole or absent
+        assert re.fullmatch(rb"(try|roll)-\d+-x*", line) and len(line) == 60, line
+    store.append_acked([b"after-recovery"])
+    assert store.values()[-1] == b"after-recovery"
+    assert store.state()["status"] == "online" and store.health() == ("ok", {})
+    check = store.check()
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def assert_offline(store: Store, fd: int, cause: str) -> None:
+    """What a partition taken offline looks like from outside."""
+    for _ in range(3):  # the fault is gone, yet no fsync may report success
+        assert_errno(errno.EIO, os.fsync, fd)
+        time.sleep(0.2)
+    assert_errno(errno.EIO, os.write, fd, b"refused\n")
+    state = store.state()
+    assert state["status"] == "offline" and cause in state["failure"], state
+    assert state["recovery_point"] >= len(store.acked)
+    last = store.path("t", "0", "offset", str(len(store.acked) - 1))
+    assert last.read_bytes() == store.acked[-1]  # below the recovery point: served
+    past = store.path("t", "0", "offset", str(state["recovery_point"]))  # not known durable
+    unknown = state["next_offset"] > state["recovery_point"]
+    assert_errno(errno.EIO if unknown else errno.ENOENT, past.read_bytes)
+    store.append_acked([b"other-partition"], partition=1)  # the rest of DATA works
+    assert store.values(1) == [b"other-partition"]
+    health, failures = store.health()
+    assert health == "failed" and cause in failures["t-0"]
+    check = store.check()
+    assert check.returncode == 1 and "t-0: " in check.stdout and cause in check.stdout
+    assert store.daemon.output().count("t-0 is offline") == 1  # logged once
+
+
+def start(store: Store, *options: str, config: str = "") -> int:
+    """Mount under fiu-run, create ``t`` (with ``config`` lines), append
+    acknowledged lines; an open ``t/0/append`` for the test."""
+    store.mount(*options)
+    store.path("t").mkdir()
+    if config:
+        with open(store.path("t", "config"), "a") as f:
+            f.write(config)
+    store.append_acked(lines("acked", 50))
+    return os.open(store.path("t", "0", "append"), os.O_WRONLY)
+
+
+# ---------------------------------------------------------------- the partition goes offline
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC])
+def test_fsync_failing_for_a_moment_never_reports_success_until_recovery(store, code):
+    fd = start(store)
+    store.faults.enable("posix/io/sync/fdatasync", code)
+    os.write(fd, b"".join(line + b"\n" for line in lines("try", 10)))
+    assert_errno(code, os.fsync, fd)
+    deadline = time.monotonic() + 1  # the disk fails for about a second
+    while time.monotonic() < deadline:
+        assert_errno(errno.EIO, os.fsync, fd)
+        time.sleep(0.1)
+    store.faults.disable("posix/io/sync/fdatasync")
+    assert_offline(store, fd, "fsync failed")
+    os.close(fd)
+    assert_recovered(store)
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC])
+def test_directory_fsync(store, code):
+    fd = start(store)
+    store.faults.enable("posix/io/sync/fsync", code)
+    os.write(fd, b"".join(line + b"\n" for line in lines("roll", 100)))  # rolls: a new entry
+    assert store.state()["segments"] > 1
+    assert_errno(code, os.fsync, fd)
+    store.faults.disable("posix/io/sync/fsync")
+    assert_offline(store, fd, "fsync failed")
+    os.close(fd)
+    assert_recovered(store)
+
+
+def test_segment_write(store):
+    fd = start(store)
+    store.faults.enable("posix/io/rw/writev", onetime=True)
+    assert_errno(errno.EIO, os.write, fd, b"try-0-\n")
+    assert_offline(store, fd, "appending to a segment failed: EIO")
+    os.close(fd)
+    assert_recovered(store, repair=True)
+
+
+def test_torn_write_that_cannot_be_cut_off(store):
+    """A write() of many batches done only in part, then cutting it off fails
+    too: the partition goes offline and recovery keeps a prefix of the batches.
+    (libfiu shortens writev()'s list of buffers, so this tear falls between
+    batches; tears inside a batch are in test_failure.py and the power-loss
+    model.)"""
+    fd = start(store, config=BIG_SEGMENTS)
+    store.faults.enable("posix/io/rw/ftruncate", onetime=True)
+    store.faults.enable("posix/io/rw/writev/reduce", errno.ENOSPC, onetime=True)
+    assert_errno(errno.EIO, os.write, fd, many("try"))
+    assert_offline(store, fd, "cutting off a partly written batch failed")
+    os.close(fd)
+    acked = len(store.acked)
+    assert_recovered(store)
+    kept = store.values()[acked:-1]
+    assert kept == lines("try", 15000)[: len(kept)]  # a prefix of the write, in order
+
+
+def test_index_write(store):
+    fd = start(store)
+    write_batches(fd, lines("try", 10))  # index entries pending
+    store.faults.enable("posix/io/rw/write", onetime=True)
+    assert_errno(errno.EIO, os.fsync, fd)
+    assert_offline(store, fd, "writing an index before an fsync failed: EIO")
+    os.close(fd)
+    assert_recovered(store)
+
+
+def test_roll_cannot_create_the_segment(store):
+    fd = start(store)
+    store.faults.enable("posix/io/oc/open", onetime=True)
+    assert_errno(errno.EIO, os.write, fd, b"".join(x + b"\n" for x in lines("roll", 100)))
+    assert_offline(store, fd, "appending to a segment failed: EIO")
+    os.close(fd)
+    assert_recovered(store)
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC])
+def test_retention_cannot_delete_a_segment(store, code):
+    fd = start(store, "log.retention.check.interval.ms=100")
+    with open(store.path("t", "config"), "a") as config:
+        config.write("retention.bytes=4096\n")  # one segment: nothing to delete yet
+    store.faults.enable("posix/io/dir/rename", code)  # segments are renamed aside, then removed
+    os.write(fd, b"".join(x + b"\n" for x in lines("roll", 100)))  # several segments
+    deadline = time.monotonic() + 10
+    while store.state()["status"] == "online":
+        assert time.monotonic() < deadline, "retention did not run"
+        time.sleep(0.05)
+    store.faults.disable("posix/io/dir/rename")
+    state = store.state()
+    assert "deleting segment" in state["failure"] and state["log_start_offset"] > 0
+    assert_errno(errno.EIO, os.fsync, fd)
+    assert_errno(errno.EIO, os.write, fd, b"refused\n")
+    os.close(fd)
+    store.daemon.stop()
+    store.mount(faulty=False)  # recovery, then retention deletes what it could not
+    deadline = time.monotonic() + 10
+    while (state := store.state())["segments"] > 2:
+        assert time.monotonic() < deadline, "retention did not delete the segments"
+        time.sleep(0.05)
+    assert state["status"] == "online" and state["log_start_offset"] > 0
+    written = store.acked + lines("roll", 100)
+    assert store.values() == written[state["log_start_offset"] :]
+
+
+# ---------------------------------------------------------------- clean errors: nothing changes
+
+
+@pytest.mark.parametrize(
+    "point", ["posix/io/rw/writev", "posix/io/rw/writev/reduce"], ids=["full", "torn"]
+)
+def test_full_disk_on_segment_write(store, point):
+    """ENOSPC, or a short write (a batch written in part): the part is cut
+    off, the write() fails with ENOSPC and the partition stays online."""
+    fd = start(store, config=BIG_SEGMENTS)
+    store.faults.enable(point, errno.ENOSPC, onetime=True)
+    assert_errno(errno.ENOSPC, os.write, fd, many("try"))
+    os.close(fd)
+    store.append_acked([b"next"])
+    assert store.values() == store.acked and store.state()["status"] == "online"
+    assert_recovered(store)
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EMFILE])
+def test_full_disk_or_no_descriptors_at_a_roll(store, code):
+    fd = start(store)
+    store.faults.enable("posix/io/oc/open", code, onetime=True)
+    assert_errno(code, os.write, fd, b"".join(x + b"\n" for x in lines("roll", 100)))
+    os.close(fd)
+    store.append_acked(lines("roll", 100))  # the roll succeeds now
+    assert store.values() == store.acked and store.state()["segments"] > 1
+    assert_recovered(store)
+
+
+def test_full_disk_writing_an_index(store):
+    fd = start(store)
+    write_batches(fd, lines("try", 10))
+    store.faults.enable("posix/io/rw/write", errno.ENOSPC, onetime=True)
+    assert_errno(errno.ENOSPC, os.fsync, fd)  # not durable yet, and said so
+    os.fsync(fd)  # room again: the same records become durable
+    store.acked += lines("try", 10)
+    os.close(fd)
+    assert store.state()["recovery_point"] == len(store.acked)
+    assert_recovered(store)
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC])
+def test_checkpoint_write(store, code):
+    store.mount("log.flush.offset.checkpoint.interval.ms=100")
+    store.path("t").mkdir()
+    store.faults.enable("posix/io/dir/rename", code)
+    deadline = time.monotonic() + 10
+    while store.health()[0] != "degraded":
+        assert time.monotonic() < deadline, "no checkpoint failed"
+        time.sleep(0.05)
+    assert "checkpoints" in store.health()[1]
+    store.append_acked(lines("acked", 50))  # appends and fsyncs go on
+    store.faults.disable("posix/io/dir/rename")
+    while store.health()[0] != "ok":
+        assert time.monotonic() < deadline, "checkpoints did not recover"
+        time.sleep(0.05)
+    checkpoint = (store.data / "recovery-point-offset-checkpoint").read_text().split("\n")
+    assert "t 0 50" in checkpoint
+    assert_recovered(store)
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC])
+def test_config_write(store, code):
+    store.mount()
+    store.path("t").mkdir()
+    before = store.path("t", "config").read_text()
+    store.faults.enable("posix/io/dir/rename", code)
+    with pytest.raises(OSError) as e, open(store.path("t", "config"), "a") as config:
+        config.write("retention.ms=1234\n")
+    assert e.value.errno == code
+    assert store.path("t", "config").read_text() == before
+    assert not (store.data / "config" / "t.properties").exists()
+    store.faults.disable("posix/io/dir/rename")
+    with open(store.path("t", "config"), "a") as config:
+        config.write("retention.ms=1234\n")
+    assert "retention.ms=1234" in store.path("t", "config").read_text()
+    store.append_acked([b"a"])
+    assert_recovered(store)
+
+
+# ---------------------------------------------------------------- faults at random moments
+
+RANDOM_FAULTS = [  # (point, errno, onetime); not writev: a FUSE reply could take it
+    ("posix/io/sync/fdatasync", errno.EIO, False),
+    ("posix/io/sync/fdatasync", errno.ENOSPC, False),
+    ("posix/io/sync/fsync", errno.EIO, False),
+    ("posix/io/rw/write", errno.EIO, True),
+    ("posix/io/rw/write", errno.ENOSPC, True),
+    ("posix/io/oc/open", errno.EIO, True),
+    ("posix/io/oc/open", errno.ENOSPC, True),
+]
+
+
+def test_random_faults_under_a_writer_lose_no_acknowledged_record(store):
+    """Rounds of: a writer appends and fsyncs batches of lines while a random
+    fault from the table hits at a random moment; then a clean remount. Every
+    acknowledged line survives every round, in order; nothing is torn or
+    invented; the partition always comes back."""
+    rng = random.Random(int(os.environ.get("LOGFS_STRESS_SEED", "1")))
+    figures = stress.tally("faults")
+    acked: list[bytes] = []
+    tried: list[bytes] = []
+    for round_ in range(stress.scale(4, 60)):
+        store.mount()
+        if round_ == 0:
+            store.path("t").mkdir()
+        point, code, onetime = rng.choice(RANDOM_FAULTS)
+        fault_at, started, enabled = rng.uniform(0.05, 0.4), time.monotonic(), None
+        fd = os.open(store.path("t", "0", "append"), os.O_WRONLY)
+        seq = 0
+        while time.monotonic() - started < 3:
+            if enabled is None and time.monotonic() - started > fault_at:
+                store.faults.enable(point, code, onetime=onetime)
+                enabled = time.monotonic()
+                figures["faults_injected"] += 1
+            if enabled and not onetime and time.monotonic() - enabled > 0.3:
+                store.faults.disable(point)
+            batch = [f"r{round_}-{seq + i}-".encode().ljust(60, b"x") for i in range(50)]
+            seq += len(batch)
+            tried += batch
+            try:
+                os.write(fd, b"".join(line + b"\n" for line in batch))
+                os.fsync(fd)
+            except OSError as e:
+                if e.errno != errno.EIO:
+                    continue  # a clean error: nothing appended, the partition online
+                assert store.state()["status"] == "offline"
+                figures["partitions_taken_offline"] += 1
+                break
+            acked += batch
+        store.faults.disable(point)
+        os.close(fd)
+        store.daemon.stop()
+        store.mount(faulty=False)  # recovery
+        got = store.values()
+        assert store.state()["status"] == "online"
+        position = {line: i for i, line in enumerate(tried)}
+        order = [position[line] for line in got]  # KeyError: a line never written
+        assert order == sorted(order) and len(set(order)) == len(order)
+        missing = set(acked) - set(got)
+        assert not missing, f"round {round_}: lost {len(missing)} acknowledged lines"
+        figures["rounds"] += 1
+        figures["acknowledged_records_checked"] += len(acked)
+        store.daemon.stop()
