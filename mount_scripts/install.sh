@@ -7,7 +7,8 @@
 #    headers (pyfuse3 compiles against them), pkg-config, a C compiler with the
 #    C library's headers and Python's headers (pyfuse3 and logfs's compiled
 #    codec), venv, systemd-analyze (the suite verifies the systemd unit), and a
-#    Java runtime for Spark when there is no java.
+#    Java runtime for Spark when there is no java; with LOGFS_TEST_TOOLS=1 (set
+#    by test.sh) also libfiu's fiu-utils, which the fault-injection suite runs.
 #    `apt-get update` runs only when something is missing.
 # 2. A virtual environment in the checkout (.venv) holding logfs, editable, with
 #    its test and Spark extras; pip compiles logfs/core/_codec.pyx (Cython) in

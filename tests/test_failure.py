@@ -13,9 +13,10 @@ import pytest
 import trio
 
 from logfs import Store
-from logfs.core.errors import LogFailedError
+from logfs.core.errors import LogFailedError, LogfsError
 from logfs.core.partitioner import partition_for_key
 from logfs.core.store import RECOVERY_POINT_FILE, read_checkpoint
+from logfs.mount.daemon import parse_options
 from logfs.mount.flusher import Flusher
 
 
@@ -267,3 +268,30 @@ def test_the_flusher_takes_an_offline_partition_out_and_goes_on(data):
 
     trio.run(test)
     store.close()
+
+
+def test_mount_options_for_the_flushers_intervals():
+    options = parse_options(
+        {"log.retention.check.interval.ms": "250", "log.flush.offset.checkpoint.interval.ms": "1"}
+    )
+    assert options.flusher == {"retention_interval": 0.25, "checkpoint_interval": 0.001}
+    assert options.defaults == {}
+    for bad in ("0", "-5", "soon", None):
+        with pytest.raises(LogfsError, match="expected a positive number of milliseconds"):
+            parse_options({"log.retention.check.interval.ms": bad})
+
+
+def test_a_failed_fsync_while_recovering_opens_the_partition_offline(data, monkeypatch):
+    store = two_partitions(data)
+    store.log("t", 0).append([b"a"])
+    store.log("t", 0).flush()
+    store.checkpoint()
+    store.log("t", 0).append([b"b"])
+    os.close(store._lock_fd)  # a crash: "b" is neither flushed nor checkpointed
+    store._lock_fd = -1
+    monkeypatch.setattr(os, "fdatasync", eio)
+    with Store(data) as store:  # the mount comes up; the partition does not
+        log = store.log("t", 0)
+        assert log.failure == "fsync failed: EIO (Input/output error)"
+        assert log.recovery_point == 1 and log.read(0).value == b"a"
+        assert store.log("t", 1).failure is None

@@ -24,6 +24,7 @@ and its reasons are in docs/reliability.md.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import errno
 import logging
 import os
@@ -82,8 +83,6 @@ class FlushTicket(NamedTuple):
     fds: list[int]
     next_offset: int
     messages: int
-    segments: tuple[LogSegment, ...] = ()
-    directory: bool = False
 
 
 class Log:
@@ -142,16 +141,15 @@ class Log:
             log_start_offset, self._bases[0] if self._bases else log_start_offset
         )
         self.log_start_offset = min(self.log_start_offset, self.next_offset)
+        self.recovery_point = min(recovery_point, self.next_offset)
         if self.writable:
             # What recovery validated past the recovery point may still be only in
             # the page cache (a process crash): make it durable before trusting it.
             for segment in self.segments[loaded.first_recovered :]:
                 if segment.next_offset > recovery_point or self.truncated_bytes:
                     self._dirty[segment.base_offset] = segment
-            self.flush()
-        self.recovery_point = (
-            self.next_offset if self.writable else min(recovery_point, self.next_offset)
-        )
+            with contextlib.suppress(OSError):  # if so, it opens offline (`fail` logged why)
+                self.flush()  # advances the recovery point to next_offset
 
     def _add_segment(self, segment: LogSegment) -> None:
         self.segments.append(segment)
@@ -490,9 +488,7 @@ class Log:
             if e.errno not in CLEAN_WRITE_ERRORS:
                 self.fail("writing an index before an fsync", e)
             raise
-        ticket = FlushTicket(
-            fds, self.next_offset, self.unflushed_messages, segments, self._dir_dirty
-        )
+        ticket = FlushTicket(fds, self.next_offset, self.unflushed_messages)
         self._dirty.clear()
         self._dir_dirty = False
         return ticket

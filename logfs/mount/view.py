@@ -195,10 +195,11 @@ class View:
     def xattrs(self, node: Node) -> dict[str, bytes]:
         """The root's pid, data dir and health; a record's offset, timestamp, key, headers."""
         if node.kind is Kind.ROOT:
-            failures = self.store.failures()
+            offline = self.store.failures()
+            failures = dict(offline)
             if self.store.checkpoint_failure:
                 failures["checkpoints"] = f"writing failed: {self.store.checkpoint_failure}"
-            health = "failed" if self.store.failures() else "degraded" if failures else "ok"
+            health = "failed" if offline else "degraded" if failures else "ok"
             return {
                 XATTR + "pid": str(os.getpid()).encode(),
                 XATTR + "data": os.fsencode(os.path.abspath(self.store.path)),
