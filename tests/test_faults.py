@@ -237,6 +237,18 @@ def test_fsync_failing_for_a_moment_never_reports_success_until_recovery(store, 
     assert_recovered(store)
 
 
+def test_flush_messages_acknowledgement(store):
+    """With flush.messages=1 a write() returns once durable: during the fault it
+    fails, and so does every later one."""
+    fd = start(store, "flush.messages=1")
+    store.faults.enable("posix/io/sync/fdatasync")
+    assert_errno(errno.EIO, os.write, fd, lines("try", 1)[0] + b"\n")
+    store.faults.disable("posix/io/sync/fdatasync")
+    assert_offline(store, fd, "fsync failed")
+    os.close(fd)
+    assert_recovered(store)
+
+
 @pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC])
 def test_directory_fsync(store, code):
     fd = start(store)
@@ -253,7 +265,7 @@ def test_directory_fsync(store, code):
 def test_segment_write(store):
     fd = start(store)
     store.faults.enable("posix/io/rw/writev", onetime=True)
-    assert_errno(errno.EIO, os.write, fd, b"try-0-\n")
+    assert_errno(errno.EIO, os.write, fd, lines("try", 1)[0] + b"\n")
     assert_offline(store, fd, "appending to a segment failed: EIO")
     os.close(fd)
     assert_recovered(store, repair=True)
