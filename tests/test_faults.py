@@ -418,20 +418,22 @@ def test_config_write(store, code):
 
 # ---------------------------------------------------------------- faults at random moments
 
-RANDOM_FAULTS = [  # (point, errno, onetime); not writev: a FUSE reply could take it
-    ("posix/io/sync/fdatasync", errno.EIO, False),
-    ("posix/io/sync/fdatasync", errno.ENOSPC, False),
-    ("posix/io/sync/fsync", errno.EIO, False),
-    ("posix/io/rw/write", errno.EIO, True),
-    ("posix/io/rw/write", errno.ENOSPC, True),
-    ("posix/io/oc/open", errno.EIO, True),
-    ("posix/io/oc/open", errno.ENOSPC, True),
+# (point, errno). Only the sync calls: libfiu's control thread in the daemon
+# itself opens, reads and writes its fifos, so an open/read/write failure left
+# armed when no store call took it breaks fiu-ctrl; those points have their
+# deterministic tests above, where the store's call takes the failure at once.
+RANDOM_FAULTS = [
+    ("posix/io/sync/fdatasync", errno.EIO),
+    ("posix/io/sync/fdatasync", errno.ENOSPC),
+    ("posix/io/sync/fsync", errno.EIO),
+    ("posix/io/sync/fsync", errno.ENOSPC),
 ]
 
 
 def test_random_faults_under_a_writer_lose_no_acknowledged_record(store):
-    """Rounds of: a writer appends and fsyncs batches of lines while a random
-    fault from the table hits at a random moment; then a clean remount. Every
+    """Rounds of: a writer appends and fsyncs batches of lines while fsync or
+    fdatasync fails (EIO or ENOSPC) from a random moment for 0.3 s; then a
+    clean remount. Every
     acknowledged line survives every round, in order; nothing is torn or
     invented; the partition always comes back."""
     rng = random.Random(int(os.environ.get("LOGFS_STRESS_SEED", "1")))
@@ -442,17 +444,18 @@ def test_random_faults_under_a_writer_lose_no_acknowledged_record(store):
         store.mount()
         if round_ == 0:
             store.path("t").mkdir()
-        point, code, onetime = rng.choice(RANDOM_FAULTS)
+        point, code = rng.choice(RANDOM_FAULTS)
         fault_at, started, enabled = rng.uniform(0.05, 0.4), time.monotonic(), None
         fd = os.open(store.path("t", "0", "append"), os.O_WRONLY)
         seq = 0
         while time.monotonic() - started < 3:
-            if enabled is None and time.monotonic() - started > fault_at:
-                store.faults.enable(point, code, onetime=onetime)
+            if enabled is None and time.monotonic() - started > fault_at:  # once
+                store.faults.enable(point, code)
                 enabled = time.monotonic()
                 figures["faults_injected"] += 1
-            if enabled and not onetime and time.monotonic() - enabled > 0.3:
+            if enabled and time.monotonic() - enabled > 0.3:
                 store.faults.disable(point)
+                enabled = 0.0
             batch = [f"r{round_}-{seq + i}-".encode().ljust(60, b"x") for i in range(50)]
             seq += len(batch)
             tried += batch
@@ -478,5 +481,7 @@ def test_random_faults_under_a_writer_lose_no_acknowledged_record(store):
         missing = set(acked) - set(got)
         assert not missing, f"round {round_}: lost {len(missing)} acknowledged lines"
         figures["rounds"] += 1
-        figures["acknowledged_records_checked"] += len(acked)
+        figures["acknowledged_record_checks"] += len(acked)  # all of them, every round
         store.daemon.stop()
+    figures["acknowledged_records"] += len(acked)
+    figures["lines_written"] += len(tried)
