@@ -11,6 +11,7 @@ import json
 import sys
 
 from .core.check import check, dump
+from .core.cleaner import Throttle, clean_store
 from .core.config import InvalidConfigError, read_properties
 from .core.errors import LogfsError
 from .core.store import Store
@@ -107,6 +108,30 @@ def cmd_check(args) -> int:
     return 0
 
 
+def cmd_compact(args) -> int:
+    with Store(args.data) as store:
+        for topic in args.topics:
+            if not store.topic_config(topic).compact:
+                raise LogfsError(f"{topic}: cleanup.policy is not compact")
+        topics = args.topics or [t for t in store.topics() if store.topic_config(t).compact]
+        throttle = Throttle(args.io_max_bytes_per_second)
+        cleaned = 0
+        for topic in topics:  # one topic at a time, so progress shows as it goes
+            for name, partition, stats in clean_store(
+                store, [topic], force=True, throttle=throttle
+            ):
+                cleaned += 1
+                print(
+                    f"{name}-{partition}: {stats.segments_before} segment(s) -> "
+                    f"{stats.segments_after}, {stats.records_read} records -> "
+                    f"{stats.records_kept}, {stats.bytes_read} -> {stats.bytes_written} bytes "
+                    f"in {stats.seconds:.2f} s",
+                    flush=True,
+                )
+    print(f"compacted {cleaned} partition(s)")
+    return 0
+
+
 def cmd_mount(args) -> int:
     from .mount.daemon import mount
 
@@ -154,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--print-data-log", action="store_true", help="also print each record")
     p.add_argument("--index-sanity-check", action="store_true", help="check index entries")
+
+    p = command("compact", cmd_compact, "clean compacted topics now (offline)", "data")
+    p.add_argument("topics", nargs="*", metavar="TOPIC", help="default: every compacted topic")
+    p.add_argument("--io-max-bytes-per-second", type=float, default=0, metavar="N",
+                   help="bound the bytes read and written per second (0: none)")  # fmt: skip
 
     p = command("check", cmd_check, "validate a data directory (offline)", "data")
     p.add_argument("--repair", action="store_true", help="truncate bad tails, rebuild indexes")

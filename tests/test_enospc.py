@@ -49,11 +49,11 @@ def test_full_disk_fails_cleanly_and_recovers(tmp_path, tiny):
     with Daemon(data, mnt, *options, log=tmp_path / "daemon.log"):
         os.mkdir(mnt / "t")
         for round_ in range(rounds):
-            with open(tiny / "ballast", "wb") as ballast:
+            # unbuffered: a buffered file would flush (and fail) again at close
+            with open(tiny / "ballast", "wb", buffering=0) as ballast:
                 for _ in range(16):  # up to 1 MiB, as much as fits
                     try:
                         ballast.write(b"\xff" * (1 << 16))
-                        ballast.flush()
                     except OSError:
                         break
             fd = os.open(mnt / "t/0/append", os.O_WRONLY | os.O_APPEND)

@@ -274,10 +274,10 @@ def test_mount_options_for_the_flushers_intervals():
     options = parse_options(
         {"log.retention.check.interval.ms": "250", "log.flush.offset.checkpoint.interval.ms": "1"}
     )
-    assert options.flusher == {"retention_interval": 0.25, "checkpoint_interval": 0.001}
+    assert options.tasks["flusher"] == {"retention_interval": 0.25, "checkpoint_interval": 0.001}
     assert options.defaults == {}
     for bad in ("0", "-5", "soon", None):
-        with pytest.raises(LogfsError, match="expected a positive number of milliseconds"):
+        with pytest.raises(LogfsError, match="expected a positive integer"):
             parse_options({"log.retention.check.interval.ms": bad})
 
 

@@ -430,6 +430,7 @@ RANDOM_FAULTS = [
 ]
 
 
+@pytest.mark.timeout(stress.scale(180, 1200))
 def test_random_faults_under_a_writer_lose_no_acknowledged_record(store):
     """Rounds of: a writer appends and fsyncs batches of lines while fsync or
     fdatasync fails (EIO or ENOSPC) from a random moment for 0.3 s; then a

@@ -68,6 +68,26 @@ def parse_bool(value: Any) -> bool:
     return text == "true"
 
 
+def parse_ratio(value: Any) -> float:
+    """A number in [0, 1]."""
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        raise InvalidConfigError(f"not a number: {value!r}") from None
+    if not 0 <= number <= 1:
+        raise InvalidConfigError(f"{number} is not between 0 and 1")
+    return number
+
+
+def parse_policy(value: Any) -> str:
+    """Kafka's cleanup.policy: ``delete``, ``compact`` or both (a list, any
+    order); returned as ``delete``, ``compact`` or ``compact,delete``."""
+    words = {w.strip() for w in str(value).split(",")}
+    if not words or not words <= {"delete", "compact"}:
+        raise InvalidConfigError(f"{str(value).strip()!r} is not delete, compact or both")
+    return ",".join(sorted(words))
+
+
 def _separator(value: Any) -> str:
     text = str(value)
     if not text or "\n" in text:
@@ -92,6 +112,11 @@ class TopicConfig:
     retention_bytes: int = -1
     max_message_bytes: int = 1048588
     cleanup_policy: str = "delete"
+    # The log cleaner (compacted topics), Kafka's keys and defaults.
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = 24 * 3600 * 1000
     compression_type: str = "producer"
     message_timestamp_type: str = "CreateTime"
     # The console producer's key parsing, used by the mount's append files.
@@ -107,6 +132,16 @@ class TopicConfig:
         for layer in (defaults or {}, overrides or {}):
             values.update(parse_properties(layer))
         return cls(**values)
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy includes compact: the log cleaner keeps the latest record per key."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """cleanup.policy includes delete: retention.ms and retention.bytes apply."""
+        return "delete" in self.cleanup_policy
 
     def to_properties(self) -> dict[str, str]:
         """All keys with Kafka names and string values."""
@@ -130,7 +165,11 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "retention.ms": parse_int(-1),
     "retention.bytes": parse_int(-1),
     "max.message.bytes": parse_int(0, INT_MAX),
-    "cleanup.policy": parse_choice("delete"),
+    "cleanup.policy": parse_policy,
+    "min.cleanable.dirty.ratio": parse_ratio,
+    "min.compaction.lag.ms": parse_int(0),
+    "max.compaction.lag.ms": parse_int(1),
+    "delete.retention.ms": parse_int(0),
     "compression.type": parse_choice(*CODECS),
     "message.timestamp.type": parse_choice(*TIMESTAMP_TYPES),
     "parse.key": parse_bool,

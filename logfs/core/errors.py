@@ -49,6 +49,11 @@ class DataDirBusyError(LogfsError):
     a writer), like a Kafka log dir that belongs to one broker."""
 
 
+class InvalidRecordError(LogfsError):
+    """A record the topic cannot take: one without a key on a compacted topic
+    (Kafka's InvalidRecordException)."""
+
+
 class ReadOnlyError(LogfsError):
     """A write to a store opened read-only."""
 

@@ -2,8 +2,9 @@
 
 The last segment is the active one; appends go there until `should_roll`
 says to start a new one at the next offset. Offsets are dense from the log
-start offset to ``next_offset`` (Kafka logs may have gaps after compaction or
-transactions; reads treat a gap like an offset out of range).
+start offset to ``next_offset``, except where the cleaner removed records
+from a compacted topic (cleaner.py): reads treat a gap like an offset out of
+range.
 
 Durability: everything below ``recovery_point`` has been fsynced. Opening a
 log recovers it (see recovery.py): every batch from the recovery point on is
@@ -40,6 +41,7 @@ import numpy as np
 from . import batching, compression, lines, validate
 from .config import TopicConfig, flush_due, segments_to_delete, should_roll
 from .errors import (
+    InvalidRecordError,
     LogFailedError,
     OffsetOutOfRangeError,
     ReadOnlyError,
@@ -119,6 +121,7 @@ class Log:
         self.truncated_bytes = 0
         self.recovery_point = 0
         self.failure: str | None = None  # why the partition is offline (`fail`)
+        self.rewrites = 0  # cleanings swapped in: stream positions before them are stale
         self._load(recovery_point, log_start_offset)
 
     def __repr__(self) -> str:
@@ -137,9 +140,10 @@ class Log:
                 LogSegment(str(self.dir), log_start_offset, self.config, writable=True)
             )
             self._dir_dirty = True
-        self.log_start_offset = max(
-            log_start_offset, self._bases[0] if self._bases else log_start_offset
-        )
+        # Retention moves the log start; cleaning does not, though it may leave
+        # nothing of the first segments (Kafka's compacted logs start at 0).
+        first_base = self._bases[0] if self._bases and not self.config.compact else 0
+        self.log_start_offset = max(log_start_offset, first_base)
         self.log_start_offset = min(self.log_start_offset, self.next_offset)
         self.recovery_point = min(recovery_point, self.next_offset)
         if self.writable:
@@ -248,6 +252,8 @@ class Log:
         first = self.next_offset
         if not values:
             return first
+        if self.config.compact and (keys is None or None in keys):
+            raise self._keys_required()
         now = self.clock()
         timestamp, timestamp_type = batching.timestamp_for(self.config, timestamp, now)
         self._write(
@@ -270,6 +276,8 @@ class Log:
         first = self.next_offset
         if not len(lengths):
             return first
+        if self.config.compact:
+            raise self._keys_required()
         encoded = None
         codec = compression.BY_NAME[self.config.compression_type]
         if codec == compression.NONE and self.writable and len(lengths) >= batching.PACKED_MIN:
@@ -307,6 +315,12 @@ class Log:
             self._write(encoded, now)
             self.unflushed_messages += count
         return first
+
+    def _keys_required(self) -> InvalidRecordError:
+        return InvalidRecordError(
+            f"{self.topic}-{self.partition} is compacted (cleanup.policy="
+            f"{self.config.cleanup_policy}): every record needs a key"
+        )
 
     def _write(self, encoded: list[tuple[bytes, BatchInfo]], now: int) -> None:
         try:
@@ -352,6 +366,18 @@ class Log:
             segment = self.active_segment
             segment.append([b for b, _ in pending], [info for _, info in pending])
             self._dirty[segment.base_offset] = segment
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment | None) -> None:
+        """Put ``new`` (a cleaned segment, or nothing) where the consecutive
+        segments ``old`` were (cleaner.py: their files are swapped already)."""
+        i = self.segments.index(old[0])
+        if self.segments[i : i + len(old)] != old:
+            raise ValueError("the segments to replace are not consecutive in the log")
+        self.segments[i : i + len(old)] = [] if new is None else [new]
+        self._bases = [s.base_offset for s in self.segments]
+        for segment in old:
+            self._dirty.pop(segment.base_offset, None)
+        self.rewrites += 1
 
     def roll(self) -> LogSegment:
         """Close the active segment to appends and start one at next_offset."""
@@ -531,7 +557,7 @@ class Log:
         """Delete whole non-active segments past retention.ms or beyond
         retention.bytes, oldest first (`segments_to_delete` decides); returns
         how many were deleted."""
-        if not self.writable or self.failure is not None:
+        if not self.writable or self.failure is not None or not self.config.delete:
             return 0
         count = segments_to_delete(
             self.config,

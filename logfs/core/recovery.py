@@ -18,6 +18,7 @@ import logging
 from pathlib import Path
 from typing import NamedTuple
 
+from .cleaner import recover_cleaning
 from .config import TopicConfig
 from .errors import CorruptIndexError, CorruptRecordError
 from .logfile import base_offset_of
@@ -39,8 +40,7 @@ def load_segments(
     """The directory's segments in offset order, recovered as described above."""
     if writable:
         directory.mkdir(parents=True, exist_ok=True)
-        for stray in directory.glob("*.deleted"):
-            stray.unlink()
+        recover_cleaning(directory)  # also removes what retention left as *.deleted
     named = (base_offset_of(p.name, ".log") for p in directory.glob("*.log"))
     bases = sorted(base for base in named if base is not None)
     first = max(0, bisect.bisect_right(bases, recovery_point) - 1)
@@ -61,7 +61,9 @@ def load_segments(
                 logger.warning("%s: %s; rebuilding from the log", segment.log_path, e)
                 cut = segment.recover()
         segments.append(segment)
-        if writable and (cut or _ends_short(segment, bases, i)):
+        # A cleaned segment may end before the next begins (compacted topics have gaps).
+        short = not config.compact and _ends_short(segment, bases, i)
+        if writable and (cut or short):
             truncated += cut
             _delete_segments_after(directory, base)
             return Loaded(segments, truncated, first, True)

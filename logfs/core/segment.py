@@ -57,14 +57,22 @@ class LogSegment:
     """The files of one base offset; appends go to the end of the ``.log``."""
 
     def __init__(
-        self, directory: str, base_offset: int, config: TopicConfig, *, writable: bool
+        self,
+        directory: str,
+        base_offset: int,
+        config: TopicConfig,
+        *,
+        writable: bool,
+        suffix: str = "",
     ) -> None:
+        """``suffix`` follows each file name: the cleaner writes a segment aside
+        as ``.log.cleaned`` and friends (cleaner.py)."""
         self.base_offset = base_offset
         self.config = config
         self.writable = writable
-        self.log_path = os.path.join(directory, segment_name(base_offset, ".log"))
-        self.index_path = os.path.join(directory, segment_name(base_offset, ".index"))
-        self.timeindex_path = os.path.join(directory, segment_name(base_offset, ".timeindex"))
+        self.log_path, self.index_path, self.timeindex_path = self.paths(
+            directory, base_offset, suffix
+        )
         self.offset_index = OffsetIndex(
             self.index_path, base_offset, config.segment_index_bytes, writable=writable
         )
@@ -84,6 +92,14 @@ class LogSegment:
         self._offset_of_max = base_offset
         self._bytes_since_index_entry = 0
         self.stream = SegmentStream(self.size)
+
+    @staticmethod
+    def paths(directory: str, base_offset: int, suffix: str = "") -> tuple[str, str, str]:
+        """The ``.log``, ``.index`` and ``.timeindex`` paths of a segment."""
+        return tuple(
+            os.path.join(directory, segment_name(base_offset, kind + suffix))
+            for kind in (".log", ".index", ".timeindex")
+        )
 
     # ------------------------------------------------------------ loading
 

@@ -6,6 +6,7 @@ Layout (Kafka's, so a broker's log directory opens too)::
       <topic>-<partition>/                 one Log each (see log.py)
       recovery-point-offset-checkpoint     per partition: offsets below are fsynced
       log-start-offset-checkpoint          per partition: first offset not deleted
+      cleaner-offset-checkpoint            compacted partitions: first offset not cleaned
       config/<topic>.properties            the topic's own settings, key=value lines
       .lock                                flock'd by the one process writing DATA
 
@@ -48,6 +49,7 @@ logger = logging.getLogger(__name__)
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
+CLEANER_FILE = "cleaner-offset-checkpoint"  # compacted partitions: first dirty offset
 CONFIG_DIR = "config"
 LOCK_FILE = ".lock"
 
@@ -133,6 +135,7 @@ class Store:
         self.path = Path(path)
         self.read_only = read_only
         self.checkpoint_failure: str | None = None  # why the last checkpoint write failed
+        self.first_dirty: dict[tuple[str, int], int] = {}  # the cleaner's (cleaner.py)
         self.defaults = {k: str(v) for k, v in (defaults or {}).items()}
         TopicConfig.from_properties(defaults=self.defaults)  # validate early
         self._lock_fd = -1
@@ -172,6 +175,7 @@ class Store:
     def _open_logs(self) -> None:
         recovery = read_checkpoint(self.path / RECOVERY_POINT_FILE)
         starts = read_checkpoint(self.path / LOG_START_FILE)
+        self.first_dirty = read_checkpoint(self.path / CLEANER_FILE)
         config_dir = self.path / CONFIG_DIR
         if config_dir.is_dir():
             for path in config_dir.glob("*.properties"):
@@ -262,6 +266,7 @@ class Store:
         self._require_writable()
         for p in self.partitions(name):
             self._logs.pop((name, p)).delete()
+            self.first_dirty.pop((name, p), None)
         self._overrides.pop(name, None)
         (self.path / CONFIG_DIR / f"{name}.properties").unlink(missing_ok=True)
         _fsync_dir(self.path)
@@ -372,6 +377,11 @@ class Store:
                 self.path / LOG_START_FILE,
                 {tp: log.log_start_offset for tp, log in self._logs.items()},
             )
+            if self.first_dirty:
+                write_checkpoint(
+                    self.path / CLEANER_FILE,
+                    {tp: o for tp, o in self.first_dirty.items() if tp in self._logs},
+                )
         except OSError as e:
             if self.checkpoint_failure is None:
                 logger.error("writing the checkpoints in %s failed: %s", self.path, e)

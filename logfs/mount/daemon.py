@@ -41,6 +41,7 @@ from ..core import mountinfo
 from ..core.config import TopicConfig
 from ..core.errors import LogfsError
 from ..core.store import Store
+from .cleaning import Cleaner
 from .flusher import Flusher
 from .operations import Operations
 
@@ -64,10 +65,12 @@ IGNORED_OPTIONS = {
     "group", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "async", "atime", "relatime",
     "strictatime", "diratime", "nodiratime",
 }  # fmt: skip
-# Kafka's broker settings for the flusher's periodic work: option -> Flusher argument.
-FLUSHER_OPTIONS = {
-    "log.retention.check.interval.ms": "retention_interval",
-    "log.flush.offset.checkpoint.interval.ms": "checkpoint_interval",
+# Kafka's broker settings for the background work: option -> (task, its argument, unit).
+BROKER_OPTIONS = {
+    "log.retention.check.interval.ms": ("flusher", "retention_interval", 1e-3),
+    "log.flush.offset.checkpoint.interval.ms": ("flusher", "checkpoint_interval", 1e-3),
+    "log.cleaner.backoff.ms": ("cleaner", "backoff", 1e-3),
+    "log.cleaner.io.max.bytes.per.second": ("cleaner", "io_rate", 1),
 }
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt(3) parameters
 LOG_FILE = "logfs.log"  # in DATA, for a daemon without -o log=...
@@ -81,12 +84,12 @@ class MountOptions(NamedTuple):
     partitions: int  # partitions of a topic made by mkdir
     read_only: bool
     log: str | None  # the daemon's log file
-    flusher: dict[str, float]  # Flusher intervals in seconds (FLUSHER_OPTIONS)
+    tasks: dict[str, dict[str, float]]  # "flusher"/"cleaner" -> arguments (BROKER_OPTIONS)
 
 
 def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     """Sort ``-o`` options; raises LogfsError for an unknown one or a bad value."""
-    fuse, defaults, flusher = set(), {}, {}
+    fuse, defaults, tasks = set(), {}, {"flusher": {}, "cleaner": {}}
     partitions, log = 1, None
     for key, value in options.items():
         if key in FUSE_OPTIONS:
@@ -99,10 +102,11 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
             partitions = int(value)
         elif key == "log":
             log = value or None
-        elif key in FLUSHER_OPTIONS:
+        elif key in BROKER_OPTIONS:
             if not (value or "").isdigit() or int(value) < 1:
-                raise LogfsError(f"{key}={value}: expected a positive number of milliseconds")
-            flusher[FLUSHER_OPTIONS[key]] = int(value) / 1000
+                raise LogfsError(f"{key}={value}: expected a positive integer")
+            task, argument, unit = BROKER_OPTIONS[key]
+            tasks[task][argument] = int(value) * unit
         elif key == "fsname" or key == "subtype":
             continue  # always the data dir and "logfs"
         elif "." in key:
@@ -114,7 +118,7 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
         # Without the kernel's permission checks every user could append, create and
         # delete topics; with them, DATA's owner and modes apply (docs/operations.md).
         fuse.add("default_permissions")
-    return MountOptions(frozenset(fuse), defaults, partitions, "ro" in fuse, log, flusher)
+    return MountOptions(frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks)
 
 
 # ---------------------------------------------------------------- the daemon
@@ -142,7 +146,8 @@ def serve(
     """Run a mount until it is unmounted or signalled; returns an exit code."""
     keep_freed_memory()
     store = Store(data, defaults=options.defaults, read_only=options.read_only)
-    flusher = Flusher(store, **options.flusher)
+    flusher = Flusher(store, **options.tasks["flusher"])
+    log_cleaner = Cleaner(store, **options.tasks["cleaner"])
     ops = Operations(store, flusher=flusher, partitions=options.partitions)
     fuse_options = {f"fsname={os.path.abspath(data)}", "subtype=logfs", *options.fuse}
     # Resolved now: once mounted, a stat of the mount point from this thread would
@@ -159,7 +164,7 @@ def serve(
             _write_mount_record(data, real_mountpoint, options)
         if ready is not None:
             ready()
-        trio.run(_run, flusher)
+        trio.run(_run, flusher, None if options.read_only else log_cleaner)
     finally:
         with contextlib.ExitStack() as teardown:  # runs bottom-up, each step even if one fails
             teardown.callback(store.close)
@@ -191,9 +196,11 @@ def _remove_mount_record(data: str) -> None:
         logger.warning("cannot remove the mount record %s: %s", mountinfo.record_path(data), e)
 
 
-async def _run(flusher: Flusher) -> None:
+async def _run(flusher: Flusher, log_cleaner: Cleaner | None) -> None:
     async with trio.open_nursery() as nursery:
         await nursery.start(flusher.run)
+        if log_cleaner is not None:
+            await nursery.start(log_cleaner.run)
         nursery.start_soon(_stop_on_signal)
         await pyfuse3.main()  # returns on pyfuse3.terminate() or an external unmount
         nursery.cancel_scope.cancel()

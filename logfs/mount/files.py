@@ -223,7 +223,7 @@ class StreamFile:
         if total is None or position >= total or size <= 0:
             return b""
         size = min(size, total - position)
-        key = (log, log.log_start_offset)
+        key = (log, log.log_start_offset, log.rewrites)  # positions move on both
         if key != self.key or not self.pos <= position <= self.pos + len(self.buf):
             self.key = key
             self.offset, self.pos = log.stream.locate(position)

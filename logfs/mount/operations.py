@@ -31,6 +31,7 @@ from ..core.errors import (
     CorruptRecordError,
     InvalidBatchError,
     InvalidConfigError,
+    InvalidRecordError,
     InvalidTopicError,
     LogFailedError,
     LogfsError,
@@ -65,6 +66,7 @@ ERRNOS: dict[type[BaseException], int] = {
     InvalidTopicError: errno.EINVAL,
     # BatchTooLargeError too: its MRO has InvalidBatchError before RecordTooLargeError
     InvalidBatchError: errno.EINVAL,
+    InvalidRecordError: errno.EINVAL,
     InvalidConfigError: errno.EINVAL,
     TopicExistsError: errno.EEXIST,
     RecordTooLargeError: errno.EMSGSIZE,

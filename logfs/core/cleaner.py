@@ -1,0 +1,404 @@
+"""The log cleaner: compaction of topics with ``cleanup.policy=compact``, as
+Kafka's LogCleaner does it.
+
+A compacted partition has a *clean* part, already compacted, and a *dirty*
+part after it, from the first dirty offset (kept per partition in
+``DATA/cleaner-offset-checkpoint``, Kafka's checkpoint format). Cleaning one
+partition:
+
+1. `plan`: the cleanable segments are the non-active ones, oldest first, up
+   to the first whose newest record is younger than min.compaction.lag.ms.
+   A cleaning is due when the dirty ones are at least
+   min.cleanable.dirty.ratio of their bytes, or the oldest dirty record is
+   older than max.compaction.lag.ms. ``logfs compact`` forces it, even with
+   nothing dirty (to drop tombstones past delete.retention.ms).
+2. `offset_map`: each key's latest offset in the dirty part.
+3. Each group of consecutive cleanable segments that fits in segment.bytes is
+   rewritten into one segment (`write_cleaned`). A record stays unless a later
+   record has its key, it is a tombstone (a null value) older than
+   delete.retention.ms, or it has no key (Kafka drops those too). A batch whose
+   records all stay is copied as it is; the others are re-encoded with the
+   kept records at their offsets (same codec, timestamps and last offset);
+   a batch with none left goes. Offsets never change: cleaning leaves gaps.
+   Control and transactional batches are copied as they are.
+4. `swap` puts the group's cleaned segment in place of its old ones, and the
+   first dirty offset moves to the end of the cleaned part.
+
+Crash safety, one group at a time, with the files' renames as steps:
+
+a. ``B.log.cleaned``, ``B.index.cleaned``, ``B.timeindex.cleaned`` are
+   written and fsynced (B: the group's first base offset);
+b. every file of the group's old segments is renamed to ``*.deleted`` and the
+   directory fsynced;
+c. the cleaned index files, then ``B.log.cleaned`` (the commit), are renamed
+   to their names and the directory fsynced;
+d. the ``*.deleted`` files are removed.
+
+`recover_cleaning` runs before a partition's segments are opened: while a
+``.log.cleaned`` exists the commit has not happened, so the ``*.deleted``
+files are renamed back and the ``.cleaned`` ones removed (the log is as it
+was before the cleaning); otherwise leftover ``*.cleaned`` and ``*.deleted``
+files are removed (the log is as after it). A ``.log.swap`` left by Kafka is
+completed as Kafka does. A crash at any step thus leaves the log as it was
+before or after a group's cleaning, never a mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from .config import INT_MAX, TopicConfig
+from .logfile import base_offset_of, iter_batches
+from .record import decode_records, encode_batch
+from .segment import BatchInfo, LogSegment
+
+if TYPE_CHECKING:
+    from .log import Log
+    from .store import Store
+
+logger = logging.getLogger(__name__)
+
+CLEANED, DELETED, SWAP = ".cleaned", ".deleted", ".swap"
+SUFFIXES = (".log", ".index", ".timeindex")
+
+
+class Plan(NamedTuple):
+    """What one cleaning of a log covers."""
+
+    first_dirty: int  # the dirty part starts here
+    end: int  # the first offset not cleaned (the first uncleanable segment's base)
+    segments: list[LogSegment]  # the cleanable segments, oldest first
+    dirty_ratio: float
+
+
+class Stats(NamedTuple):
+    """What a cleaning did, for the log line and the tests."""
+
+    bytes_read: int
+    bytes_written: int
+    records_read: int
+    records_kept: int
+    segments_before: int
+    segments_after: int
+    seconds: float
+
+
+def plan(log: Log, first_dirty: int, now_ms: int, *, force: bool = False) -> Plan | None:
+    """The cleaning due for ``log`` (see the module docstring), or None."""
+    config = log.config
+    if not config.compact:
+        return None
+    cleanable = []
+    for segment in log.segments[:-1]:  # never the active segment
+        if segment.max_timestamp > now_ms - config.min_compaction_lag_ms:
+            break
+        cleanable.append(segment)
+    if not cleanable:
+        return None
+    end = log.segments[len(cleanable)].base_offset
+    first_dirty = max(first_dirty, log.log_start_offset)
+    if first_dirty >= end and not force:
+        return None
+    dirty = [s for s in cleanable if s.next_offset > first_dirty]
+    dirty_bytes = sum(s.size for s in dirty)
+    total = sum(s.size for s in cleanable)
+    ratio = dirty_bytes / total if total else 0.0
+    overdue = bool(dirty) and dirty[0].first_timestamp < now_ms - config.max_compaction_lag_ms
+    if not (force or overdue or ratio >= config.min_cleanable_dirty_ratio):
+        return None
+    return Plan(first_dirty, end, cleanable, ratio)
+
+
+def read_fds(segments: list[LogSegment]) -> list[int]:
+    """Duplicates of the segments' descriptors, for reading them in a worker
+    thread: retention may close a segment meanwhile, and a closed descriptor's
+    number can be reused by another file. The reader closes them."""
+    return [os.dup(s.fileno()) for s in segments]
+
+
+def offset_map(segments: list[LogSegment], fds: list[int], first_dirty: int) -> dict[bytes, int]:
+    """Each key's latest offset among the records at or after ``first_dirty``
+    (``fds``: the segments' descriptors to read)."""
+    latest: dict[bytes, int] = {}
+    for segment, fd in zip(segments, fds, strict=True):
+        if segment.next_offset <= first_dirty:
+            continue
+        for _, header, batch in iter_batches(fd, 0, segment.size, path=segment.log_path):
+            if header.is_control or header.last_offset < first_dirty:
+                continue
+            for record in decode_records(batch, header):
+                if record.key is not None and record.offset >= first_dirty:
+                    latest[record.key] = record.offset
+    return latest
+
+
+def groups(segments: list[LogSegment], config: TopicConfig) -> Iterator[list[LogSegment]]:
+    """Consecutive segments whose sizes together fit segment.bytes (Kafka's
+    groupSegmentsBySize), and whose offsets fit one segment's relative offsets."""
+    group: list[LogSegment] = []
+    size = 0
+    for segment in segments:
+        fits = size + segment.size <= config.segment_bytes
+        if group and (not fits or segment.next_offset - 1 - group[0].base_offset > INT_MAX):
+            yield group
+            group, size = [], 0
+        group.append(segment)
+        size += segment.size
+    if group:
+        yield group
+
+
+class Throttle:
+    """Kafka's log.cleaner.io.max.bytes.per.second: sleeps so that the bytes
+    read and written stay under ``rate`` per second (0: no bound)."""
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.clock = clock
+        self.start = clock()
+        self.done = 0
+
+    def __call__(self, nbytes: int) -> None:
+        if self.rate <= 0:
+            return
+        self.done += nbytes
+        ahead = self.done / self.rate - (self.clock() - self.start)
+        if ahead > 0:
+            time.sleep(ahead)
+
+
+def write_cleaned(
+    log: Log,
+    group: list[LogSegment],
+    fds: list[int],
+    latest: dict[bytes, int],
+    now_ms: int,
+    throttle: Callable[[int], None] = lambda n: None,
+) -> tuple[LogSegment | None, int, int]:
+    """Write the cleaned segment of ``group`` aside (``B.*.cleaned``, fsynced,
+    closed); returns it (None when nothing is left), records read and kept.
+    Reads the group's segments through ``fds`` and touches nothing else of
+    the log: safe in a worker thread."""
+    config = log.config
+    horizon = now_ms - config.delete_retention_ms
+    stale = LogSegment.paths(str(log.dir), group[0].base_offset, CLEANED)
+    for path in stale:  # an earlier attempt's, or appends would follow it
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    cleaned = LogSegment(str(log.dir), group[0].base_offset, config, writable=True, suffix=CLEANED)
+    read = kept = 0
+    try:
+        for segment, fd in zip(group, fds, strict=True):
+            pending: list[bytes] = []
+            infos: list[BatchInfo] = []
+            for _, header, batch in iter_batches(fd, 0, segment.size, path=segment.log_path):
+                throttle(header.size)
+                if header.is_control or header.is_transactional:
+                    pending.append(bytes(batch))
+                    infos.append(BatchInfo(header.size, header.last_offset, header.max_timestamp))
+                    continue
+                records = decode_records(batch, header)
+                read += len(records)
+                keep = [
+                    r
+                    for r in records
+                    if r.key is not None
+                    and latest.get(r.key, r.offset) <= r.offset
+                    and not (r.value is None and r.timestamp < horizon)
+                ]
+                kept += len(keep)
+                if not keep:
+                    continue
+                if len(keep) < len(records):
+                    batch = encode_batch(
+                        header.base_offset,
+                        [r.value for r in keep],
+                        keys=[r.key for r in keep],
+                        headers=[r.headers for r in keep],
+                        timestamps=[r.timestamp for r in keep],
+                        codec=header.codec,
+                        timestamp_type=header.timestamp_type,
+                        offset_deltas=[r.offset - header.base_offset for r in keep],
+                        last_offset_delta=header.last_offset_delta,
+                    )
+                pending.append(bytes(batch))
+                infos.append(BatchInfo(len(batch), header.last_offset, header.max_timestamp))
+            if pending:
+                cleaned.append(pending, infos)
+                throttle(sum(i.size for i in infos))
+        if not cleaned.size:
+            cleaned.close()
+            discard(cleaned)
+            return None, read, kept
+        cleaned.on_become_inactive()
+        for fd in cleaned.sync_fds():
+            os.fdatasync(fd)
+        cleaned.close()
+    except BaseException:
+        cleaned.close()
+        discard(cleaned)
+        raise
+    return cleaned, read, kept
+
+
+def discard(segment: LogSegment) -> None:
+    """Remove a cleaned segment written aside that will not be swapped in."""
+    for path in (segment.log_path, segment.index_path, segment.timeindex_path):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def swap(log: Log, group: list[LogSegment], cleaned: LogSegment | None) -> LogSegment | None:
+    """Put ``cleaned`` in place of ``group``'s segments (steps b-d of the
+    module docstring); returns the new segment, opened, or None when the
+    whole group was cleaned away."""
+    directory = str(log.dir)
+    aside = []
+    for segment in group:
+        for path in (segment.log_path, segment.index_path, segment.timeindex_path):
+            if os.path.exists(path):
+                os.rename(path, path + DELETED)
+                aside.append(path + DELETED)
+    _fsync_dir(directory)
+    if cleaned is not None:
+        os.rename(cleaned.index_path, cleaned.index_path.removesuffix(CLEANED))
+        os.rename(cleaned.timeindex_path, cleaned.timeindex_path.removesuffix(CLEANED))
+        os.rename(cleaned.log_path, cleaned.log_path.removesuffix(CLEANED))  # the commit
+    _fsync_dir(directory)
+    for segment in group:
+        segment.close()
+    for path in aside:
+        os.unlink(path)
+    if cleaned is None:
+        return None
+    segment = LogSegment(directory, cleaned.base_offset, log.config, writable=True)
+    segment.load()
+    return segment
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def recover_cleaning(directory: Path) -> bool:
+    """Finish or undo what a crash left of a cleaning (module docstring);
+    returns whether anything was found."""
+    names = os.listdir(directory)
+    found = [n for n in names if n.endswith((CLEANED, DELETED, SWAP))]
+    if not found:
+        return False
+    uncommitted = any(n.endswith(".log" + CLEANED) for n in names)
+    for name in sorted(found):
+        path = directory / name
+        if name.endswith(DELETED) and uncommitted:
+            logger.warning("%s: an unfinished cleaning: restoring it", path)
+            os.replace(path, directory / name.removesuffix(DELETED))
+        elif name.endswith(CLEANED) or name.endswith(DELETED):
+            path.unlink(missing_ok=True)
+    for name in sorted(n for n in found if n.endswith(".log" + SWAP)):
+        _complete_swap(directory, name)
+    return True
+
+
+def _complete_swap(directory: Path, name: str) -> None:
+    """A Kafka ``B.log.swap``: its segments replace those whose base offsets
+    fall in [B, the swap's next offset), as Kafka's LogLoader does."""
+    base = base_offset_of(name.removesuffix(SWAP), ".log")
+    if base is None:
+        return
+    path = directory / name
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        end = base
+        for _, header, _ in iter_batches(fd, 0, os.fstat(fd).st_size, verify=False):
+            end = header.next_offset
+    finally:
+        os.close(fd)
+    for log_path in directory.glob("*.log"):
+        other = base_offset_of(log_path.name, ".log")
+        if other is not None and base <= other < end:
+            for suffix in SUFFIXES:
+                log_path.with_suffix(suffix).unlink(missing_ok=True)
+    for suffix in (".index", ".timeindex"):
+        (directory / (name.removesuffix(".log" + SWAP) + suffix + SWAP)).unlink(missing_ok=True)
+    os.rename(path, directory / name.removesuffix(SWAP))
+    logger.warning("%s: completed the swap of a cleaning", path)
+
+
+def clean(
+    log: Log,
+    first_dirty: int,
+    now_ms: int,
+    *,
+    force: bool = False,
+    throttle: Callable[[int], None] = lambda n: None,
+) -> tuple[int, Stats] | None:
+    """One whole cleaning of ``log`` in the caller's thread (the offline
+    ``logfs compact``, and tests): returns the new first dirty offset and
+    what was done, or None when no cleaning is due."""
+    started = time.monotonic()
+    work = plan(log, first_dirty, now_ms, force=force)
+    if work is None:
+        return None
+    fds = read_fds(work.segments)
+    try:
+        latest = offset_map(work.segments, fds, work.first_dirty)
+        before, read_bytes = len(work.segments), sum(s.size for s in work.segments)
+        records = kept = 0
+        done = 0
+        for group in groups(work.segments, log.config):
+            group_fds = fds[done : done + len(group)]
+            done += len(group)
+            cleaned, read, k = write_cleaned(log, group, group_fds, latest, now_ms, throttle)
+            records, kept = records + read, kept + k
+            log.replace_segments(group, swap(log, group, cleaned))
+    finally:
+        for fd in fds:
+            os.close(fd)
+    after = [s for s in log.segments if s.base_offset < work.end]
+    stats = Stats(
+        read_bytes,
+        sum(s.size for s in after),
+        records,
+        kept,
+        before,
+        len(after),
+        time.monotonic() - started,
+    )
+    return work.end, stats
+
+
+def clean_store(
+    store: Store,
+    topics: list[str] | None = None,
+    *,
+    force: bool = False,
+    now_ms: int | None = None,
+    throttle: Callable[[int], None] = lambda n: None,
+) -> list[tuple[str, int, Stats]]:
+    """Clean the compacted partitions of ``topics`` (default: every topic)
+    in this thread and checkpoint where each cleaning ended; returns
+    ``(topic, partition, stats)`` for each partition cleaned."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    done = []
+    for topic in store.topics() if topics is None else topics:
+        for partition in store.partitions(topic):
+            tp = (topic, partition)
+            first_dirty = store.first_dirty.get(tp, 0)
+            result = clean(store.log(*tp), first_dirty, now_ms, force=force, throttle=throttle)
+            if result is not None:
+                store.first_dirty[tp] = result[0]
+                done.append((topic, partition, result[1]))
+    if done:
+        store.checkpoint()
+    return done

@@ -1,0 +1,362 @@
+"""The log cleaner (core/cleaner.py): Kafka's compaction semantics in tables,
+an independent decoder (kafka-python) over every cleaned segment, crashes at
+each step of a cleaning, and a property: the latest value of every key is
+what a dictionary says, before cleaning, after it and after reopening."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record import MemoryRecords
+from stress import scale
+
+from logfs import Store
+from logfs.core import cleaner
+from logfs.core.check import check
+from logfs.core.errors import InvalidConfigError, InvalidRecordError, OffsetOutOfRangeError
+from logfs.core.store import CLEANER_FILE
+
+NOW = int(time.time() * 1000)
+DAY = 24 * 3600 * 1000
+LATER = NOW + 2 * DAY  # past the default delete.retention.ms of everything appended now
+
+
+def compacted(store: Store, name="c", **config) -> None:
+    settings_ = {"cleanup.policy": "compact", "segment.bytes": 1024, **config}
+    store.create_topic(name, 1, {k: str(v) for k, v in settings_.items()})
+
+
+def put(log, key: bytes, value: bytes | None, timestamp: int | None = None) -> int:
+    return log.append([value], keys=[key], timestamp=timestamp)
+
+
+def latest(log) -> dict[bytes, bytes]:
+    """What a consumer reading the whole log keeps: the last value per key,
+    a tombstone deleting it."""
+    view: dict[bytes, bytes] = {}
+    for record in log.scan():
+        if record.value is None:
+            view.pop(record.key, None)
+        else:
+            view[record.key] = record.value
+    return view
+
+
+def records(log) -> list[tuple[int, bytes, bytes | None]]:
+    return [(r.offset, r.key, r.value) for r in log.scan()]
+
+
+def kafka_decoded(directory: Path) -> list[tuple[int, bytes, bytes | None]]:
+    """Every record of every .log, read by kafka-python; every CRC checked."""
+    out = []
+    for path in sorted(directory.glob("*.log")):
+        batches = MemoryRecords(path.read_bytes())
+        while batches.has_next():
+            batch = batches.next_batch()
+            assert batch.validate_crc(), path
+            out += [(r.offset, r.key, r.value) for r in batch]
+    return out
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store(tmp_path / "data") as store:
+        yield store
+
+
+def clean(store: Store, now: int | None = None, force: bool = True):
+    """``now`` defaults to a second from now: every record appended so far is older."""
+    now = int(time.time() * 1000) + 1000 if now is None else now
+    return cleaner.clean_store(store, now_ms=now, force=force)
+
+
+# ---------------------------------------------------------------- configuration
+
+
+def test_compaction_settings_have_kafkas_names_and_defaults():
+    from logfs.core.config import TopicConfig
+
+    config = TopicConfig()
+    assert (config.cleanup_policy, config.min_cleanable_dirty_ratio) == ("delete", 0.5)
+    assert (config.min_compaction_lag_ms, config.delete_retention_ms) == (0, DAY)
+    for policy, normal in [
+        ("compact", "compact"),
+        ("compact,delete", "compact,delete"),
+        ("delete, compact", "compact,delete"),
+    ]:
+        assert TopicConfig.from_properties({"cleanup.policy": policy}).cleanup_policy == normal
+    for key, value in [
+        ("cleanup.policy", "squash"),
+        ("min.cleanable.dirty.ratio", "1.5"),
+        ("min.compaction.lag.ms", "-1"),
+        ("max.compaction.lag.ms", "0"),
+        ("delete.retention.ms", "x"),
+    ]:
+        with pytest.raises(InvalidConfigError, match=key):
+            TopicConfig.from_properties({key: value})
+
+
+def test_compacted_topics_refuse_records_without_a_key(store):
+    compacted(store)
+    log = store.log("c", 0)
+    with pytest.raises(InvalidRecordError, match="needs a key"):
+        log.append([b"no key"])
+    with pytest.raises(InvalidRecordError):
+        log.append([b"a", b"b"], keys=[b"k", None])
+    with pytest.raises(InvalidRecordError):
+        log.append_packed(b"line\n", np.array([4]))
+    put(log, b"k", None)  # a tombstone has a key
+    assert log.next_offset == 1
+
+
+# ---------------------------------------------------------------- semantics
+
+
+def test_the_latest_record_of_every_key_survives_at_its_offset(store):
+    compacted(store)
+    log = store.log("c", 0)
+    for i in range(200):
+        put(log, b"k%d" % (i % 7), b"v%d" % i)
+    before = records(log)
+    active = Path(log.active_segment.log_path).read_bytes()
+    [(_, _, stats)] = clean(store)
+    after = records(log)
+    cleaned_end = log.active_segment.base_offset
+    cleanable = [r for r in before if r[0] < cleaned_end]
+    last = {k: o for o, k, _ in cleanable}  # each key's latest offset in the cleanable part
+    expected = [r for r in cleanable if last[r[1]] == r[0]] + before[len(cleanable) :]
+    assert after == expected and len(after) < len(before)
+    assert stats.records_kept == len(expected) - len(before[len(cleanable) :])
+    assert Path(log.active_segment.log_path).read_bytes() == active  # never touched
+    assert latest(log) == {b"k%d" % (i % 7): b"v%d" % i for i in range(193, 200)}
+    assert kafka_decoded(log.dir) == after  # an independent decoder agrees
+    for offset, _, value in before:  # offsets never change; cleaned ones are gone
+        if (offset, _, value) in after:
+            assert log.read(offset).value == value
+        else:
+            with pytest.raises(OffsetOutOfRangeError):
+                log.read(offset)
+    assert check(store.path) == []
+
+
+def test_the_cleaned_groups_fit_segment_bytes_and_are_indexed(store):
+    compacted(store, **{"index.interval.bytes": 64})
+    log = store.log("c", 0)
+    for i in range(600):
+        put(log, b"key-%03d" % (i % 150), b"value-%d" % i)
+    clean(store)
+    assert all(s.size <= 1024 for s in log.segments)
+    kept = records(log)
+    store.close()
+    with Store(store.path) as reopened:  # indexes load and point at the right batches
+        log = reopened.log("c", 0)
+        assert records(log) == kept
+        for offset, _, value in kept:
+            assert log.read(offset).value == value
+    assert check(store.path) == []
+
+
+def test_tombstones_stay_for_delete_retention_ms_then_go(store):
+    compacted(store, **{"delete.retention.ms": 1000})
+    log = store.log("c", 0)
+    put(log, b"a", b"1", NOW)
+    put(log, b"b", b"1", NOW)
+    put(log, b"a", None, NOW)  # delete a
+    for i in range(40):
+        put(log, b"filler-%d" % i, b"x" * 40, NOW)
+    clean(store, now=NOW + 500)  # younger than delete.retention.ms: kept
+    assert [(k, v) for _, k, v in records(log) if k in (b"a", b"b")] == [(b"b", b"1"), (b"a", None)]
+    clean(store, now=NOW + 1500)  # older: gone, and the value it deleted stays gone
+    assert [(k, v) for _, k, v in records(log) if k in (b"a", b"b")] == [(b"b", b"1")]
+    assert b"a" not in latest(log)
+
+
+def test_min_compaction_lag_keeps_young_segments_dirty(store):
+    compacted(store, **{"min.compaction.lag.ms": 60_000})
+    log = store.log("c", 0)
+    for i in range(100):
+        put(log, b"k", b"%d" % i, NOW)
+    assert clean(store, now=NOW + 1000) == []  # every segment younger than the lag
+    assert len(records(log)) == 100
+    [(_, _, stats)] = clean(store, now=NOW + 61_000)
+    assert stats.records_kept == 1 and len(records(log)) < 100  # k's latest in that part
+
+
+def test_dirty_ratio_and_max_compaction_lag_decide_when(store):
+    compacted(store, **{"min.cleanable.dirty.ratio": 0.99, "max.compaction.lag.ms": 10_000})
+    log = store.log("c", 0)
+    for i in range(100):
+        put(log, b"k%d" % (i % 3), b"v", NOW)
+    tp = ("c", 0)
+    assert clean(store, now=NOW + 1000, force=False)  # all dirty: ratio 1.0 >= 0.99
+    first_dirty = store.first_dirty[tp]
+    for i in range(30):  # more dirt, a segment or two, but below the ratio
+        put(log, b"k%d" % (i % 3), b"w", NOW)
+    assert clean(store, now=NOW + 1000, force=False) == []
+    assert store.first_dirty[tp] == first_dirty
+    assert clean(store, now=NOW + 20_000, force=False)  # but past max.compaction.lag.ms
+    text = (store.path / CLEANER_FILE).read_text().split("\n")
+    assert text[:2] == ["0", "1"] and text[2] == f"c 0 {store.first_dirty[tp]}"
+
+
+def test_compressed_batches_are_cleaned_with_their_codec(store):
+    compacted(store, **{"compression.type": "gzip"})
+    log = store.log("c", 0)
+    for i in range(0, 400, 4):
+        log.append([b"v%d" % j for j in range(i, i + 4)], keys=[b"k%d" % (j % 5) for j in range(4)])
+    clean(store)
+    codecs = {h.codec for s in log.segments for _, h, _ in s.batches(0)}
+    assert codecs == {1}  # gzip
+    assert kafka_decoded(log.dir) == records(log)
+
+
+def test_retention_applies_only_with_the_delete_policy(store):
+    for policy, deletes in [("compact", False), ("compact,delete", True)]:
+        name = policy.replace(",", "_")
+        compacted(store, name, **{"cleanup.policy": policy, "retention.bytes": 2048})
+        log = store.log(name, 0)
+        for i in range(200):
+            put(log, b"k%d" % i, b"v" * 30)
+        assert (log.enforce_retention() > 0) == deletes
+
+
+# ---------------------------------------------------------------- crashes
+
+
+def scenario(data: Path, count: int = 400, segment_bytes: int = 1024) -> None:
+    """A compacted log with duplicates and tombstones in many segments."""
+    with Store(data) as store:
+        compacted(store, **{"delete.retention.ms": 0, "segment.bytes": segment_bytes})
+        log = store.log("c", 0)
+        rng = random.Random(3)
+        for i in range(count):
+            key = b"k%d" % rng.randrange(30)
+            put(log, key, None if i % 11 == 0 else b"v%d" % i, NOW)
+
+
+def test_a_crash_at_each_step_leaves_the_log_before_or_after(tmp_path, monkeypatch):
+    """Each rename, unlink and fsync of a cleaning fails in turn, as a crash
+    there would stop it (all earlier steps done, none later); reopening must
+    give each group of segments as it was before the cleaning or after it:
+    the latest value of every key, nothing deleted back."""
+    reference = tmp_path / "reference"
+    scenario(reference, 120, 2048)  # four segments: three groups to clean
+    with Store(reference) as store:
+        before = records(store.log("c", 0))
+        want = latest(store.log("c", 0))
+        clean(store, now=NOW + 1)
+        after = records(store.log("c", 0))
+    assert before != after
+    outcomes = set()
+    step = 0
+    while True:
+        data = tmp_path / f"crash-{step}"
+        scenario(data, 120, 2048)
+        calls = [0]
+
+        def crashing(name, real, step=step, calls=calls):
+            def call(*args, **kwargs):
+                calls[0] += 1
+                if calls[0] == step + 1:
+                    raise SystemExit(f"crash before {name} #{calls[0]}")
+                return real(*args, **kwargs)
+
+            return call
+
+        store = Store(data)
+        with monkeypatch.context() as m:
+            for name in ("rename", "replace", "unlink", "fdatasync"):
+                m.setattr(os, name, crashing(name, getattr(os, name)))
+            try:
+                clean(store, now=NOW + 1)
+                crashed = False
+            except SystemExit:
+                crashed = True
+        os.close(store._lock_fd)  # the process is gone: no flush, no close
+        store._lock_fd = -1
+        with Store(data) as reopened:
+            log = reopened.log("c", 0)
+            got = records(log)
+            # each group is swapped whole: what is left is before for some groups
+            # and after for the others, so a subset of before holding all of after
+            assert set(after) <= set(got) <= set(before), f"a crash at step {step}"
+            assert got == sorted(got) and latest(log) == want
+            outcomes.add("before" if got == before else "after" if got == after else "part")
+        assert check(data) == []
+        if not crashed:
+            break
+        step += 1
+    assert step > 10  # every rename and unlink of three groups was a crash point
+    assert outcomes == {"before", "part", "after"}
+
+
+def test_sigkill_of_logfs_compact_at_random_moments(tmp_path):
+    rng = random.Random(int(os.environ.get("LOGFS_STRESS_SEED", "5")))
+    outcomes = set()
+    for round_ in range(scale(4, 40)):
+        data = tmp_path / f"r{round_}"
+        scenario(data)
+        with Store(data) as store:
+            want = latest(store.log("c", 0))
+        # ~30 KB to read and write at 10 KB/s: the cleaning takes ~3 s after a
+        # start of ~0.2 s, so the kills land inside it, in any of its steps
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "logfs.cli", "compact", str(data)]
+            + ["--io-max-bytes-per-second", "10000"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(rng.uniform(0.2, 2.8))
+        proc.send_signal(signal.SIGKILL)
+        outcomes.add(proc.wait())
+        with Store(data) as store:
+            assert latest(store.log("c", 0)) == want  # no key lost or brought back
+        assert check(data) == []
+    assert -signal.SIGKILL in outcomes  # killed mid-way (some rounds may finish first)
+
+
+# ---------------------------------------------------------------- the property
+
+KEYS = [b"a", b"b", b"c", b"d", b""]  # the empty key is a key
+
+
+@settings(max_examples=scale(40, 400), deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([b"a", b"b", b"c", b"d", b""]), st.none() | st.binary(max_size=30)
+        ),
+        max_size=120,
+    ),
+    st.sampled_from([200, 1024, 1 << 20]),
+)
+def test_latest_values_match_a_dictionary_through_cleaning_and_reopening(
+    tmp_path_factory, ops, seg
+):
+    data = tmp_path_factory.mktemp("prop") / "data"
+    model: dict[bytes, bytes] = {}
+    with Store(data) as store:
+        compacted(store, **{"segment.bytes": seg})
+        log = store.log("c", 0)
+        for key, value in ops:
+            put(log, key, value)
+            if value is None:
+                model.pop(key, None)
+            else:
+                model[key] = value
+        assert latest(log) == model
+        clean(store, now=LATER)  # tombstones past delete.retention.ms go too
+        assert latest(log) == model
+    with Store(data) as store:
+        assert latest(store.log("c", 0)) == model
+    assert check(data) == []
