@@ -36,7 +36,7 @@ def test_layers_override_in_order():
         ("flush.messages", "0"),
         ("retention.ms", "-2"),
         ("compression.type", "brotli"),
-        ("cleanup.policy", "compact"),
+        ("cleanup.policy", "compact,squash"),
         ("message.timestamp.type", "Now"),
         ("parse.key", "yes"),
         ("key.separator", ""),

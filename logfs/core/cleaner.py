@@ -335,6 +335,75 @@ def _complete_swap(directory: Path, name: str) -> None:
     logger.warning("%s: completed the swap of a cleaning", path)
 
 
+class Cleaning:
+    """One cleaning of a log (a `plan`), in steps a caller may spread over
+    threads: `map` and `write` only read the old segments (through their own
+    descriptors) and write files aside, so they can run in a worker thread;
+    `swap` changes the log, so it runs wherever the log is used (the daemon's
+    event loop). `close` when done."""
+
+    def __init__(
+        self,
+        log: Log,
+        work: Plan,
+        now_ms: int,
+        throttle: Callable[[int], None] = lambda n: None,
+    ) -> None:
+        self.log, self.plan, self.now_ms, self.throttle = log, work, now_ms, throttle
+        self.started = time.monotonic()
+        self.groups = list(groups(work.segments, log.config))
+        self.fds = read_fds(work.segments)
+        self.latest: dict[bytes, int] = {}
+        self.records = self.kept = 0
+
+    def map(self) -> None:
+        self.latest = offset_map(self.plan.segments, self.fds, self.plan.first_dirty)
+
+    def write(self, i: int) -> LogSegment | None:
+        """Write group ``i``'s cleaned segment aside; None if nothing is left of it."""
+        group = self.groups[i]
+        first = sum(len(g) for g in self.groups[:i])
+        cleaned, read, kept = write_cleaned(
+            self.log, group, self.fds[first : first + len(group)], self.latest, self.now_ms,
+            self.throttle,
+        )  # fmt: skip
+        self.records, self.kept = self.records + read, self.kept + kept
+        return cleaned
+
+    def swap(self, i: int, cleaned: LogSegment | None) -> bool:
+        """Swap group ``i``'s cleaned segment in; False (and the cleaned files
+        dropped) if retention deleted the group or the partition went offline
+        meanwhile. A failed rename takes the partition offline."""
+        group = self.groups[i]
+        if self.log.failure is not None or any(s not in self.log.segments for s in group):
+            if cleaned is not None:
+                discard(cleaned)
+            return False
+        try:
+            self.log.replace_segments(group, swap(self.log, group, cleaned))
+        except OSError as e:
+            self.log.fail("swapping in a cleaned segment", e)
+            raise
+        return True
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
+
+    def stats(self) -> Stats:
+        after = [s for s in self.log.segments if s.base_offset < self.plan.end]
+        return Stats(
+            sum(s.size for s in self.plan.segments),
+            sum(s.size for s in after),
+            self.records,
+            self.kept,
+            len(self.plan.segments),
+            len(after),
+            time.monotonic() - self.started,
+        )
+
+
 def clean(
     log: Log,
     first_dirty: int,
@@ -346,36 +415,17 @@ def clean(
     """One whole cleaning of ``log`` in the caller's thread (the offline
     ``logfs compact``, and tests): returns the new first dirty offset and
     what was done, or None when no cleaning is due."""
-    started = time.monotonic()
     work = plan(log, first_dirty, now_ms, force=force)
     if work is None:
         return None
-    fds = read_fds(work.segments)
+    job = Cleaning(log, work, now_ms, throttle)
     try:
-        latest = offset_map(work.segments, fds, work.first_dirty)
-        before, read_bytes = len(work.segments), sum(s.size for s in work.segments)
-        records = kept = 0
-        done = 0
-        for group in groups(work.segments, log.config):
-            group_fds = fds[done : done + len(group)]
-            done += len(group)
-            cleaned, read, k = write_cleaned(log, group, group_fds, latest, now_ms, throttle)
-            records, kept = records + read, kept + k
-            log.replace_segments(group, swap(log, group, cleaned))
+        job.map()
+        for i in range(len(job.groups)):
+            job.swap(i, job.write(i))
     finally:
-        for fd in fds:
-            os.close(fd)
-    after = [s for s in log.segments if s.base_offset < work.end]
-    stats = Stats(
-        read_bytes,
-        sum(s.size for s in after),
-        records,
-        kept,
-        before,
-        len(after),
-        time.monotonic() - started,
-    )
-    return work.end, stats
+        job.close()
+    return work.end, job.stats()
 
 
 def clean_store(

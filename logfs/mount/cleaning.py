@@ -15,7 +15,6 @@ and written per second (Kafka's log.cleaner.io.max.bytes.per.second).
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -81,40 +80,27 @@ class Cleaner:
         work = cleaner.plan(log, self.store.first_dirty.get(tp, 0), now, force=force)
         if work is None:
             return False
-        started = time.monotonic()
-        fds = cleaner.read_fds(work.segments)
+        job = cleaner.Cleaning(log, work, now, self.throttle)
         try:
-            latest = await trio.to_thread.run_sync(
-                cleaner.offset_map, work.segments, fds, work.first_dirty
-            )
-            done = 0
-            for group in cleaner.groups(work.segments, log.config):
-                group_fds = fds[done : done + len(group)]
-                done += len(group)
-                cleaned, _, _ = await trio.to_thread.run_sync(
-                    cleaner.write_cleaned, log, group, group_fds, latest, now, self.throttle
-                )
-                if log.failure is not None or any(s not in log.segments for s in group):
-                    if cleaned is not None:  # retention or a failure came first
-                        cleaner.discard(cleaned)
+            await trio.to_thread.run_sync(job.map)
+            for i in range(len(job.groups)):
+                cleaned = await trio.to_thread.run_sync(job.write, i)
+                if not job.swap(i, cleaned):  # retention or a failure came first
                     return False
-                try:
-                    log.replace_segments(group, cleaner.swap(log, group, cleaned))
-                except OSError as e:
-                    log.fail("swapping in a cleaned segment", e)
-                    raise
         finally:
-            for fd in fds:
-                os.close(fd)
+            job.close()
         self.store.first_dirty[tp] = work.end
         self.cleanings += 1
+        stats = job.stats()
         logger.info(
-            "cleaned %s-%d below offset %d in %.2f s (dirty ratio %.2f)",
+            "cleaned %s-%d below offset %d in %.2f s (dirty ratio %.2f): %d of %d records kept",
             log.topic,
             log.partition,
             work.end,
-            time.monotonic() - started,
+            stats.seconds,
             work.dirty_ratio,
+            stats.records_kept,
+            stats.records_read,
         )
         return True
 
