@@ -44,6 +44,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import bench_cleaner  # noqa: E402
 import bench_lookup  # noqa: E402
 import bench_recovery  # noqa: E402
 from mounts import NullDaemon, logfs_mount  # noqa: E402
@@ -435,6 +436,15 @@ def bench_core(table, args) -> None:
             f"{base / p50:.2f}",
             rate(1, p50 / 1e6) + " (one thread)",
         )
+    mb, clean, copy = bench_cleaner.measure(args.clean_records, args.clean_records // 20, args.rounds)
+    c, p = statistics.median(clean), statistics.median(copy)
+    table.add(
+        f"cleaning a compacted partition ({args.clean_records:,} records, 1 in 20 kept)",
+        f"{mb / c:.0f} MB/s",
+        f"plain copy {mb / p:.0f} MB/s",
+        f"{p / c:.3f}",
+        rate(args.clean_records, c),
+    )
     mb, recover, read = bench_recovery.measure(args.recovery_mib, args.rounds)
     r, b = statistics.median(recover), statistics.median(read)
     table.add(
@@ -468,6 +478,7 @@ def main() -> None:
     args.lookup_sizes = [100_000, 1_000_000, 10_000_000] if full else [100_000, 1_000_000]
     args.lookup_reads = 20_000 if full else 6_000
     args.recovery_mib = 512 if full else 128
+    args.clean_records = 1_000_000 if full else 200_000
     only = set(filter(None, args.only.split(","))) or {
         "append",
         "batches",

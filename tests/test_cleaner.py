@@ -360,3 +360,28 @@ def test_latest_values_match_a_dictionary_through_cleaning_and_reopening(
     with Store(data) as store:
         assert latest(store.log("c", 0)) == model
     assert check(data) == []
+
+
+def test_cleaned_batches_keep_headers_timestamps_and_time_lookups(store):
+    for kind in ("CreateTime", "LogAppendTime"):
+        name = f"c-{kind}"
+        compacted(store, name, **{"message.timestamp.type": kind})
+        log = store.log(name, 0)
+        for i in range(120):
+            log.append(
+                [b"v%d" % i, b"w%d" % i],
+                keys=[b"k%d" % (i % 4), b"u%d" % i],  # k* repeat, u* are unique
+                headers=[[("n", b"%d" % i)], []],
+                timestamp=[NOW + 10 * i, NOW + 10 * i + 5] if kind == "CreateTime" else None,
+            )
+        before = {r.offset: r for r in log.scan()}
+        clean(store, now=NOW + 10_000 if kind == "CreateTime" else None)
+        after = list(log.scan())
+        assert len(after) < len(before)
+        for record in after:  # every field of a kept record is as it was
+            assert record == before[record.offset]
+        for ts in (NOW + 3, NOW + 600, NOW + 1001):
+            want = min((r.offset for r in after if r.timestamp >= ts), default=None)
+            if kind == "CreateTime":
+                assert log.offset_for_time(ts) == want
+        assert kafka_decoded(log.dir) == [(r.offset, r.key, r.value) for r in after]

@@ -658,3 +658,108 @@ def gather(
         if with_offsets:
             off[n] = <int32_t>at
     return (out, offsets) if with_offsets else out
+
+
+# ---------------------------------------------------------------- the log cleaner
+
+cdef struct Rec:
+    Py_ssize_t start, end, key
+    int64_t key_len, value_len, ts_delta, offset_delta
+
+
+cdef Py_ssize_t next_record(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Rec* r) noexcept:
+    """The record at ``pos`` into ``r`` (its bounds, timestamp and offset
+    deltas, key and value lengths); the position after it, or -1 if it is
+    malformed. Its headers are not looked at: the cleaner copies whole records."""
+    cdef int64_t length
+    r.start = pos
+    pos = read_varint(buf, pos, end, &length)
+    if pos < 0 or length < 1 or length > end - pos:
+        return -1
+    r.end = pos + length
+    pos = read_varint(buf, pos + 1, r.end, &r.ts_delta)  # after the attributes byte
+    if pos < 0:
+        return -1
+    pos = read_varint(buf, pos, r.end, &r.offset_delta)
+    if pos < 0:
+        return -1
+    pos = read_bytes_field(buf, pos, r.end, &r.key_len)
+    if pos < 0:
+        return -1
+    r.key = pos
+    pos = read_bytes_field(buf, pos + max(r.key_len, 0), r.end, &r.value_len)
+    if pos < 0:
+        return -1
+    return r.end
+
+
+def map_keys(
+    const uint8_t[::1] body, int64_t count, int64_t base_offset, int64_t first_dirty,
+    dict latest,
+):
+    """Set ``latest[key]`` to the offset of each keyed record at or after
+    ``first_dirty`` of a records section (uncompressed), in order: the
+    cleaner's key map. Returns -1, or the index of a malformed record."""
+    cdef const uint8_t* buf = &body[0] if body.shape[0] else NULL
+    cdef Py_ssize_t pos = 0, end = body.shape[0]
+    cdef int64_t i, offset
+    cdef Rec r
+    for i in range(count):
+        pos = next_record(buf, pos, end, &r)
+        if pos < 0:
+            return i
+        offset = base_offset + r.offset_delta
+        if r.key_len >= 0 and offset >= first_dirty:
+            latest[PyBytes_FromStringAndSize(<const char*>buf + r.key, r.key_len)] = offset
+    return -1
+
+
+def keep_records(
+    const uint8_t[::1] body, int64_t count, int64_t base_offset, int64_t base_timestamp,
+    int64_t append_time, dict latest, int64_t horizon,
+):
+    """Which records of a records section (uncompressed) a cleaning keeps: a
+    keyed record whose key has no later offset in ``latest``, unless it is a
+    tombstone (null value) older than ``horizon``. ``append_time`` is the
+    batch's max timestamp for LogAppendTime batches (every record's), else
+    INT64_MIN.
+
+    Returns:
+        ``(kept, section, max_ts_delta)``: how many records stay; the new
+        records section (the kept records' bytes, unchanged, in order), or
+        None when all stay; the largest timestamp delta among those kept.
+        ``kept`` is -1 - i for a malformed record i.
+    """
+    cdef const uint8_t* buf = &body[0] if body.shape[0] else NULL
+    cdef Py_ssize_t pos = 0, end = body.shape[0], size = 0, at = 0
+    cdef int64_t i, offset, timestamp, kept = 0, max_delta = INT64_MIN
+    cdef Rec r
+    cdef object found
+    spans = np.empty((max(count, 1), 2), np.int64)
+    cdef int64_t[:, ::1] span = spans
+    for i in range(count):
+        pos = next_record(buf, pos, end, &r)
+        if pos < 0:
+            return -1 - i, None, 0
+        if r.key_len < 0:
+            continue
+        offset = base_offset + r.offset_delta
+        found = latest.get(PyBytes_FromStringAndSize(<const char*>buf + r.key, r.key_len))
+        if found is not None and <int64_t>found > offset:
+            continue
+        timestamp = append_time if append_time != INT64_MIN else base_timestamp + r.ts_delta
+        if r.value_len < 0 and timestamp < horizon:
+            continue
+        span[kept, 0] = r.start
+        span[kept, 1] = r.end
+        size += r.end - r.start
+        max_delta = max(max_delta, r.ts_delta)
+        kept += 1
+    if kept == count:
+        return kept, None, max_delta
+    out = PyBytes_FromStringAndSize(NULL, size)
+    cdef char* dst = PyBytes_AS_STRING(out)
+    for i in range(kept):
+        memcpy(dst + at, buf + span[i, 0], span[i, 1] - span[i, 0])
+        at += span[i, 1] - span[i, 0]
+    return kept, out, max_delta

@@ -17,9 +17,12 @@ partition:
    rewritten into one segment (`write_cleaned`). A record stays unless a later
    record has its key, it is a tombstone (a null value) older than
    delete.retention.ms, or it has no key (Kafka drops those too). A batch whose
-   records all stay is copied as it is; the others are re-encoded with the
-   kept records at their offsets (same codec, timestamps and last offset);
-   a batch with none left goes. Offsets never change: cleaning leaves gaps.
+   records all stay is copied as it is; the others get a new header over the
+   kept records' bytes, unchanged (so their offsets, timestamps, keys,
+   values and headers are), with the batch's codec, base offset, base
+   timestamp and last offset; a batch with none left goes. The per-record
+   work is compiled (`_codec.map_keys`, `_codec.keep_records`). Offsets
+   never change: cleaning leaves gaps.
    Control and transactional batches are copied as they are.
 4. `swap` puts the group's cleaned segment in place of its old ones, and the
    first dirty offset moves to the end of the cleaned part.
@@ -53,9 +56,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from . import compression
+from ._codec import keep_records, map_keys
 from .config import INT_MAX, TopicConfig
+from .errors import CorruptRecordError
 from .logfile import base_offset_of, iter_batches
-from .record import decode_records, encode_batch
+from .record import (
+    HEADER_SIZE,
+    LOG_APPEND_TIME,
+    BatchHeader,
+    pack_header_into,
+    records_section,
+)
 from .segment import BatchInfo, LogSegment
 
 if TYPE_CHECKING:
@@ -65,6 +77,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CLEANED, DELETED, SWAP = ".cleaned", ".deleted", ".swap"
+INT64_MIN = -(1 << 63)
 SUFFIXES = (".log", ".index", ".timeindex")
 
 
@@ -132,9 +145,10 @@ def offset_map(segments: list[LogSegment], fds: list[int], first_dirty: int) -> 
         for _, header, batch in iter_batches(fd, 0, segment.size, path=segment.log_path):
             if header.is_control or header.last_offset < first_dirty:
                 continue
-            for record in decode_records(batch, header):
-                if record.key is not None and record.offset >= first_dirty:
-                    latest[record.key] = record.offset
+            body = records_section(batch, header)
+            bad = map_keys(body, header.records_count, header.base_offset, first_dirty, latest)
+            if bad >= 0:
+                raise _malformed(segment, header, bad)
     return latest
 
 
@@ -203,32 +217,25 @@ def write_cleaned(
                     pending.append(bytes(batch))
                     infos.append(BatchInfo(header.size, header.last_offset, header.max_timestamp))
                     continue
-                records = decode_records(batch, header)
-                read += len(records)
-                keep = [
-                    r
-                    for r in records
-                    if r.key is not None
-                    and latest.get(r.key, r.offset) <= r.offset
-                    and not (r.value is None and r.timestamp < horizon)
-                ]
-                kept += len(keep)
-                if not keep:
+                log_append = header.timestamp_type == LOG_APPEND_TIME
+                kept_here, section, max_delta = keep_records(
+                    records_section(batch, header), header.records_count, header.base_offset,
+                    header.base_timestamp, header.max_timestamp if log_append else INT64_MIN,
+                    latest, horizon,
+                )  # fmt: skip
+                if kept_here < 0:
+                    raise _malformed(segment, header, -1 - kept_here)
+                read += header.records_count
+                kept += kept_here
+                if not kept_here:
                     continue
-                if len(keep) < len(records):
-                    batch = encode_batch(
-                        header.base_offset,
-                        [r.value for r in keep],
-                        keys=[r.key for r in keep],
-                        headers=[r.headers for r in keep],
-                        timestamps=[r.timestamp for r in keep],
-                        codec=header.codec,
-                        timestamp_type=header.timestamp_type,
-                        offset_deltas=[r.offset - header.base_offset for r in keep],
-                        last_offset_delta=header.last_offset_delta,
-                    )
+                max_ts = header.max_timestamp
+                if section is not None:
+                    if not log_append:
+                        max_ts = header.base_timestamp + max_delta
+                    batch = _rebuilt(header, section, kept_here, max_ts)
                 pending.append(bytes(batch))
-                infos.append(BatchInfo(len(batch), header.last_offset, header.max_timestamp))
+                infos.append(BatchInfo(len(batch), header.last_offset, max_ts))
             if pending:
                 cleaned.append(pending, infos)
                 throttle(sum(i.size for i in infos))
@@ -245,6 +252,26 @@ def write_cleaned(
         discard(cleaned)
         raise
     return cleaned, read, kept
+
+
+def _rebuilt(header: BatchHeader, section: bytes, count: int, max_timestamp: int) -> bytes:
+    """A batch holding the kept records' bytes ``section``: the header's base
+    offset, base timestamp, last offset delta, codec and timestamp type stay."""
+    if header.codec != compression.NONE:
+        section = compression.compress(header.codec, section)
+    batch = bytearray(HEADER_SIZE + len(section))
+    batch[HEADER_SIZE:] = section
+    pack_header_into(
+        batch, 0, header.base_offset, len(batch), header.attributes, count,
+        header.base_timestamp, max_timestamp, header.last_offset_delta,
+    )  # fmt: skip
+    return bytes(batch)
+
+
+def _malformed(segment: LogSegment, header: BatchHeader, record: int) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"{segment.log_path}: batch at offset {header.base_offset}: record {record} is malformed"
+    )
 
 
 def discard(segment: LogSegment) -> None:

@@ -304,8 +304,6 @@ def encode_batch(
     timestamps: int | Sequence[int] = 0,
     codec: int = compression.NONE,
     timestamp_type: int = CREATE_TIME,
-    offset_deltas: Sequence[int] | None = None,
-    last_offset_delta: int | None = None,
 ) -> bytes:
     """One batch holding ``values`` at offsets from ``base_offset``.
 
@@ -313,10 +311,6 @@ def encode_batch(
         timestamps: one timestamp for every record, or one per record.
         codec: compression codec id (see `compression`).
         timestamp_type: LOG_APPEND_TIME sets the batch's timestamp type bit.
-        offset_deltas: each record's offset - ``base_offset``, increasing
-            (default 0, 1, ...); a cleaned batch keeps its records' offsets.
-        last_offset_delta: the header's (default: the last record's); a
-            cleaned batch keeps its original one.
     """
     count = len(values)
     if count == 0:
@@ -327,24 +321,20 @@ def encode_batch(
     else:
         base_ts, max_ts = min(timestamps), max(timestamps)
         deltas = [t - base_ts for t in timestamps]
-    body = _encode_records(values, keys, headers, deltas, offset_deltas)
+    body = _encode_records(values, keys, headers, deltas)
     if codec != compression.NONE:
         body = compression.compress(codec, body)
     attributes = codec | (TIMESTAMP_TYPE_BIT if timestamp_type == LOG_APPEND_TIME else 0)
-    if last_offset_delta is None:
-        last_offset_delta = offset_deltas[-1] if offset_deltas is not None else count - 1
     batch = bytearray(HEADER_SIZE + len(body))
     batch[HEADER_SIZE:] = body
-    pack_header_into(
-        batch, 0, base_offset, len(batch), attributes, count, base_ts, max_ts, last_offset_delta
-    )
+    pack_header_into(batch, 0, base_offset, len(batch), attributes, count, base_ts, max_ts)
     return bytes(batch)
 
 
-def _encode_records(values, keys, headers, deltas, offset_deltas=None) -> bytes:
+def _encode_records(values, keys, headers, deltas) -> bytes:
     out = []
     append = out.append
-    if keys is None and headers is None and deltas is None and offset_deltas is None:
+    if keys is None and headers is None and deltas is None:
         # The common append path: no key, no headers, one timestamp.
         for delta, value in enumerate(values):
             value_part = b"\x01" if value is None else varint(len(value))
@@ -357,8 +347,7 @@ def _encode_records(values, keys, headers, deltas, offset_deltas=None) -> bytes:
         return b"".join(out)
     for delta, value in enumerate(values):
         key = keys[delta] if keys is not None else None
-        offset_delta = offset_deltas[delta] if offset_deltas is not None else delta
-        parts = [b"\x00", varint(deltas[delta] if deltas is not None else 0), varint(offset_delta)]
+        parts = [b"\x00", varint(deltas[delta] if deltas is not None else 0), varint(delta)]
         parts += _bytes_field(key) + _bytes_field(value)
         record_headers = headers[delta] if headers is not None else ()
         parts.append(varint(len(record_headers)))
