@@ -436,14 +436,15 @@ def bench_core(table, args) -> None:
             f"{base / p50:.2f}",
             rate(1, p50 / 1e6) + " (one thread)",
         )
-    mb, clean, copy = bench_cleaner.measure(args.clean_records, args.clean_records // 20, args.rounds)
+    records = args.clean_records
+    mb, clean, copy = bench_cleaner.measure(records, records // 20, args.rounds)
     c, p = statistics.median(clean), statistics.median(copy)
     table.add(
-        f"cleaning a compacted partition ({args.clean_records:,} records, 1 in 20 kept)",
+        f"cleaning a compacted partition ({records:,} records, 1 in 20 kept)",
         f"{mb / c:.0f} MB/s",
         f"plain copy {mb / p:.0f} MB/s",
         f"{p / c:.3f}",
-        rate(args.clean_records, c),
+        rate(records, c),
     )
     mb, recover, read = bench_recovery.measure(args.recovery_mib, args.rounds)
     r, b = statistics.median(recover), statistics.median(read)
