@@ -695,11 +695,13 @@ cdef Py_ssize_t next_record(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, 
 
 def map_keys(
     const uint8_t[::1] body, int64_t count, int64_t base_offset, int64_t first_dirty,
-    dict latest,
+    dict latest, bint live=False,
 ):
     """Set ``latest[key]`` to the offset of each keyed record at or after
     ``first_dirty`` of a records section (uncompressed), in order: the
-    cleaner's key map. Returns -1, or the index of a malformed record."""
+    cleaner's key map. With ``live``, a tombstone (null value) removes its key
+    instead: the live keys of the ``keys/`` view. Returns -1, or the index of
+    a malformed record."""
     cdef const uint8_t* buf = &body[0] if body.shape[0] else NULL
     cdef Py_ssize_t pos = 0, end = body.shape[0]
     cdef int64_t i, offset
@@ -710,7 +712,11 @@ def map_keys(
             return i
         offset = base_offset + r.offset_delta
         if r.key_len >= 0 and offset >= first_dirty:
-            latest[PyBytes_FromStringAndSize(<const char*>buf + r.key, r.key_len)] = offset
+            key = PyBytes_FromStringAndSize(<const char*>buf + r.key, r.key_len)
+            if live and r.value_len < 0:
+                latest.pop(key, None)
+            else:
+                latest[key] = offset
     return -1
 
 

@@ -47,6 +47,7 @@ from .errors import (
     ReadOnlyError,
     describe,
 )
+from .keys import index_batches, live_keys
 from .record import (
     BatchHeader,
     Record,
@@ -122,6 +123,7 @@ class Log:
         self.recovery_point = 0
         self.failure: str | None = None  # why the partition is offline (`fail`)
         self.rewrites = 0  # cleanings swapped in: stream positions before them are stale
+        self._live_keys: dict[bytes, int] | None = None  # compacted topics (keys.py)
         self._load(recovery_point, log_start_offset)
 
     def __repr__(self) -> str:
@@ -329,6 +331,15 @@ class Log:
             if e.errno not in CLEAN_WRITE_ERRORS:
                 self.fail("appending to a segment", e)
             raise
+        if self._live_keys is not None:
+            index_batches(self._live_keys, (batch for batch, _ in encoded))
+
+    def live_keys(self) -> dict[bytes, int]:
+        """Each live key of a compacted partition and its latest record's
+        offset (keys.py); built on first use, then kept current by appends."""
+        if self._live_keys is None:
+            self._live_keys = live_keys(self.segments, self.log_start_offset)
+        return self._live_keys
 
     def _write_batches(self, encoded: list[tuple[bytes, BatchInfo]], now: int) -> None:
         segment = self.active_segment
@@ -577,6 +588,7 @@ class Log:
                 raise
         if count:
             self._dir_dirty = True
+            self._live_keys = None  # some keys' latest records may be gone: rebuilt on use
         return count
 
     # ------------------------------------------------------------ lifecycle

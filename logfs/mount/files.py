@@ -15,7 +15,15 @@ from ..core.batching import max_record_bytes
 from ..core.config import TopicConfig, read_properties, write_properties
 from ..core.log import Log
 from ..core.store import Store
-from .framing import Batches, BatchFramer, Framed, LengthFramer, LineFramer, Packed
+from .framing import (
+    Batches,
+    BatchFramer,
+    Framed,
+    LengthFramer,
+    LineFramer,
+    Packed,
+    TooLargeError,
+)
 
 # At most this many bytes of unread receipts are kept per open append file:
 # a reader of receipts reads them as it goes, others never open for reading.
@@ -143,6 +151,49 @@ class SnapshotFile:
 
     def read(self, offset: int, size: int) -> bytes:
         return self.data[offset : offset + size]
+
+
+class KeyFile(SnapshotFile):
+    """An open ``<topic>/keys/<name>`` of a compacted topic.
+
+    Reads see the value at open; writes edit a copy (empty with ``O_TRUNC``
+    or for a new key), at any position as in a regular file, and closing the
+    file appends the whole content as one record with the key, to the
+    partition Kafka's default partitioner picks for it: ``echo v > keys/k``,
+    ``cp``, and editors that save in place all work. Nothing is appended if
+    nothing was written (or truncated).
+    """
+
+    def __init__(
+        self, topic: str, key: bytes, path: tuple, data: bytes, *, changed: bool = False
+    ) -> None:
+        super().__init__(data)
+        self.topic, self.key, self.path = topic, key, path
+        self.buffer = bytearray(data)
+        self.changed = changed
+
+    def read(self, offset: int, size: int) -> bytes:
+        return bytes(self.buffer[offset : offset + size])
+
+    def write(self, offset: int, data: bytes, limit: int) -> None:
+        end = offset + len(data)
+        if end > limit:
+            raise TooLargeError(f"a value of {end} bytes is over max.message.bytes")
+        if offset > len(self.buffer):
+            self.buffer.extend(bytes(offset - len(self.buffer)))
+        self.buffer[offset:end] = data
+        self.changed = True
+
+    def truncate(self, size: int) -> None:
+        del self.buffer[size:]
+        self.buffer.extend(bytes(size - len(self.buffer)))
+        self.changed = True
+
+    def finish(self, store: Store) -> None:
+        """close(): append the content as the key's new value, once per change."""
+        if self.changed:
+            self.changed = False
+            store.append_to_topic(self.topic, [bytes(self.buffer)], [self.key])
 
 
 class ConfigFile(SnapshotFile):

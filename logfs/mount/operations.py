@@ -25,6 +25,7 @@ import os
 
 import pyfuse3
 
+from ..core.batching import max_record_bytes
 from ..core.config import flush_messages_reached
 from ..core.errors import (
     CorruptIndexError,
@@ -47,6 +48,7 @@ from ..core.store import Store
 from .files import (
     AppendFile,
     ConfigFile,
+    KeyFile,
     SnapshotFile,
     StreamFile,
     config_text,
@@ -168,13 +170,28 @@ class Operations(pyfuse3.Operations):
         node = self.view.node(inode)
         if fields.update_mode or fields.update_uid or fields.update_gid:
             raise fail(errno.EPERM)
-        if fields.update_size:
+        if fields.update_size and node.kind is Kind.KEY:
+            self._truncate_key(node, attr.st_size, self.files.get(fh))
+        elif fields.update_size:
             # `> file` and `truncate -s 0` on an append-only file: nothing to cut.
             if node.kind not in APPENDS and node.kind is not Kind.CONFIG:
                 raise fail(errno.EACCES)
             if attr.st_size != 0:
                 raise fail(errno.EINVAL)
         return self.view.attrs(node)  # times (touch) are accepted and not stored
+
+    def _truncate_key(self, node, size: int, file) -> None:
+        """truncate(2) of ``keys/<k>``: an open file's copy, else a new value now."""
+        if self.store.read_only:
+            raise fail(errno.EROFS)
+        if isinstance(file, KeyFile):
+            file.truncate(size)
+            return
+        value = b"" if node.content is None else node.content.value or b""
+        key = self.view.key_of(node.topic, node.path[2])
+        value = value[:size] + bytes(max(0, size - len(value)))
+        self.store.append_to_topic(node.topic, [value], [key])
+        self.view.resolve(node.path)
 
     @fuse_errors
     async def readlink(self, inode, ctx=None):
@@ -239,13 +256,41 @@ class Operations(pyfuse3.Operations):
 
     @fuse_errors
     async def create(self, parent_inode, name, mode, flags, ctx=None):
-        # Only reached for names that do not exist: the tree is fixed.
-        raise fail(errno.EPERM)
+        """Only ``keys/<k>`` of a compacted topic can be created (a new key,
+        written at close); the rest of the tree is fixed."""
+        parent = self.view.node(parent_inode)
+        if parent.kind is not Kind.KEYS_DIR:
+            raise fail(errno.EPERM)
+        if self.store.read_only:
+            raise fail(errno.EROFS)
+        path = (*parent.path, os.fsdecode(name))
+        key = self.view.key_of(parent.topic, path[2])
+        if key is None:
+            raise fail(errno.EINVAL)  # a name no key has (see docs/compaction.md)
+        self.view.pending.add(path)
+        node = self.view.resolve(path)
+        node.lookups += 1
+        fh = next(self._fh)
+        self.files[fh] = KeyFile(parent.topic, key, path, b"", changed=True)
+        return pyfuse3.FileInfo(fh=fh, direct_io=True), self.view.attrs(node)
+
+    @fuse_errors
+    async def unlink(self, parent_inode, name, ctx=None):
+        """``rm keys/<k>`` appends a tombstone for the key; nothing else unlinks."""
+        parent = self.view.node(parent_inode)
+        if parent.kind is not Kind.KEYS_DIR:
+            raise fail(errno.EPERM)
+        if self.store.read_only:
+            raise fail(errno.EROFS)
+        key = self.view.key_of(parent.topic, os.fsdecode(name))
+        if key is None or self.view.latest(parent.topic, key) is None:
+            raise fail(errno.ENOENT)
+        self.store.append_to_topic(parent.topic, [None], [key])
 
     async def _refuse(self, *args):
         raise fail(errno.EPERM)
 
-    unlink = rename = symlink = link = mknod = _refuse
+    rename = symlink = link = mknod = _refuse
 
     @fuse_errors
     async def statfs(self, ctx=None):
@@ -274,7 +319,7 @@ class Operations(pyfuse3.Operations):
         writing = flags & os.O_ACCMODE != os.O_RDONLY
         if kind in DIRECTORIES:
             raise fail(errno.EISDIR)
-        if writing and kind not in APPENDS and kind is not Kind.CONFIG:
+        if writing and kind not in APPENDS and kind not in (Kind.CONFIG, Kind.KEY):
             raise fail(errno.EACCES)
         if writing and self.store.read_only:
             raise fail(errno.EROFS)
@@ -292,6 +337,13 @@ class Operations(pyfuse3.Operations):
             # Python's buffered "+" modes refuse a file that cannot seek.
             nonseekable = reading and not flags & os.O_APPEND
             return pyfuse3.FileInfo(fh=fh, direct_io=True, nonseekable=nonseekable)
+        elif kind is Kind.KEY:
+            value = b"" if node.content is None else node.content.value or b""
+            truncate = writing and bool(flags & os.O_TRUNC)
+            key = self.view.key_of(node.topic, node.path[2])
+            self.files[fh] = KeyFile(
+                node.topic, key, node.path, b"" if truncate else value, changed=truncate
+            )
         elif kind is Kind.STREAM:
             self.files[fh] = StreamFile(node.topic, node.partition)
         elif kind is Kind.STATE:
@@ -327,6 +379,9 @@ class Operations(pyfuse3.Operations):
         if isinstance(file, AppendFile):
             file.write(self.store, buf)
             await self._sync_if_due(file)
+        elif isinstance(file, KeyFile):
+            config = self.store.topic_config(file.topic)
+            file.write(off, buf, max_record_bytes(config) - len(file.key))
         elif isinstance(file, ConfigFile):
             file.write(self.store, buf)
         else:
@@ -342,6 +397,11 @@ class Operations(pyfuse3.Operations):
             await self._sync_if_due(file)
         elif isinstance(file, ConfigFile):
             file.finish(self.store)
+        elif isinstance(file, KeyFile):
+            try:
+                file.finish(self.store)
+            finally:
+                self.view.pending.discard(file.path)
 
     async def release(self, fh):
         try:

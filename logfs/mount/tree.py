@@ -6,6 +6,8 @@ Paths are tuples of names below the mount point::
     (topic,)                             TOPIC            directory
     (topic, "append" | "append.bin")     TOPIC_APPEND[_BIN]
     (topic, "config")                    CONFIG
+    (topic, "keys")                      KEYS_DIR         directory (compacted topics)
+    (topic, "keys", name)                KEY              a key's latest value (core/keys.py)
     (topic, "<p>")                       PARTITION        directory
     (topic, "<p>", "append" | "append.bin" | "append.batches" | "stream" | "state")
     (topic, "<p>", "offset" | "time" | "segments")        directories
@@ -52,6 +54,8 @@ class Kind(enum.Enum):
     TIME = "time"
     SEGMENT_DIR = "segments/"
     SEGMENT = "segment"
+    KEYS_DIR = "keys/"
+    KEY = "key"
 
 
 DIRECTORIES = {
@@ -61,6 +65,7 @@ DIRECTORIES = {
     Kind.OFFSET_DIR,
     Kind.TIME_DIR,
     Kind.SEGMENT_DIR,
+    Kind.KEYS_DIR,
 }
 # The append files and how each frames what is written (see framing.py).
 FRAMINGS = {
@@ -77,6 +82,7 @@ TOPIC_CHILDREN = {
     "append": Kind.TOPIC_APPEND,
     "append.bin": Kind.TOPIC_APPEND_BIN,
     "config": Kind.CONFIG,
+    "keys": Kind.KEYS_DIR,
 }
 PARTITION_CHILDREN = {
     "append": Kind.APPEND,
@@ -108,6 +114,8 @@ def kind_of(path: tuple[str, ...]) -> Kind | None:
         return TOPIC_CHILDREN.get(path[1]) or (
             Kind.PARTITION if number(path[1]) is not None else None
         )
+    if path[1] == "keys":
+        return Kind.KEY if depth == 3 else None
     if number(path[1]) is None:
         return None
     if depth == 3:

@@ -17,6 +17,7 @@ import time
 import pyfuse3
 import trio
 
+from ..core.keys import key_name, name_key
 from ..core.lines import PartitionStream, Uncounted
 from ..core.log import Log
 from ..core.store import Store
@@ -56,6 +57,7 @@ class View:
         self._uid, self._gid = data.st_uid, data.st_gid
         self._perm = stat.S_IMODE(data.st_mode)
         self._started_ns = time.time_ns()
+        self.pending: set[tuple[str, ...]] = set()  # keys/<name> created, not yet written
 
     def node(self, inode: int) -> Node:
         node = self.inodes.get(inode)
@@ -75,9 +77,13 @@ class View:
             topics = self.store.topics()
             if path[0] not in topics:
                 raise fail(errno.ENOENT)
-            in_partition = len(path) > 1 and kind not in TOPIC_CHILDREN.values()
+            in_partition = len(path) > 1 and kind not in (*TOPIC_CHILDREN.values(), Kind.KEY)
             if in_partition and number(path[1]) >= topics[path[0]]:
                 raise fail(errno.ENOENT)
+            if kind in (Kind.KEYS_DIR, Kind.KEY) and not self.store.topic_config(path[0]).compact:
+                raise fail(errno.ENOENT)
+        if kind is Kind.KEY:
+            return self._resolve_key(path)
         node = self.inodes.node(path, kind)
         if kind is Kind.OFFSET and node.content is None:
             node.content = self.log(node).read(int(path[3]))
@@ -93,13 +99,52 @@ class View:
             node.content = target
         return node
 
+    def _resolve_key(self, path: tuple[str, ...]) -> Node:
+        """``keys/<name>``: the key's latest record, read now (values change);
+        a key created but not yet written (`pending`) has none."""
+        key = self.key_of(path[0], path[2])
+        found = None if key is None else self.latest(path[0], key)
+        if found is None and path not in self.pending:
+            raise fail(errno.ENOENT)
+        node = self.inodes.node(path, Kind.KEY)
+        node.content = None if found is None else found[0].read(found[1])
+        return node
+
+    def key_of(self, topic: str, name: str) -> bytes | None:
+        """The key ``keys/<name>`` names, if any (core/keys.py)."""
+        key = name_key(name)
+        if key is None and "%~" in name:  # a long key's hashed name: look among the keys
+            for p in range(self.store.topics().get(topic, 0)):
+                for candidate in self.store.log(topic, p).live_keys():
+                    if key_name(candidate) == name:
+                        return candidate
+        return key
+
+    def latest(self, topic: str, key: bytes) -> tuple[Log, int] | None:
+        """The log and offset of ``key``'s latest record in ``topic``, if live."""
+        for p in range(self.store.topics().get(topic, 0)):
+            log = self.store.log(topic, p)
+            offset = log.live_keys().get(key)
+            if offset is not None:
+                return log, offset
+        return None
+
     def entries(self, node: Node) -> list[str]:
         """The names in a directory, in listing order."""
         if node.kind is Kind.ROOT:
             return list(self.store.topics())
         if node.kind is Kind.TOPIC:
             count = self.store.topics().get(node.topic, 0)
-            return [str(p) for p in range(count)] + list(TOPIC_CHILDREN)
+            children = list(TOPIC_CHILDREN)
+            if not self.store.topic_config(node.topic).compact:
+                children.remove("keys")
+            return [str(p) for p in range(count)] + children
+        if node.kind is Kind.KEYS_DIR:
+            count = self.store.topics().get(node.topic, 0)
+            live = set()
+            for p in range(count):
+                live.update(self.store.log(node.topic, p).live_keys())
+            return sorted(key_name(k) for k in live)
         if node.kind is Kind.PARTITION:
             return list(PARTITION_CHILDREN)
         if node.kind is Kind.OFFSET_DIR:
@@ -140,6 +185,12 @@ class View:
             size = len(node.content.value or b"")
             mtime = max(node.content.timestamp, 0) * 1_000_000
             timeout = 60.0
+        elif kind is Kind.KEY:  # its latest value: changes with every write
+            mode = stat.S_IFREG | 0o644
+            if node.content is not None:
+                size = len(node.content.value or b"")
+                mtime = max(node.content.timestamp, 0) * 1_000_000
+            timeout = 0
         elif kind in APPENDS:
             mode = stat.S_IFREG | 0o644
             timeout = 0
@@ -205,6 +256,15 @@ class View:
                 XATTR + "data": os.fsencode(os.path.abspath(self.store.path)),
                 XATTR + "health": health.encode(),
                 XATTR + "failures": json.dumps(failures, sort_keys=True).encode(),
+            }
+        if node.kind is Kind.KEY and node.content is not None:
+            record = node.content
+            found = self.latest(node.topic, record.key)
+            return {
+                XATTR + "offset": str(record.offset).encode(),
+                XATTR + "timestamp": str(record.timestamp).encode(),
+                XATTR + "partition": str(found[0].partition if found else "").encode(),
+                XATTR + "key": record.key,
             }
         if node.kind is not Kind.OFFSET:
             return {}

@@ -1,0 +1,88 @@
+"""The live keys of a compacted partition, and keys as file names.
+
+`live_keys` builds, in one compiled pass over a partition's batches, a dict
+from each live key (its latest record is not a tombstone) to that record's
+offset; `index_batches` keeps it current with batches as they are appended.
+`Log.live_keys` holds it (built on first use, dropped when retention deletes
+segments); cleaning never removes a key's latest record, so it stays right.
+Memory: one Python dict entry, one bytes object and one int per key.
+
+Key names (the mount's ``<topic>/keys/``), so that every key has exactly one
+name and every name one key:
+
+- a key's bytes are its name, except ``%``, ``/`` and NUL, which are written
+  ``%25``, ``%2F`` and ``%00``, and a leading ``.``, written ``%2E`` (so no
+  key is ``.``, ``..`` or hidden);
+- the empty key is ``%``;
+- a name that would be longer than 255 bytes is its first 200 bytes (never
+  cutting an escape), ``%~`` and 32 hex digits of the key's SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable
+
+from ._codec import map_keys
+from .errors import CorruptRecordError
+from .record import read_header, records_section
+
+NAME_MAX = 255
+_SPECIAL = re.compile(rb"[%/\x00]|^\.")
+_ESCAPE = re.compile(rb"%([0-9A-F]{2})")
+
+
+def key_name(key: bytes) -> str:
+    """The file name of ``key`` (module docstring)."""
+    if not key:
+        return "%"
+    name = _SPECIAL.sub(lambda m: b"%%%02X" % m[0][0], key)
+    if len(name) > NAME_MAX:
+        cut = name[:200]
+        cut = cut[: cut.rfind(b"%")] if b"%" in cut[-2:] else cut  # no half escape
+        name = cut + b"%~" + hashlib.sha256(key).hexdigest()[:32].encode()
+    return os.fsdecode(name)
+
+
+def name_key(name: str) -> bytes | None:
+    """The key named ``name``; None for a long key's hashed name (look it up
+    among the keys) or a name no key has."""
+    raw = os.fsencode(name)
+    if raw == b"%":
+        return b""
+    if b"%~" in raw:
+        return None
+    key = _ESCAPE.sub(lambda m: bytes([int(m[1], 16)]), raw)
+    return key if key_name(key) == name else None
+
+
+def index_batches(latest: dict[bytes, int], batches: Iterable[bytes | memoryview]) -> None:
+    """Apply appended batches (offsets assigned, CRC valid) to ``latest``."""
+    for batch in batches:
+        header = read_header(batch)
+        if header.is_control:
+            continue
+        body = records_section(batch, header)
+        bad = map_keys(body, header.records_count, header.base_offset, 0, latest, True)
+        if bad >= 0:
+            raise CorruptRecordError(f"batch at offset {header.base_offset}: record {bad}")
+
+
+def live_keys(segments, log_start_offset: int) -> dict[bytes, int]:
+    """The live keys of a partition's ``segments`` and their latest offsets."""
+    latest: dict[bytes, int] = {}
+    for segment in segments:
+        for _, header, batch in segment.batches(0):
+            if header.is_control or header.last_offset < log_start_offset:
+                continue
+            body = records_section(batch, header)
+            bad = map_keys(
+                body, header.records_count, header.base_offset, log_start_offset, latest, True
+            )
+            if bad >= 0:
+                raise CorruptRecordError(
+                    f"{segment.log_path}: batch at offset {header.base_offset}: record {bad}"
+                )
+    return latest
