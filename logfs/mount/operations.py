@@ -344,6 +344,8 @@ class Operations(pyfuse3.Operations):
             self.files[fh] = KeyFile(
                 node.topic, key, node.path, b"" if truncate else value, changed=truncate
             )
+            if not writing:  # the page cache, refreshed at each open: no read past the end
+                return pyfuse3.FileInfo(fh=fh, keep_cache=False)
         elif kind is Kind.STREAM:
             self.files[fh] = StreamFile(node.topic, node.partition)
         elif kind is Kind.STATE:

@@ -107,7 +107,10 @@ class View:
         if found is None and path not in self.pending:
             raise fail(errno.ENOENT)
         node = self.inodes.node(path, Kind.KEY)
-        node.content = None if found is None else found[0].read(found[1])
+        if found is None:
+            node.content = None
+        elif node.content is None or node.content.offset != found[1]:
+            node.content = found[0].read(found[1])  # read again only when it changed
         return node
 
     def key_of(self, topic: str, name: str) -> bytes | None:
