@@ -6,11 +6,13 @@ from __future__ import annotations
 import errno
 import json
 import os
+import random
 import subprocess
 import time
 
 import pytest
 from mount_helpers import LOGFS, Daemon
+from stress import scale
 
 from logfs import Store
 from logfs.core.check import check
@@ -61,3 +63,59 @@ def test_the_daemon_cleans_in_the_background_and_readers_skip_the_gaps(tmp_path)
     assert check(data) == []
     first_dirty = (data / CLEANER_FILE).read_text().split("\n")[2]
     assert first_dirty.startswith("c 0 ") and int(first_dirty.split()[2]) > 0
+
+
+def test_sigkill_of_the_daemon_while_it_cleans(tmp_path):
+    """The daemon cleans (throttled, so a cleaning takes seconds) and is
+    SIGKILLed at a random moment, round after round, with more appends
+    between: after each recovery every key has its latest value and no
+    deleted key is back."""
+    rng = random.Random(int(os.environ.get("LOGFS_STRESS_SEED", "4")))
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    model: dict[bytes, bytes] = {}
+    with Store(data) as store:
+        store.create_topic(
+            "c",
+            1,
+            {"cleanup.policy": "compact", "segment.bytes": "1024", "delete.retention.ms": "0"},
+        )
+    killed = shrunk = appended = 0
+    for round_ in range(scale(4, 25)):
+        with Store(data) as store:  # more dirt: new values and tombstones
+            log = store.log("c", 0)
+            for i in range(150):
+                key = b"k%d" % rng.randrange(30)
+                value = None if rng.random() < 0.1 else b"r%d-%d" % (round_, i)
+                log.append([value], keys=[key])
+                appended += 1
+                if value is None:
+                    model.pop(key, None)
+                else:
+                    model[key] = value
+        daemon = Daemon(
+            data, mnt, "log.cleaner.backoff.ms=10", "log.cleaner.io.max.bytes.per.second=20000"
+        ).start()
+        try:
+            time.sleep(rng.uniform(0.05, 3.0))
+            if daemon.proc.poll() is None:
+                daemon.kill()
+                killed += 1
+        finally:
+            daemon.stop()
+        with Store(data) as store:  # recovery, including of an interrupted cleaning
+            log = store.log("c", 0)
+            assert latest_values(log) == model, f"round {round_}"
+            shrunk += len(list(log.scan())) < appended  # some cleaning was committed
+        assert check(data) == []
+    assert killed and shrunk
+
+
+def latest_values(log) -> dict[bytes, bytes]:
+    view: dict[bytes, bytes] = {}
+    for record in log.scan():
+        if record.value is None:
+            view.pop(record.key, None)
+        else:
+            view[record.key] = record.value
+    return view

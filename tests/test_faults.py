@@ -29,6 +29,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -57,10 +58,20 @@ class Faults:
             time.sleep(0.01)
 
     def _ctl(self, command: str) -> None:
-        done = subprocess.run(
-            ["fiu-ctrl", "-c", command, str(self.pid)], capture_output=True, text=True, timeout=20
+        proc = subprocess.Popen(
+            ["fiu-ctrl", "-c", command, str(self.pid)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # fiu-ctrl is a script: on a timeout, kill its children too
         )
-        assert done.returncode == 0 and "error" not in done.stdout, (command, done.stdout)
+        try:
+            out, _ = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise AssertionError(f"fiu-ctrl got no answer to {command!r}") from None
+        assert proc.returncode == 0 and "error" not in out, (command, out)
 
     def enable(self, point: str, code: int = errno.EIO, *, onetime: bool = False) -> None:
         self._ctl(f"enable name={point},failinfo={code}" + (",onetime" if onetime else ""))
