@@ -107,10 +107,13 @@ def mnt(tmp_path):
 def view(keys_dir) -> dict[bytes, bytes]:
     """keys/ as a dict: each file's key (its xattr: hashed names do not say it)
     and content."""
-    return {
-        os.getxattr(keys_dir / name, "user.logfs.key"): (keys_dir / name).read_bytes()
-        for name in os.listdir(keys_dir)
-    }
+    out = {}
+    for name in os.listdir(keys_dir):
+        value = (keys_dir / name).read_bytes()
+        # the kernel caches attributes for a second: the mount must have said when they changed
+        assert os.stat(keys_dir / name).st_size == len(value), name
+        out[os.getxattr(keys_dir / name, "user.logfs.key")] = value
+    return out
 
 
 @pytest.mark.mount
@@ -121,6 +124,9 @@ def test_shell_tools_on_keys(mnt, tmp_path):
     assert sorted(os.listdir(keys)) == ["alice", "bob"]
     assert sh(f"cat {keys}/alice").stdout == "Bergen"
     assert os.stat(keys / "alice").st_size == 6
+    sh(f"printf 'alice\\tTrondheim\\n' >> {mnt.mountpoint}/c/append")  # another writer
+    assert os.stat(keys / "alice").st_size == 9  # at once, though attributes are cached
+    assert sh(f"cat {keys}/alice").stdout == "Trondheim"
     sh(f"echo Quito > {keys}/carol && cp /etc/hostname {keys}/host")
     assert (keys / "carol").read_bytes() == b"Quito\n"
     assert (keys / "host").read_bytes() == Path("/etc/hostname").read_bytes()

@@ -58,8 +58,12 @@ def name_key(name: str) -> bytes | None:
     return key if key_name(key) == name else None
 
 
-def index_batches(latest: dict[bytes, int], batches: Iterable[bytes | memoryview]) -> None:
-    """Apply appended batches (offsets assigned, CRC valid) to ``latest``."""
+def index_batches(
+    latest: dict[bytes, int], batches: Iterable[bytes | memoryview], changed: set[bytes] | None
+) -> None:
+    """Apply appended batches (offsets assigned, CRC valid) to ``latest``, and
+    add the keys they hold to ``changed`` unless it is None (for the mount:
+    its cached attributes of those keys' files are stale)."""
     for batch in batches:
         header = read_header(batch)
         if header.is_control:
@@ -68,6 +72,10 @@ def index_batches(latest: dict[bytes, int], batches: Iterable[bytes | memoryview
         bad = map_keys(body, header.records_count, header.base_offset, 0, latest, True)
         if bad >= 0:
             raise CorruptRecordError(f"batch at offset {header.base_offset}: record {bad}")
+        if changed is not None:
+            seen: dict[bytes, int] = {}
+            map_keys(body, header.records_count, header.base_offset, 0, seen)
+            changed.update(seen)
 
 
 def live_keys(segments, log_start_offset: int) -> dict[bytes, int]:

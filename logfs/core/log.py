@@ -124,6 +124,8 @@ class Log:
         self.failure: str | None = None  # why the partition is offline (`fail`)
         self.rewrites = 0  # cleanings swapped in: stream positions before them are stale
         self._live_keys: dict[bytes, int] | None = None  # compacted topics (keys.py)
+        # keys appended to since the mount last looked (None: nobody looks)
+        self.changed_keys: set[bytes] | None = None
         self._load(recovery_point, log_start_offset)
 
     def __repr__(self) -> str:
@@ -332,7 +334,7 @@ class Log:
                 self.fail("appending to a segment", e)
             raise
         if self._live_keys is not None:
-            index_batches(self._live_keys, (batch for batch, _ in encoded))
+            index_batches(self._live_keys, (batch for batch, _ in encoded), self.changed_keys)
 
     def live_keys(self) -> dict[bytes, int]:
         """Each live key of a compacted partition and its latest record's

@@ -17,6 +17,7 @@ as-is (one write, one append) and reads are never served stale.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import itertools
@@ -191,6 +192,7 @@ class Operations(pyfuse3.Operations):
         key = self.view.key_of(node.topic, node.path[2])
         value = value[:size] + bytes(max(0, size - len(value)))
         self.store.append_to_topic(node.topic, [value], [key])
+        self._refresh_keys(node.topic)
         self.view.resolve(node.path)
 
     @fuse_errors
@@ -286,6 +288,14 @@ class Operations(pyfuse3.Operations):
         if key is None or self.view.latest(parent.topic, key) is None:
             raise fail(errno.ENOENT)
         self.store.append_to_topic(parent.topic, [None], [key])
+        self._refresh_keys(parent.topic)
+
+    def _refresh_keys(self, topic: str) -> None:
+        """The kernel keeps a ``keys/`` file's attributes for a second: after
+        appends to a compacted topic, forget those of the keys written."""
+        for inode, _ in self.view.changed_keys(topic):
+            with contextlib.suppress(OSError):  # the kernel no longer holds it
+                pyfuse3.invalidate_inode(inode, attr_only=True)
 
     async def _refuse(self, *args):
         raise fail(errno.EPERM)
@@ -338,6 +348,7 @@ class Operations(pyfuse3.Operations):
             nonseekable = reading and not flags & os.O_APPEND
             return pyfuse3.FileInfo(fh=fh, direct_io=True, nonseekable=nonseekable)
         elif kind is Kind.KEY:
+            node = self.view.resolve(node.path)  # its value now (attributes are cached)
             value = b"" if node.content is None else node.content.value or b""
             truncate = writing and bool(flags & os.O_TRUNC)
             key = self.view.key_of(node.topic, node.path[2])
@@ -380,6 +391,7 @@ class Operations(pyfuse3.Operations):
         file = self._file(fh)
         if isinstance(file, AppendFile):
             file.write(self.store, buf)
+            self._refresh_keys(file.topic)
             await self._sync_if_due(file)
         elif isinstance(file, KeyFile):
             config = self.store.topic_config(file.topic)
@@ -396,6 +408,7 @@ class Operations(pyfuse3.Operations):
         file = self._file(fh)
         if isinstance(file, AppendFile) and file.framer.pending:
             file.finish(self.store)
+            self._refresh_keys(file.topic)
             await self._sync_if_due(file)
         elif isinstance(file, ConfigFile):
             file.finish(self.store)
@@ -404,6 +417,7 @@ class Operations(pyfuse3.Operations):
                 file.finish(self.store)
             finally:
                 self.view.pending.discard(file.path)
+                self._refresh_keys(file.topic)
 
     async def release(self, fh):
         try:

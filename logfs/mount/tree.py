@@ -175,6 +175,10 @@ class InodeTable:
     def get(self, inode: int) -> Node | None:
         return self._nodes.get(inode)
 
+    def inode_of(self, path: tuple[str, ...]) -> int | None:
+        """The inode the kernel knows ``path`` by, if any."""
+        return self._by_path.get(path)
+
     def node(self, path: tuple[str, ...], kind: Kind) -> Node:
         """The node for ``path``, created if new; the caller counts the lookup."""
         inode = self._by_path.get(path)

@@ -58,6 +58,7 @@ class View:
         self._perm = stat.S_IMODE(data.st_mode)
         self._started_ns = time.time_ns()
         self.pending: set[tuple[str, ...]] = set()  # keys/<name> created, not yet written
+        self.keys_in_use: set[str] = set()  # topics whose keys/ the kernel may cache
 
     def node(self, inode: int) -> Node:
         node = self.inodes.get(inode)
@@ -113,23 +114,51 @@ class View:
             node.content = found[0].read(found[1])  # read again only when it changed
         return node
 
+    def live_keys(self, topic: str) -> list[dict[bytes, int]]:
+        """Each partition's live keys (`Log.live_keys`); from now on the logs
+        note the keys appended to, for `changed_keys`."""
+        out = []
+        for p in range(self.store.topics().get(topic, 0)):
+            log = self.store.log(topic, p)
+            if log.changed_keys is None:
+                log.changed_keys = set()
+            out.append(log.live_keys())
+        self.keys_in_use.add(topic)
+        return out
+
+    def changed_keys(self, topic: str) -> list[tuple[int, str]]:
+        """(inode, name) of the ``keys/`` files the kernel may hold whose key
+        was appended to since the last call."""
+        if topic not in self.keys_in_use:
+            return []
+        out = []
+        for p in range(self.store.topics().get(topic, 0)):
+            log = self.store.log(topic, p)
+            for key in log.changed_keys or ():
+                name = key_name(key)
+                inode = self.inodes.inode_of((topic, "keys", name))
+                if inode is not None:
+                    out.append((inode, name))
+            if log.changed_keys:
+                log.changed_keys.clear()
+        return out
+
     def key_of(self, topic: str, name: str) -> bytes | None:
         """The key ``keys/<name>`` names, if any (core/keys.py)."""
         key = name_key(name)
         if key is None and "%~" in name:  # a long key's hashed name: look among the keys
-            for p in range(self.store.topics().get(topic, 0)):
-                for candidate in self.store.log(topic, p).live_keys():
+            for live in self.live_keys(topic):
+                for candidate in live:
                     if key_name(candidate) == name:
                         return candidate
         return key
 
     def latest(self, topic: str, key: bytes) -> tuple[Log, int] | None:
         """The log and offset of ``key``'s latest record in ``topic``, if live."""
-        for p in range(self.store.topics().get(topic, 0)):
-            log = self.store.log(topic, p)
-            offset = log.live_keys().get(key)
+        for p, live in enumerate(self.live_keys(topic)):
+            offset = live.get(key)
             if offset is not None:
-                return log, offset
+                return self.store.log(topic, p), offset
         return None
 
     def entries(self, node: Node) -> list[str]:
@@ -143,10 +172,9 @@ class View:
                 children.remove("keys")
             return [str(p) for p in range(count)] + children
         if node.kind is Kind.KEYS_DIR:
-            count = self.store.topics().get(node.topic, 0)
             live = set()
-            for p in range(count):
-                live.update(self.store.log(node.topic, p).live_keys())
+            for keys in self.live_keys(node.topic):
+                live.update(keys)
             return sorted(key_name(k) for k in live)
         if node.kind is Kind.PARTITION:
             return list(PARTITION_CHILDREN)
@@ -188,12 +216,11 @@ class View:
             size = len(node.content.value or b"")
             mtime = max(node.content.timestamp, 0) * 1_000_000
             timeout = 60.0
-        elif kind is Kind.KEY:  # its latest value: changes with every write
+        elif kind is Kind.KEY:  # its latest value: the mount invalidates it when it changes
             mode = stat.S_IFREG | 0o644
             if node.content is not None:
                 size = len(node.content.value or b"")
                 mtime = max(node.content.timestamp, 0) * 1_000_000
-            timeout = 0
         elif kind in APPENDS:
             mode = stat.S_IFREG | 0o644
             timeout = 0
