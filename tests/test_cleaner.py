@@ -18,12 +18,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
+from logfs.core._codec import OffsetMap
 from stress import scale
 
 from logfs import Store
 from logfs.core import cleaner
 from logfs.core.check import check
 from logfs.core.errors import InvalidConfigError, InvalidRecordError, OffsetOutOfRangeError
+from logfs.core.record import encode_batch, read_header, records_section
 from logfs.core.store import CLEANER_FILE
 
 NOW = int(time.time() * 1000)
@@ -385,3 +387,18 @@ def test_cleaned_batches_keep_headers_timestamps_and_time_lookups(store):
             if kind == "CreateTime":
                 assert log.offset_for_time(ts) == want
         assert kafka_decoded(log.dir) == [(r.offset, r.key, r.value) for r in after]
+
+
+@settings(max_examples=scale(60, 600), deadline=None)
+@given(st.lists(st.binary(max_size=40), min_size=1, max_size=3000))
+def test_the_offset_map_knows_every_key_it_was_given(keys):
+    """The compiled map (128-bit key hashes, open addressing, growing) holds
+    exactly the keys mapped, whatever their lengths (the hash's 16-byte
+    blocks and tails) and however many (it grows past its first 4096 slots)."""
+    batch = encode_batch(0, [b"v"] * len(keys), keys=keys)
+    header = read_header(batch)
+    latest = OffsetMap()
+    assert latest.map(records_section(batch, header), len(keys), 0, 0) == -1
+    assert len(latest) == len(set(keys))
+    assert all(latest.contains(k) for k in keys)
+    assert not any(latest.contains(k + b"\xff") for k in keys if k + b"\xff" not in keys)

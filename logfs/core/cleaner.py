@@ -12,7 +12,8 @@ partition:
    min.cleanable.dirty.ratio of their bytes, or the oldest dirty record is
    older than max.compaction.lag.ms. ``logfs compact`` forces it, even with
    nothing dirty (to drop tombstones past delete.retention.ms).
-2. `offset_map`: each key's latest offset in the dirty part.
+2. `offset_map`: each key's latest offset in the dirty part, keyed by a
+   128-bit hash of the key as Kafka's map keys by MD5 (`_codec.OffsetMap`).
 3. Each group of consecutive cleanable segments that fits in segment.bytes is
    rewritten into one segment (`write_cleaned`). A record stays unless a later
    record has its key, it is a tombstone (a null value) older than
@@ -21,7 +22,7 @@ partition:
    kept records' bytes, unchanged (so their offsets, timestamps, keys,
    values and headers are), with the batch's codec, base offset, base
    timestamp and last offset; a batch with none left goes. The per-record
-   work is compiled (`_codec.map_keys`, `_codec.keep_records`). Offsets
+   work is compiled (`_codec.OffsetMap`, `_codec.keep_records`). Offsets
    never change: cleaning leaves gaps.
    Control and transactional batches are copied as they are.
 4. `swap` puts the group's cleaned segment in place of its old ones, and the
@@ -57,7 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import compression
-from ._codec import keep_records, map_keys
+from ._codec import OffsetMap, keep_records
 from .config import INT_MAX, TopicConfig
 from .errors import CorruptRecordError
 from .logfile import base_offset_of, iter_batches
@@ -135,10 +136,10 @@ def read_fds(segments: list[LogSegment]) -> list[int]:
     return [os.dup(s.fileno()) for s in segments]
 
 
-def offset_map(segments: list[LogSegment], fds: list[int], first_dirty: int) -> dict[bytes, int]:
+def offset_map(segments: list[LogSegment], fds: list[int], first_dirty: int) -> OffsetMap:
     """Each key's latest offset among the records at or after ``first_dirty``
     (``fds``: the segments' descriptors to read)."""
-    latest: dict[bytes, int] = {}
+    latest = OffsetMap()
     for segment, fd in zip(segments, fds, strict=True):
         if segment.next_offset <= first_dirty:
             continue
@@ -146,7 +147,7 @@ def offset_map(segments: list[LogSegment], fds: list[int], first_dirty: int) -> 
             if header.is_control or header.last_offset < first_dirty:
                 continue
             body = records_section(batch, header)
-            bad = map_keys(body, header.records_count, header.base_offset, first_dirty, latest)
+            bad = latest.map(body, header.records_count, header.base_offset, first_dirty)
             if bad >= 0:
                 raise _malformed(segment, header, bad)
     return latest
@@ -191,7 +192,7 @@ def write_cleaned(
     log: Log,
     group: list[LogSegment],
     fds: list[int],
-    latest: dict[bytes, int],
+    latest: OffsetMap,
     now_ms: int,
     throttle: Callable[[int], None] = lambda n: None,
 ) -> tuple[LogSegment | None, int, int]:
@@ -380,7 +381,7 @@ class Cleaning:
         self.started = time.monotonic()
         self.groups = list(groups(work.segments, log.config))
         self.fds = read_fds(work.segments)
-        self.latest: dict[bytes, int] = {}
+        self.latest = OffsetMap()
         self.records = self.kept = 0
 
     def map(self) -> None:
