@@ -214,6 +214,88 @@ def locate(log: Log, position: int) -> tuple[int, int]:
     return log.next_offset, start - origin
 
 
+def count_from(segment: LogSegment, start: int) -> int:
+    """Stream bytes of ``segment``'s records from offset ``start`` to its end:
+    the lines of the batch holding ``start``, then the others counted
+    column-wise (no lines built)."""
+    found = segment.find(start) if start < segment.next_offset else None
+    if found is None:
+        return 0
+    position, header, _ = found
+    total = len(lines_from(segment, start, header.size)[0])
+    position += header.size
+    while position < segment.size:
+        region, starts, headers = read_region(
+            segment.fileno(), position, segment.size, REGION_BYTES, path=segment.log_path
+        )
+        total += sum(batch_lines(region, starts, headers, count_only=True))
+        position += sum(h.size for h in headers)
+    return total
+
+
+class FromStream:
+    """The lines of a partition's records from offset ``start`` on (the mount's
+    ``from/<n>``), with the same three questions as `PartitionStream` (size,
+    locate, lines) and nothing before ``start`` counted: its size is the
+    stream bytes of the records from ``start`` in the segment holding it (one
+    walk from that batch to the segment's end, at creation), what was appended
+    to that segment since, and the later segments' stream sizes. A reader
+    positioned inside the first segment's part starts over from ``start``.
+
+    Raises (any method): `OffsetOutOfRangeError` once retention deleted (or a
+    cleaning replaced) the segment holding ``start``: open the file again.
+    """
+
+    def __init__(self, log: Log, start: int) -> None:
+        self.log = log
+        self.start = start
+        self.first = log.segment_for(start) if start < log.next_offset else log.active_segment
+        self.head = count_from(self.first, start)
+        self.head_appended = self.first.stream.appended
+
+    def _later(self) -> list[LogSegment]:
+        segments = list(self.log.segments)
+        if self.first not in segments:
+            raise OffsetOutOfRangeError(
+                f"the segment holding offset {self.start} of "
+                f"{self.log.topic}-{self.log.partition} is gone; open from/{self.start} again"
+            )
+        return [s for s in segments if s.base_offset > self.first.base_offset]
+
+    def _first_size(self) -> int:
+        return self.head + self.first.stream.appended - self.head_appended
+
+    def size(self) -> int | None:
+        total = self._first_size()
+        for segment in self._later():
+            part = segment.stream.size
+            if part is None:
+                return None
+            total += part
+        return total
+
+    def locate(self, position: int) -> tuple[int, int]:
+        """``(offset, position)`` of a record at or before ``position``."""
+        start = self._first_size()
+        if position < start:
+            return self.start, 0
+        for segment in self._later():
+            part = segment.stream.size
+            if position < start + part:
+                offset, pos = segment.stream.mark_before(position - start)
+                return (segment.base_offset, start) if offset < 0 else (offset, start + pos)
+            start += part
+        return self.log.next_offset, start
+
+    def lines(self, offset: int, max_bytes: int) -> tuple[bytes | memoryview, int]:
+        return self.log.stream.lines(max(offset, self.start), max_bytes)
+
+    def uncounted(self) -> list[Uncounted]:
+        """The later segments still to be counted (those before need not be)."""
+        later = set(map(id, self._later()))
+        return [u for u in self.log.stream.uncounted() if id(u.segment) in later]
+
+
 class Uncounted(NamedTuple):
     """A segment whose part loaded from disk has no stream count yet: the path
     and size a worker thread needs to count it (`PartitionStream.count`) and the

@@ -13,6 +13,7 @@ import json
 
 from ..core.batching import max_record_bytes
 from ..core.config import TopicConfig, read_properties, write_properties
+from ..core.lines import FromStream
 from ..core.log import Log
 from ..core.store import Store
 from .framing import (
@@ -252,7 +253,7 @@ class ConfigFile(SnapshotFile):
 
 
 class StreamFile:
-    """An open ``stream``: decoded lines read ahead of the reader.
+    """An open ``stream`` or ``from/<n>`` (``source``): decoded lines read ahead of the reader.
 
     ``buf`` holds the stream's bytes from position ``pos``, ending just before
     record ``offset``; a sequential reader is served from it and it is refilled
@@ -260,9 +261,10 @@ class StreamFile:
     elsewhere starts over from the mark before it (`PartitionStream.locate`).
     """
 
-    def __init__(self, topic: str, partition: int) -> None:
+    def __init__(self, topic: str, partition: int, source: FromStream | None = None) -> None:
         self.topic = topic
         self.partition = partition
+        self.source = source  # from/<n>'s lines; None: the whole stream
         self.key: tuple | None = None
         self.buf = memoryview(b"")
         self.pos = 0
@@ -270,14 +272,15 @@ class StreamFile:
         self.ahead = READ_AHEAD_MIN
 
     def read(self, log: Log, position: int, size: int) -> bytes | memoryview:
-        total = log.stream.size()
+        stream = self.source or log.stream
+        total = stream.size()
         if total is None or position >= total or size <= 0:
             return b""
         size = min(size, total - position)
         key = (log, log.log_start_offset, log.rewrites)  # positions move on both
         if key != self.key or not self.pos <= position <= self.pos + len(self.buf):
             self.key = key
-            self.offset, self.pos = log.stream.locate(position)
+            self.offset, self.pos = stream.locate(position)
             self.buf = memoryview(b"")
             self.ahead = READ_AHEAD_MIN
         parts = []
@@ -292,7 +295,7 @@ class StreamFile:
             if self.offset >= log.next_offset:
                 break
             log.check_readable(self.offset)
-            data, after = log.stream.lines(self.offset, self.ahead)
+            data, after = stream.lines(self.offset, self.ahead)
             if after <= self.offset:
                 break
             self.pos += len(self.buf)

@@ -147,11 +147,17 @@ class Operations(pyfuse3.Operations):
         else:
             path = (*parent.path, text)
         node = self.view.resolve(path)
-        if node.kind is Kind.STREAM:
-            await self.view.count_streams(self.view.log(node))
+        await self._count(node)
         attrs = self.view.attrs(node)
         node.lookups += 1
         return attrs
+
+    async def _count(self, node) -> None:
+        """A stream's size needs its segments counted (in a worker thread)."""
+        if node.kind is Kind.STREAM:
+            await self.view.count_streams(self.view.log(node))
+        elif node.kind is Kind.FROM:
+            await self.view.count_streams(self.view.log(node), node.content)
 
     async def forget(self, inode_list):
         for inode, count in inode_list:
@@ -162,8 +168,7 @@ class Operations(pyfuse3.Operations):
         node = self.view.node(inode)
         if node.kind is not Kind.ROOT:
             self.view.resolve(node.path)  # still there? (a deleted topic answers ENOENT)
-        if node.kind is Kind.STREAM:
-            await self.view.count_streams(self.view.log(node))
+        await self._count(node)
         return self.view.attrs(node)
 
     @fuse_errors
@@ -357,8 +362,9 @@ class Operations(pyfuse3.Operations):
             )
             if not writing:  # the page cache, refreshed at each open: no read past the end
                 return pyfuse3.FileInfo(fh=fh, keep_cache=False)
-        elif kind is Kind.STREAM:
-            self.files[fh] = StreamFile(node.topic, node.partition)
+        elif kind in (Kind.STREAM, Kind.FROM):
+            source = node.content if kind is Kind.FROM else None
+            self.files[fh] = StreamFile(node.topic, node.partition, source)
         elif kind is Kind.STATE:
             self.files[fh] = SnapshotFile(state_text(self.view.log(node)))
         elif kind is Kind.CONFIG:
@@ -382,7 +388,7 @@ class Operations(pyfuse3.Operations):
             return file.read_receipts(size)
         if isinstance(file, StreamFile):
             log = self.store.log(file.topic, file.partition)
-            await self.view.count_streams(log)
+            await self.view.count_streams(log, file.source)
             return file.read(log, off, size)
         return file.read(off, size)
 

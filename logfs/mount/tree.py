@@ -10,9 +10,10 @@ Paths are tuples of names below the mount point::
     (topic, "keys", name)                KEY              a key's latest value (core/keys.py)
     (topic, "<p>")                       PARTITION        directory
     (topic, "<p>", "append" | "append.bin" | "append.batches" | "stream" | "state")
-    (topic, "<p>", "offset" | "time" | "segments")        directories
+    (topic, "<p>", "offset" | "time" | "segments" | "from")   directories
     (topic, "<p>", "offset", "<n>")      OFFSET           one record's value
     (topic, "<p>", "time", "<ms>")       TIME             symlink to ../offset/<n>
+    (topic, "<p>", "from", "<n>")        FROM             the records' lines from offset n on
     (topic, "<p>", "segments", name)     SEGMENT          symlink into DATA
 
 `kind_of` answers from the path's shape alone; whether the topic, partition
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 import pyfuse3
 
 if TYPE_CHECKING:
+    from ..core.lines import FromStream
     from ..core.record import Record
 
 ROOT_INODE = pyfuse3.ROOT_INODE
@@ -56,6 +58,8 @@ class Kind(enum.Enum):
     SEGMENT = "segment"
     KEYS_DIR = "keys/"
     KEY = "key"
+    FROM_DIR = "from/"
+    FROM = "from"
 
 
 DIRECTORIES = {
@@ -66,6 +70,7 @@ DIRECTORIES = {
     Kind.TIME_DIR,
     Kind.SEGMENT_DIR,
     Kind.KEYS_DIR,
+    Kind.FROM_DIR,
 }
 # The append files and how each frames what is written (see framing.py).
 FRAMINGS = {
@@ -88,6 +93,7 @@ PARTITION_CHILDREN = {
     "append": Kind.APPEND,
     "append.bin": Kind.APPEND_BIN,
     "append.batches": Kind.APPEND_BATCHES,
+    "from": Kind.FROM_DIR,
     "offset": Kind.OFFSET_DIR,
     "segments": Kind.SEGMENT_DIR,
     "state": Kind.STATE,
@@ -125,6 +131,8 @@ def kind_of(path: tuple[str, ...]) -> Kind | None:
             return Kind.OFFSET
         if path[2] == "time" and number(path[3]) is not None:
             return Kind.TIME
+        if path[2] == "from" and number(path[3]) is not None:
+            return Kind.FROM
         if path[2] == "segments":
             return Kind.SEGMENT
     return None
@@ -142,8 +150,9 @@ class Node:
         self.lookups = 0
         # What `View.resolve` found: for offset/<n> the Record, read once (records
         # are immutable); for time/<ms> and segments/<name> the symlink's target,
-        # set on every resolve (a time's first offset and the segments change).
-        self.content: Record | str | None = None
+        # set on every resolve (a time's first offset and the segments change);
+        # for keys/<k> the key's latest Record; for from/<n> its FromStream.
+        self.content: Record | FromStream | str | None = None
 
     @property
     def topic(self) -> str:

@@ -17,8 +17,9 @@ import time
 import pyfuse3
 import trio
 
+from ..core.errors import OffsetOutOfRangeError
 from ..core.keys import key_name, name_key
-from ..core.lines import PartitionStream, Uncounted
+from ..core.lines import FromStream, PartitionStream, Uncounted
 from ..core.log import Log
 from ..core.store import Store
 from .files import config_text, state_text
@@ -88,6 +89,8 @@ class View:
         node = self.inodes.node(path, kind)
         if kind is Kind.OFFSET and node.content is None:
             node.content = self.log(node).read(int(path[3]))
+        elif kind is Kind.FROM:
+            node.content = self._from_stream(node, int(path[3]))
         elif kind is Kind.TIME:
             offset = self.log(node).offset_for_time(int(path[3]))
             if offset is None:
@@ -99,6 +102,22 @@ class View:
                 raise fail(errno.ENOENT)
             node.content = target
         return node
+
+    def _from_stream(self, node: Node, start: int) -> FromStream:
+        """``from/<n>``'s lines (lines.py), made again when retention or a
+        cleaning replaced the segment it started in; ENOENT below the log
+        start and past the log end (the log end itself is an empty file)."""
+        log = self.log(node)
+        if not log.log_start_offset <= start <= log.next_offset:
+            raise fail(errno.ENOENT)
+        stream = node.content
+        if stream is not None and stream.log is log:
+            try:
+                stream.size()
+                return stream
+            except OffsetOutOfRangeError:
+                pass
+        return FromStream(log, start)
 
     def _resolve_key(self, path: tuple[str, ...]) -> Node:
         """``keys/<name>``: the key's latest record, read now (values change);
@@ -184,7 +203,7 @@ class View:
             return [str(n) for n in range(first, log.next_offset)]
         if node.kind is Kind.SEGMENT_DIR:
             return sorted(self.log(node).segment_files())
-        return []  # time/: every millisecond is a name; none is listed
+        return []  # time/ and from/: every number is a name; none is listed
 
     # ------------------------------------------------------------ attributes
 
@@ -228,9 +247,10 @@ class View:
             mode = stat.S_IFREG | 0o644
             size = len(config_text(self.store.topic_config(node.topic)))
             timeout = 0
-        elif kind is Kind.STREAM:
+        elif kind in (Kind.STREAM, Kind.FROM):
             mode = stat.S_IFREG | 0o444
-            size = self.log(node).stream.size() or 0
+            stream = node.content if kind is Kind.FROM else self.log(node).stream
+            size = stream.size() or 0
             mtime = time.time_ns()
             timeout = 0
         else:  # STATE
@@ -255,10 +275,11 @@ class View:
         """After a topic is deleted: fresh inodes next time."""
         self.inodes.unlink_prefix((topic,))
 
-    async def count_streams(self, log: Log) -> None:
-        """Count the stream bytes of ``log``'s segments loaded from disk, each
-        once, in a worker thread: the mount serves other requests meanwhile."""
-        for uncounted in log.stream.uncounted():
+    async def count_streams(self, log: Log, stream: FromStream | None = None) -> None:
+        """Count the stream bytes of ``log``'s segments loaded from disk (those
+        ``stream`` needs, for a ``from/<n>``), each once, in a worker thread:
+        the mount serves other requests meanwhile."""
+        for uncounted in (stream or log.stream).uncounted():
             event = self._counting.get(uncounted)
             if event is not None:
                 await event.wait()
