@@ -8,7 +8,8 @@
 #    C library's headers and Python's headers (pyfuse3 and logfs's compiled
 #    codec), venv, systemd-analyze (the suite verifies the systemd unit), and a
 #    Java runtime for Spark when there is no java; with LOGFS_TEST_TOOLS=1 (set
-#    by test.sh) also libfiu's fiu-utils, which the fault-injection suite runs.
+#    by test.sh) also what only the suite runs: libfiu's fiu-utils (fault
+#    injection) and nginx (a service logging through the mount).
 #    `apt-get update` runs only when something is missing.
 # 2. A virtual environment in the checkout (.venv) holding logfs, editable, with
 #    its test and Spark extras; pip compiles logfs/core/_codec.pyx (Cython) in
@@ -64,6 +65,8 @@ command -v systemd-analyze >/dev/null 2>&1 || need systemd  # the suite verifies
 if [[ ${LOGFS_TEST_TOOLS:-0} == 1 ]]; then  # set by test.sh: tools only the suite uses
     # libfiu: fiu-run/fiu-ctrl inject I/O errors into a running daemon (tests/test_faults.py)
     [[ -e /usr/lib/fiu/fiu_posix_preload.so ]] && command -v fiu-ctrl >/dev/null 2>&1 || need fiu-utils
+    # a real service logging through the mount (tests/test_services.py)
+    [[ -x /usr/sbin/nginx ]] || need nginx
 fi
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || need ca-certificates  # pip's HTTPS
 java_missing=0
@@ -102,7 +105,16 @@ if ((${#missing[@]} > 0 || java_missing)); then
     apt update
     ((java_missing)) && missing+=("$(java_package)")
     say "apt-get install ${missing[*]}"
-    apt install --no-install-recommends "${missing[@]}"
+    if [[ " ${missing[*]} " == *" nginx "* && ! -e /usr/sbin/policy-rc.d ]]; then
+        # The suite runs its own nginx: the package must not start one on port 80
+        # (policy-rc.d is Debian's switch for packages' services; removed after).
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod +x /usr/sbin/policy-rc.d
+        apt install --no-install-recommends "${missing[@]}"
+        rm -f /usr/sbin/policy-rc.d
+    else
+        apt install --no-install-recommends "${missing[@]}"
+    fi
     rm -f "$log"
 fi
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 import types
 
 import pyfuse3
@@ -470,9 +471,19 @@ def test_metadata_operations_are_harmless(fs):
     with fuse_error(errno.EACCES):
         fs.call("setattr", fs.inode("orders/0/offset/0"), truncate, fields, None, None)
     chmod = types.SimpleNamespace(**{**vars(fields), "update_mode": True, "update_size": False})
-    with fuse_error(errno.EPERM):
-        fs.call("setattr", fs.inode("orders/0/append"), truncate, chmod, None, None)
-    assert fs.values("orders") == [b"x"]
+    mode = pyfuse3.EntryAttributes()
+    mode.st_mode = stat.S_IFREG | 0o600
+    fs.call("setattr", fs.inode("orders/0/append"), mode, chmod, None, None)  # as root
+    assert stat.S_IMODE(fs.stat("orders/0/append").st_mode) == 0o600  # remembered
+    chown = types.SimpleNamespace(**{**vars(fields), "update_uid": True, "update_size": False})
+    owner = pyfuse3.EntryAttributes()
+    owner.st_uid = 1000
+    someone = types.SimpleNamespace(uid=1000, gid=1000, pid=1, umask=0o022)
+    with fuse_error(errno.EPERM):  # only root gives a file away
+        fs.call("setattr", fs.inode("orders/0/append"), owner, chown, None, someone)
+    fs.call("setattr", fs.inode("orders/0/append"), owner, chown, None, None)
+    assert fs.stat("orders/0/append").st_uid == 1000
+    assert fs.values("orders") == [b"x"]  # nothing on disk changed
 
 
 def test_read_only_files_refuse_writes(fs):

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import grp
 import json
 import logging
 import os
+import pwd
+import re
 import signal
 import subprocess
 import sys
@@ -44,6 +47,7 @@ from ..core.store import Store
 from .cleaning import Cleaner
 from .flusher import Flusher
 from .operations import Operations
+from .view import Ownership
 
 logger = logging.getLogger("logfs")
 
@@ -85,12 +89,14 @@ class MountOptions(NamedTuple):
     read_only: bool
     log: str | None  # the daemon's log file
     tasks: dict[str, dict[str, float]]  # "flusher"/"cleaner" -> arguments (BROKER_OPTIONS)
+    owner: Ownership  # uid=, gid=, umask=
 
 
 def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     """Sort ``-o`` options; raises LogfsError for an unknown one or a bad value."""
     fuse, defaults, tasks = set(), {}, {"flusher": {}, "cleaner": {}}
     partitions, log = 1, None
+    owner = Ownership()
     for key, value in options.items():
         if key in FUSE_OPTIONS:
             fuse.add(key)
@@ -102,6 +108,8 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
             partitions = int(value)
         elif key == "log":
             log = value or None
+        elif key in ("uid", "gid", "umask"):
+            owner = owner._replace(**{key: _owner_value(key, value or "")})
         elif key in BROKER_OPTIONS:
             if not (value or "").isdigit() or int(value) < 1:
                 raise LogfsError(f"{key}={value}: expected a positive integer")
@@ -118,7 +126,22 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
         # Without the kernel's permission checks every user could append, create and
         # delete topics; with them, DATA's owner and modes apply (docs/operations.md).
         fuse.add("default_permissions")
-    return MountOptions(frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks)
+    return MountOptions(frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks, owner)
+
+
+def _owner_value(key: str, value: str) -> int:
+    """``uid=`` and ``gid=`` take a number or a user or group name (as sshfs
+    and ntfs-3g do); ``umask=`` an octal mask."""
+    if key == "umask":
+        if not re.fullmatch(r"[0-7]{1,4}", value):
+            raise LogfsError(f"umask={value}: expected an octal mask such as 022")
+        return int(value, 8) & 0o777
+    if value.isdigit():
+        return int(value)
+    try:
+        return pwd.getpwnam(value).pw_uid if key == "uid" else grp.getgrnam(value).gr_gid
+    except KeyError:
+        raise LogfsError(f"{key}={value}: no such {'user' if key == 'uid' else 'group'}") from None
 
 
 # ---------------------------------------------------------------- the daemon
@@ -148,7 +171,7 @@ def serve(
     store = Store(data, defaults=options.defaults, read_only=options.read_only)
     flusher = Flusher(store, **options.tasks["flusher"])
     log_cleaner = Cleaner(store, **options.tasks["cleaner"])
-    ops = Operations(store, flusher=flusher, partitions=options.partitions)
+    ops = Operations(store, flusher=flusher, partitions=options.partitions, owner=options.owner)
     fuse_options = {f"fsname={os.path.abspath(data)}", "subtype=logfs", *options.fuse}
     # Resolved now: once mounted, a stat of the mount point from this thread would
     # wait for an answer from this very thread.

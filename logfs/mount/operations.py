@@ -23,6 +23,8 @@ import functools
 import itertools
 import logging
 import os
+import pwd
+import stat
 
 import pyfuse3
 
@@ -58,7 +60,7 @@ from .files import (
 from .flusher import Flusher
 from .framing import FramingError, TooLargeError
 from .tree import APPENDS, DIRECTORIES, FRAMINGS, TOPIC_APPENDS, Kind, number
-from .view import View, fail
+from .view import DATA_OWNER, Ownership, View, fail
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +97,14 @@ def errno_for(exc: BaseException) -> int:
     return errno.EIO
 
 
+def pwd_name(uid: int) -> str:
+    """The user name of ``uid`` (for getgrouplist), or its number."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
 def fuse_errors(handler):
     """Turn every exception a handler raises into a FUSEError."""
 
@@ -125,13 +135,18 @@ class Operations(pyfuse3.Operations):
     enable_writeback_cache = False
 
     def __init__(
-        self, store: Store, *, flusher: Flusher | None = None, partitions: int = 1
+        self,
+        store: Store,
+        *,
+        flusher: Flusher | None = None,
+        partitions: int = 1,
+        owner: Ownership = DATA_OWNER,
     ) -> None:
         super().__init__()
         self.store = store
         self.flusher = flusher
         self.partitions = partitions
-        self.view = View(store)
+        self.view = View(store, owner)
         self.inodes = self.view.inodes
         self.files: dict[int, AppendFile | StreamFile | SnapshotFile] = {}
         self._fh = itertools.count(1)
@@ -175,7 +190,7 @@ class Operations(pyfuse3.Operations):
     async def setattr(self, inode, attr, fields, fh, ctx=None):
         node = self.view.node(inode)
         if fields.update_mode or fields.update_uid or fields.update_gid:
-            raise fail(errno.EPERM)
+            self._change_owner(node, attr, fields, ctx)
         if fields.update_size and node.kind is Kind.KEY:
             self._truncate_key(node, attr.st_size, self.files.get(fh))
         elif fields.update_size:
@@ -185,6 +200,27 @@ class Operations(pyfuse3.Operations):
             if attr.st_size != 0:
                 raise fail(errno.EINVAL)
         return self.view.attrs(node)  # times (touch) are accepted and not stored
+
+    def _change_owner(self, node, attr, fields, ctx) -> None:
+        """chown and chmod: remembered for the mount's life (the files are
+        virtual: nothing on disk changes), so that services that chown their
+        logs to a worker user (nginx's reopen, logrotate's ``create``,
+        ``install -m``) work; the kernel then checks access by them with
+        ``default_permissions``. As in Unix: only root gives a file away,
+        its owner may chmod it and give it to a group of theirs."""
+        if self.store.read_only:
+            raise fail(errno.EROFS)
+        current = self.view.attrs(node)
+        uid = attr.st_uid if fields.update_uid else current.st_uid
+        gid = attr.st_gid if fields.update_gid else current.st_gid
+        mode = stat.S_IMODE(attr.st_mode if fields.update_mode else current.st_mode)
+        caller = ctx.uid if ctx is not None else 0
+        if caller != 0:
+            if caller != current.st_uid or uid != current.st_uid:
+                raise fail(errno.EPERM)
+            if gid != current.st_gid and gid not in os.getgrouplist(pwd_name(caller), ctx.gid):
+                raise fail(errno.EPERM)
+        self.view.changed_owner[node.path] = (uid, gid, mode)
 
     def _truncate_key(self, node, size: int, file) -> None:
         """truncate(2) of ``keys/<k>``: an open file's copy, else a new value now."""

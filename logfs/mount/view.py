@@ -13,6 +13,7 @@ import json
 import os
 import stat
 import time
+from typing import NamedTuple
 
 import pyfuse3
 import trio
@@ -40,6 +41,17 @@ OFFSET_LISTING = 100  # `ls offset/` shows the newest this many offsets
 XATTR = "user.logfs."
 
 
+class Ownership(NamedTuple):
+    """The ``uid=``, ``gid=`` and ``umask=`` mount options (None: DATA's)."""
+
+    uid: int | None = None
+    gid: int | None = None
+    umask: int | None = None
+
+
+DATA_OWNER = Ownership()  # no options: DATA's owner, group and modes
+
+
 def fail(code: int) -> pyfuse3.FUSEError:
     return pyfuse3.FUSEError(code)
 
@@ -47,16 +59,20 @@ def fail(code: int) -> pyfuse3.FUSEError:
 class View:
     """Nodes over ``store``: the inode table, stream indexes and attributes."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, owner: Ownership = DATA_OWNER) -> None:
         self.store = store
         self.inodes = InodeTable()
         self._counting: dict[Uncounted, trio.Event] = {}
         # The mount shows DATA's owner, group and permission bits, so that with
         # -o allow_other,default_permissions the kernel lets other users do through
-        # the mount what DATA lets them do, and no more (docs/operations.md).
+        # the mount what DATA lets them do, and no more (docs/operations.md);
+        # uid=, gid= and umask= replace them, as for sshfs and ntfs-3g.
         data = os.stat(store.path)
-        self._uid, self._gid = data.st_uid, data.st_gid
-        self._perm = stat.S_IMODE(data.st_mode)
+        self._uid = data.st_uid if owner.uid is None else owner.uid
+        self._gid = data.st_gid if owner.gid is None else owner.gid
+        self._perm = stat.S_IMODE(data.st_mode) if owner.umask is None else 0o777 & ~owner.umask
+        # chown and chmod of a path, remembered for the mount's life: (uid, gid, mode bits)
+        self.changed_owner: dict[tuple[str, ...], tuple[int, int, int]] = {}
         self._started_ns = time.time_ns()
         self.pending: set[tuple[str, ...]] = set()  # keys/<name> created, not yet written
         self.keys_in_use: set[str] = set()  # topics whose keys/ the kernel may cache
@@ -262,6 +278,10 @@ class View:
             mode = stat.S_IFDIR | self._perm
         elif stat.S_ISREG(mode):
             mode = stat.S_IFREG | (self._perm & (0o666 if mode & 0o200 else 0o444))
+        changed = self.changed_owner.get(node.path)
+        if changed is not None:
+            attrs.st_uid, attrs.st_gid = changed[0], changed[1]
+            mode = stat.S_IFMT(mode) | changed[2]
         if self.store.read_only:
             mode &= ~0o222
         attrs.st_mode = mode

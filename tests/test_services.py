@@ -1,0 +1,158 @@
+"""Services with their own users writing through the mount: a real nginx
+(Debian's package) logging every request to ``append`` across ``nginx -s
+reopen`` (what every logrotate configuration runs), and Python's
+``logging.handlers.WatchedFileHandler`` across a reopen."""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from mount_helpers import Daemon
+
+pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+def shared():
+    """A directory every user can traverse (tmp_path's parents are root's, 0700):
+    nginx's workers run as nobody."""
+    path = Path(tempfile.mkdtemp(prefix="logfs-svc-"))
+    path.chmod(0o755)
+    (path / "mnt").mkdir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+OWNERS = [("allow_other",), ("allow_other", "uid=nobody", "gid=nogroup")]
+KINDS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+BAD = ("[error]", "[crit]", "[alert]", "[emerg]")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("options", OWNERS, ids=["chown honoured", "uid= and gid="])
+def test_nginx_logs_every_request_across_a_reopen(shared, options):
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    assert os.path.exists(nginx), "nginx is missing: install it (mount_scripts/install.sh)"
+    data, mnt = shared / "data", shared / "mnt"
+    www = shared / "www"
+    www.mkdir()
+    (www / "index.html").write_text("hello\n")
+    port = free_port()
+    conf = shared / "nginx.conf"
+    temp = "\n".join(
+        f"    {kind}_temp_path {shared}/{kind};"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    conf.write_text(
+        f"""user nobody nogroup;
+worker_processes 2;
+pid {shared}/nginx.pid;
+error_log {shared}/error.log info;
+events {{ worker_connections 64; }}
+http {{
+{temp}
+    access_log {mnt}/web/0/append;
+    server {{ listen 127.0.0.1:{port}; root {www}; }}
+}}
+"""
+    )
+    with Daemon(data, mnt, *options):
+        (mnt / "web").mkdir()
+        run = [nginx, "-p", str(shared), "-c", str(conf)]
+        subprocess.run(run, check=True, capture_output=True)  # daemonizes; pid in nginx.pid
+        master = int((shared / "nginx.pid").read_text())
+        try:
+            for i in range(30):
+                assert (
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/?n={i}").read() == b"hello\n"
+                )
+                if i == 14:  # what logrotate's postrotate runs
+                    subprocess.run([*run, "-s", "reopen"], check=True, capture_output=True)
+                    time.sleep(0.5)
+        finally:
+            subprocess.run([*run, "-s", "quit"], capture_output=True)
+            deadline = time.monotonic() + 10
+            while os.path.exists(f"/proc/{master}") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if os.path.exists(f"/proc/{master}"):
+                os.kill(master, signal.SIGKILL)
+        lines = (mnt / "web" / "0" / "stream").read_text().splitlines()
+    requests = sorted(line.split('"')[1] for line in lines)  # two workers: any order
+    assert requests == sorted(f"GET /?n={i} HTTP/1.1" for i in range(30))  # each once, whole
+    errors = (shared / "error.log").read_text()
+    bad = [
+        line
+        for line in errors.splitlines()
+        if any(f"[{lv}]" in line for lv in ("error", "crit", "alert", "emerg"))
+    ]
+    assert bad == [], errors
+    assert "reopening logs" in errors  # the reopen happened
+
+
+def test_watched_file_handler_keeps_logging_across_a_reopen(tmp_path):
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    with Daemon(data, mnt):
+        (mnt / "app").mkdir()
+        path = mnt / "app" / "0" / "append"
+        handler = logging.handlers.WatchedFileHandler(path)
+        logger = logging.getLogger("logfs-test-app")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        try:
+            for i in range(10):
+                logger.info("before %d", i)
+            # logrotate's "copytruncate" and "create": the file is truncated, or
+            # replaced, and the handler reopens it when it sees it changed
+            subprocess.run(["truncate", "-s", "0", str(path)], check=True)
+            first = handler.stream
+            handler.dev = handler.ino = -1  # as if the file it had open was rotated away
+            for i in range(10):
+                logger.info("after %d", i)
+            assert handler.stream is not first  # it did reopen
+        finally:
+            logger.removeHandler(handler)
+            handler.close()
+        lines = (mnt / "app" / "0" / "stream").read_text().splitlines()
+    assert lines == [f"before {i}" for i in range(10)] + [f"after {i}" for i in range(10)]
+
+
+def test_ownership_options():
+    from logfs.core.errors import LogfsError
+    from logfs.mount.daemon import parse_options
+
+    owner = parse_options({"uid": "nobody", "gid": "65534", "umask": "027"}).owner
+    assert (owner.uid, owner.gid, owner.umask) == (65534, 65534, 0o027)
+    for bad in ({"uid": "no-such-user"}, {"gid": "no-such-group"}, {"umask": "999"}):
+        with pytest.raises(LogfsError):
+            parse_options(bad)
+
+
+def test_the_tree_shows_the_ownership_options(tmp_path):
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    with Daemon(data, mnt, "uid=65534", "gid=65534", "umask=027"):
+        (mnt / "t").mkdir()
+        for path, mode in [("t", 0o750), ("t/0/append", 0o640), ("t/0/stream", 0o440)]:
+            st = os.stat(mnt / path)
+            assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (65534, 65534, mode), path
+        os.chmod(mnt / "t/0/append", 0o600)  # remembered for the mount's life
+        os.chown(mnt / "t/0/append", 0, 0)
+        st = os.stat(mnt / "t/0/append")
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (0, 0, 0o600)
