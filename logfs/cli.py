@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 
+from . import __version__
 from .core.check import check, dump
 from .core.cleaner import Throttle, clean_store
 from .core.config import InvalidConfigError, read_properties
@@ -147,46 +149,191 @@ def cmd_umount(args) -> int:
     return umount(args.mountpoint)
 
 
+DESCRIPTION = (
+    "Apache Kafka's log storage as a mountable file system, "
+    "and offline tools over its data directories."
+)
+
+EPILOG = """examples:
+  logfs mount /srv/logfs/data /mnt/logs          mount (returns once the mount is ready)
+  echo hello > /mnt/logs/orders/0/append         one record (after mkdir /mnt/logs/orders)
+  cat /mnt/logs/orders/0/stream                  every value, one per line
+  logfs umount /mnt/logs                         flush, checkpoint and unmount
+  logfs describe /srv/logfs/data                 topics, partitions, offsets (offline)
+
+Run 'logfs COMMAND --help' for a command's options and examples.
+Documentation: docs/ in the source (mount.md, operations.md, configuration.md)."""
+
+MOUNT_EPILOG = """mount options (-o, comma-separated or repeated):
+  ro                          read-only: every change answers EROFS; no lock taken
+  allow_other                 let other users use the mount; turns on default_permissions
+  default_permissions         let the kernel check the files' owners and modes
+  allow_root, auto_unmount, noatime, sync, dirsync, debug
+                              passed to FUSE as they are
+  uid=N, gid=N                show the tree as owned by this user and group (numbers or names;
+                              default: DATA's owner and group)
+  umask=NNN                   modes 0777/0666/0444 less this octal mask (default: DATA's modes)
+  partitions=N                partitions of a topic made with mkdir (default 1)
+  log=PATH                    the detached daemon's log file (default DATA/logfs.log)
+  log.retention.check.interval.ms=N          how often retention runs (ms, default 300000)
+  log.flush.offset.checkpoint.interval.ms=N  how often checkpoints are written (ms, 60000)
+  log.cleaner.backoff.ms=N                   how often the cleaner looks for work (ms, 15000)
+  log.cleaner.io.max.bytes.per.second=N      the cleaner's I/O bound (default: none)
+  KEY=VALUE                   any topic setting, as the default of every topic without its own:
+                              segment.bytes, segment.ms, segment.index.bytes, index.interval.bytes,
+                              flush.messages, flush.ms, retention.ms, retention.bytes,
+                              max.message.bytes, cleanup.policy, min.cleanable.dirty.ratio,
+                              min.compaction.lag.ms, max.compaction.lag.ms, delete.retention.ms,
+                              compression.type, message.timestamp.type, parse.key, key.separator
+
+examples:
+  logfs mount /srv/logfs/data /mnt/logs
+  logfs mount -o allow_other,uid=www-data,umask=027 /srv/logfs/data /mnt/logs
+  logfs mount -o partitions=3,flush.ms=200,retention.ms=86400000 /srv/logfs/data /mnt/logs
+  logfs mount -f /srv/logfs/data /mnt/logs        stay in the foreground, log to stderr"""
+
+EXAMPLES = {
+    "umount": "examples:\n  logfs umount /mnt/logs",
+    "create": (
+        "examples:\n"
+        "  logfs create /srv/logfs/data orders --partitions 3\n"
+        "  logfs create /srv/logfs/data users --config cleanup.policy=compact "
+        "--config parse.key=true"
+    ),
+    "list": "examples:\n  logfs list /srv/logfs/data",
+    "describe": (
+        "examples:\n  logfs describe /srv/logfs/data\n"
+        "  logfs describe /srv/logfs/data orders --json"
+    ),
+    "dump": (
+        "examples:\n"
+        "  logfs dump /srv/logfs/data/orders-0/00000000000000000000.log --print-data-log\n"
+        "  logfs dump /srv/logfs/data/orders-0/00000000000000000000.index --index-sanity-check"
+    ),
+    "compact": (
+        "examples:\n  logfs compact /srv/logfs/data\n"
+        "  logfs compact /srv/logfs/data users --io-max-bytes-per-second 50000000"
+    ),
+    "check": (
+        "examples:\n  logfs check /srv/logfs/data\n"
+        "  logfs check /srv/logfs/data --repair     truncate at the first bad batch, "
+        "rebuild indexes"
+    ),
+}
+
+DATA_HELP = "the data directory (Kafka's log dir layout: <topic>-<partition>/ and checkpoints)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="logfs", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="logfs",
+        description=textwrap.fill(DESCRIPTION, 79),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"logfs {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, func, help: str, *positionals: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help)
-        for positional in positionals:
-            p.add_argument(positional)
+    def command(name: str, func, summary: str, description: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(
+            name,
+            help=summary,
+            description=textwrap.fill(description, 79),
+            epilog=MOUNT_EPILOG if name == "mount" else EXAMPLES[name],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         p.set_defaults(func=func)
         return p
 
-    p = command("mount", cmd_mount, "mount a data directory", "data", "mountpoint")
+    p = command(
+        "mount",
+        cmd_mount,
+        "mount a data directory",
+        "Mount DATA on MOUNTPOINT: topics and partitions become directories, appends "
+        "become records. Returns once the mount is ready; the daemon runs on in the "
+        "background (-f: in the foreground).",
+    )
+    p.add_argument("data", metavar="DATA", help=DATA_HELP + "; created if missing")
+    p.add_argument("mountpoint", metavar="MOUNTPOINT", help="an existing empty directory")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached, log to stderr")
     p.add_argument("-o", dest="options", action="append", metavar="KEY=VALUE,...",
-                   help="mount options and topic-config defaults")  # fmt: skip
+                   help="mount options and topic-setting defaults (listed below)")  # fmt: skip
 
-    command("umount", cmd_umount, "flush, checkpoint and unmount", "mountpoint")
+    p = command(
+        "umount",
+        cmd_umount,
+        "flush, checkpoint and unmount",
+        "Unmount a logfs mount cleanly: held partial lines become records, every "
+        "partition is flushed and the checkpoints are written.",
+    )
+    p.add_argument("mountpoint", metavar="MOUNTPOINT", help="where DATA is mounted")
 
-    p = command("create", cmd_create, "create a topic in a data directory", "data", "topic")
-    p.add_argument("--partitions", type=int, default=1)
-    p.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic setting")
+    p = command(
+        "create",
+        cmd_create,
+        "create a topic in a data directory",
+        "Create a topic in DATA (offline: DATA must not be mounted; mounted, use mkdir).",
+    )
+    p.add_argument("data", metavar="DATA", help=DATA_HELP)
+    p.add_argument("topic", metavar="TOPIC", help="its name: letters, digits, '.', '_', '-'")
+    p.add_argument("--partitions", type=int, default=1, help="how many (default 1)")
+    p.add_argument("--config", action="append", metavar="KEY=VALUE",
+                   help="a topic setting (repeat for several; docs/configuration.md)")  # fmt: skip
 
-    command("list", cmd_list, "list topics", "data")
+    p = command("list", cmd_list, "list topics", "Print the topics of DATA, one per line.")
+    p.add_argument("data", metavar="DATA", help=DATA_HELP)
 
-    p = command("describe", cmd_describe, "partitions, offsets and settings of topics", "data")
-    p.add_argument("topic", nargs="?")
-    p.add_argument("--json", action="store_true")
+    p = command(
+        "describe",
+        cmd_describe,
+        "partitions, offsets and settings of topics",
+        "Print each partition's log start and end offsets, recovery point, segments and "
+        "size, and each topic's own settings, like kafka-topics --describe.",
+    )
+    p.add_argument("data", metavar="DATA", help=DATA_HELP)
+    p.add_argument("topic", metavar="TOPIC", nargs="?", help="only this topic (default: all)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
-    p = command("dump", cmd_dump, "print segment files like kafka-dump-log")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p = command(
+        "dump",
+        cmd_dump,
+        "print segment files like kafka-dump-log",
+        "Print the batches of .log files (offsets, positions, timestamps, sizes, codecs, "
+        "CRCs and whether they are valid) and the entries of .index and .timeindex files, "
+        "as kafka-dump-log prints them.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="a .log, .index or .timeindex file")
     p.add_argument("--print-data-log", action="store_true", help="also print each record")
-    p.add_argument("--index-sanity-check", action="store_true", help="check index entries")
+    p.add_argument("--index-sanity-check", action="store_true",
+                   help="check that each index entry points at the batch it names")  # fmt: skip
 
-    p = command("compact", cmd_compact, "clean compacted topics now (offline)", "data")
-    p.add_argument("topics", nargs="*", metavar="TOPIC", help="default: every compacted topic")
+    p = command(
+        "compact",
+        cmd_compact,
+        "clean compacted topics now (offline)",
+        "Run the log cleaner on DATA's compacted topics (cleanup.policy=compact) now, "
+        "whatever their dirty ratio; prints a line per partition. DATA must not be "
+        "mounted (a mount cleans by itself).",
+    )
+    p.add_argument("data", metavar="DATA", help=DATA_HELP)
+    p.add_argument(
+        "topics", nargs="*", metavar="TOPIC", help="only these (default: every compacted topic)"
+    )
     p.add_argument("--io-max-bytes-per-second", type=float, default=0, metavar="N",
                    help="bound the bytes read and written per second (0: none)")  # fmt: skip
 
-    p = command("check", cmd_check, "validate a data directory (offline)", "data")
-    p.add_argument("--repair", action="store_true", help="truncate bad tails, rebuild indexes")
+    p = command(
+        "check",
+        cmd_check,
+        "validate a data directory (offline)",
+        "Validate every batch (header, size, CRC, offsets) and index of DATA and print "
+        "each problem; exit 1 if there is any. While DATA is mounted, also report the "
+        "partitions the mount holds offline after a disk error.",
+    )
+    p.add_argument("data", metavar="DATA", help=DATA_HELP)
+    p.add_argument("--repair", action="store_true",
+                   help="truncate at the first bad batch, rebuild the indexes, re-validate "
+                   "what follows each recovery point (DATA must not be mounted)")  # fmt: skip
     return parser
 
 

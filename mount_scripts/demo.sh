@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what logfs needs, mount a demo store and show what to try.
 #
-#   sudo bash mount_scripts/demo.sh
+#   bash mount_scripts/demo.sh           (as root; or: sudo bash mount_scripts/demo.sh)
 #
 # The demo store lives inside the checkout: data dir ./demo/data, mount point
 # ./demo/mnt. It holds a topic `orders` with three partitions and a few records

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what logfs needs on Debian or Ubuntu, and nothing that is already there.
 #
-#   sudo bash mount_scripts/install.sh
+#   bash mount_scripts/install.sh        (as root; or: sudo bash mount_scripts/install.sh)
 #
 # 1. System packages, with apt-get, only those that are missing: FUSE 3 and its
 #    headers (pyfuse3 compiles against them), pkg-config, a C compiler with the
@@ -89,7 +89,7 @@ if ((${#missing[@]} > 0 || java_missing)); then
     ((java_missing)) && what+=("a Java runtime")
     wanted=${what[*]}
     if ((EUID != 0)); then
-        die "missing system packages ($wanted); run as root: sudo bash mount_scripts/install.sh"
+        die "missing system packages ($wanted); run as root (or with sudo): bash mount_scripts/install.sh"
     fi
     command -v apt-get >/dev/null 2>&1 || die "missing $wanted and no apt-get: install them by hand"
     export DEBIAN_FRONTEND=noninteractive

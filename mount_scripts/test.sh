@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what logfs needs, then lint and run the whole test suite.
 #
-#   sudo bash mount_scripts/test.sh [pytest args...]
+#   bash mount_scripts/test.sh [pytest args...]     (as root, or with sudo)
 #
 # Runs `ruff check` over the code and `python -m pytest -q` over tests/ with
 # any arguments passed through (e.g. -x, -k spark, -m "not mount"). Exits with

@@ -65,3 +65,35 @@ def test_dump_and_check_and_repair(tmp_path):
         log = store.log("t", 0)
         assert 0 < log.next_offset < 80
         assert [r.value for r in log.scan()][:2] == [b"line 0", b"k\tv"]
+
+
+def test_every_command_explains_itself():
+    """``logfs COMMAND --help`` gives a description, a sentence for every
+    argument and option, and examples; no markup anywhere."""
+    from logfs import __version__
+    from logfs.cli import build_parser
+
+    assert logfs("--version").stdout.strip() == f"logfs {__version__}"
+    top = logfs("--help").stdout
+    assert "``" not in top and "examples:" in top
+    commands = build_parser()._subparsers._group_actions[0].choices
+    assert set(commands) >= {
+        "mount",
+        "umount",
+        "create",
+        "list",
+        "describe",
+        "dump",
+        "compact",
+        "check",
+    }
+    for name, parser in commands.items():
+        text = logfs(name, "--help").stdout
+        assert "``" not in text and "examples:" in text and f"logfs {name}" in text, name
+        assert parser.description, name
+        for action in parser._actions:
+            assert action.help and action.help != "None", (name, action.dest)
+    mount = logfs("mount", "--help").stdout
+    for option in ("ro", "allow_other", "default_permissions", "partitions=N", "uid=N", "umask=NNN",
+                   "flush.ms", "retention.ms", "cleanup.policy"):  # fmt: skip
+        assert option in mount, option
