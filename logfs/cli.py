@@ -99,8 +99,18 @@ def cmd_dump(args) -> int:
     return 0
 
 
+def _progress(name: str, segments: int, size: int, seconds: float) -> None:
+    """One line per partition on stderr as long work goes (stdout: the results)."""
+    rate = f", {size / seconds / 1e6:.0f} MB/s" if seconds > 0.01 else ""
+    print(
+        f"  {name}: {segments} segment(s), {size / 1e6:.1f} MB in {seconds:.2f} s{rate}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def cmd_check(args) -> int:
-    problems = check(args.data, repair=args.repair)
+    problems = check(args.data, repair=args.repair, progress=_progress)
     for problem in problems:
         print(problem)
     if problems:

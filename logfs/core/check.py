@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -145,16 +146,23 @@ def dump(
             raise LogfsError(f"{name}: not a .log, .index or .timeindex file")
 
 
-def check(data: str | os.PathLike, *, repair: bool = False) -> list[str]:
+# Called after each partition: its name, segments, bytes and seconds.
+Progress = Callable[[str, int, int, float], None]
+
+
+def check(
+    data: str | os.PathLike, *, repair: bool = False, progress: Progress | None = None
+) -> list[str]:
     """Problems found in a data directory (empty when it is consistent).
 
     With ``repair``, the store is reopened with every batch validated and
     every index rebuilt, and the problems that remain are returned.
+    ``progress`` is told about each partition as it is done.
     """
     path = Path(data)
     if not path.is_dir():
         raise LogfsError(f"{path}: no such data directory")
-    problems = _problems(path) + _offline_in_mount(path)
+    problems = _problems(path, progress) + _offline_in_mount(path)
     if repair:
         # Without recovery points, opening validates every batch from offset 0,
         # truncates at the first bad one and rebuilds every index. Opening
@@ -192,7 +200,7 @@ class _Walked(NamedTuple):
     positions: dict[int, int]  # last offset -> position, of every readable batch
 
 
-def _problems(path: Path) -> list[str]:
+def _problems(path: Path, progress: Progress | None = None) -> list[str]:
     problems = []
     # Only the store's list of partitions: opening its logs would load and walk
     # every segment once more before the checks below read it all anyway.
@@ -204,6 +212,7 @@ def _problems(path: Path) -> list[str]:
         ]
     for topic, partition, directory in partitions:
         next_offset = None
+        started, size, count = time.monotonic(), 0, 0
         for log_path in sorted(directory.glob("*.log")):
             base = base_offset_of(log_path.name, ".log")
             if base is None:
@@ -213,6 +222,9 @@ def _problems(path: Path) -> list[str]:
                 problems.append(f"{log_path}: {walked.problem}")
             next_offset = walked.next_offset
             problems += _index_problems(log_path, base, walked, f"{topic}-{partition}")
+            size, count = size + log_path.stat().st_size, count + 1
+        if progress is not None:
+            progress(f"{topic}-{partition}", count, size, time.monotonic() - started)
     return problems
 
 

@@ -91,6 +91,7 @@ class LogSegment:
         self._first_timestamp: int | None = None
         self._offset_of_max = base_offset
         self._bytes_since_index_entry = 0
+        self.validated_bytes = 0  # what `recover` read and checked
         self.stream = SegmentStream(self.size)
 
     @staticmethod
@@ -160,6 +161,7 @@ class LogSegment:
             # a failed fsync Linux may keep pages it never wrote, marked clean.
             # This drops clean cached pages of the tail (dirty ones stay, to be written).
             os.posix_fadvise(self._fd, start, 0, os.POSIX_FADV_DONTNEED)
+        self.validated_bytes = self.size - start
         truncated = self._scan_tail(start, verify=True)
         self.flush_indexes()
         self.stream = SegmentStream(self.size)
