@@ -13,6 +13,7 @@ import time
 import pytest
 from mount_helpers import LOGFS, Daemon
 from stress import scale
+from test_cleaner import latest
 
 from logfs import Store
 from logfs.core.check import check
@@ -105,17 +106,7 @@ def test_sigkill_of_the_daemon_while_it_cleans(tmp_path):
             daemon.stop()
         with Store(data) as store:  # recovery, including of an interrupted cleaning
             log = store.log("c", 0)
-            assert latest_values(log) == model, f"round {round_}"
+            assert latest(log) == model, f"round {round_}"
             shrunk += len(list(log.scan())) < appended  # some cleaning was committed
         assert check(data) == []
     assert killed and shrunk
-
-
-def latest_values(log) -> dict[bytes, bytes]:
-    view: dict[bytes, bytes] = {}
-    for record in log.scan():
-        if record.value is None:
-            view.pop(record.key, None)
-        else:
-            view[record.key] = record.value
-    return view

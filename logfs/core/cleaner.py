@@ -61,7 +61,7 @@ from . import compression
 from ._codec import OffsetMap, keep_records
 from .config import INT_MAX, TopicConfig
 from .errors import CorruptRecordError
-from .logfile import base_offset_of, iter_batches
+from .logfile import base_offset_of, fsync_dir, iter_batches
 from .record import (
     HEADER_SIZE,
     LOG_APPEND_TIME,
@@ -293,12 +293,12 @@ def swap(log: Log, group: list[LogSegment], cleaned: LogSegment | None) -> LogSe
             if os.path.exists(path):
                 os.rename(path, path + DELETED)
                 aside.append(path + DELETED)
-    _fsync_dir(directory)
+    fsync_dir(directory)
     if cleaned is not None:
         os.rename(cleaned.index_path, cleaned.index_path.removesuffix(CLEANED))
         os.rename(cleaned.timeindex_path, cleaned.timeindex_path.removesuffix(CLEANED))
         os.rename(cleaned.log_path, cleaned.log_path.removesuffix(CLEANED))  # the commit
-    _fsync_dir(directory)
+    fsync_dir(directory)
     for segment in group:
         segment.close()
     for path in aside:
@@ -308,14 +308,6 @@ def swap(log: Log, group: list[LogSegment], cleaned: LogSegment | None) -> LogSe
     segment = LogSegment(directory, cleaned.base_offset, log.config, writable=True)
     segment.load()
     return segment
-
-
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def recover_cleaning(directory: Path) -> bool:

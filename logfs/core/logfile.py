@@ -179,3 +179,12 @@ def _walk(
 def _read(fd: int, position: int, size: int) -> memoryview:
     """A view of the bytes read: at most ``size``, fewer at the end of the file."""
     return memoryview(os.pread(fd, size, position))
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """fsync a directory: the names created, renamed or removed in it are durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -43,6 +43,7 @@ from .errors import (
     describe,
 )
 from .log import Log
+from .logfile import fsync_dir
 from .partitioner import Partitioner
 
 logger = logging.getLogger(__name__)
@@ -105,15 +106,7 @@ def _replace_file(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)
 
 
 class Store:
@@ -269,7 +262,7 @@ class Store:
         config = self._config(name)
         for p in partitions:
             self._logs[(name, p)] = Log(self.path / f"{name}-{p}", name, p, config)
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
         self.checkpoint()
 
     def delete_topic(self, name: str) -> None:
@@ -279,7 +272,7 @@ class Store:
             self.first_dirty.pop((name, p), None)
         self._overrides.pop(name, None)
         (self.path / CONFIG_DIR / f"{name}.properties").unlink(missing_ok=True)
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
         self.checkpoint()
 
     def topic_config(self, name: str) -> TopicConfig:

@@ -15,23 +15,19 @@ and written per second (Kafka's log.cleaner.io.max.bytes.per.second).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
 
 from ..core import cleaner
+from .flusher import wall_clock_ms
 
 if TYPE_CHECKING:
     from ..core.log import Log
     from ..core.store import Store
 
 logger = logging.getLogger(__name__)
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Cleaner:
