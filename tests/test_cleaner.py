@@ -402,3 +402,22 @@ def test_the_offset_map_knows_every_key_it_was_given(keys):
     assert len(latest) == len(set(keys))
     assert all(latest.contains(k) for k in keys)
     assert not any(latest.contains(k + b"\xff") for k in keys if k + b"\xff" not in keys)
+
+
+def test_from_a_gap_before_the_first_segment(store):
+    """A compacted log whose first segments were cleaned away starts with a
+    gap: the stream from any offset in it is the records after it."""
+    from logfs.core.lines import FromStream
+
+    compacted(store)
+    log = store.log("c", 0)
+    for i in range(200):
+        put(log, b"k%d" % (i % 3), b"v%d" % i)
+    clean(store)
+    first = log.segments[0].base_offset
+    assert first > 0 and log.log_start_offset == 0
+    for start in (0, first - 1, first):
+        stream = FromStream(log, start)
+        data, _ = stream.lines(start, 1 << 20)
+        want = b"".join((r.value or b"") + b"\n" for r in log.scan() if r.offset >= start)
+        assert stream.size() == len(want) and bytes(data) == want[: len(data)]
