@@ -11,6 +11,7 @@ import errno
 import json
 import mmap
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -303,6 +304,30 @@ def test_sigkill_loses_no_acknowledged_line(tmp_path):
     # every acknowledged line once and in order; at most the write in flight beyond
     assert got[:n_acked] == [b"line %d" % i for i in range(n_acked)]
     assert len(got) - n_acked in (0, 1)
+
+
+def test_recovery_after_a_crash_is_visible_and_requests_wait(tmp_path):
+    """After a SIGKILL with much unflushed data, the remounted daemon shows
+    ``user.logfs.health = recovering`` on its root while it validates the
+    log (a line per partition, with its rate, in its log), and a reader that
+    comes meanwhile waits and then gets everything."""
+    data, mountpoint = tmp_path / "data", tmp_path / "mnt"
+    mountpoint.mkdir()
+    with Daemon(data, mountpoint, "flush.ms=600000") as daemon:  # nothing flushed
+        os.mkdir(mountpoint / "t")
+        sh(f"seq 1 20000000 > {mountpoint}/t/0/append")  # 169 MB of text, 330 MB of log
+        daemon.kill()
+    daemon = Daemon(data, mountpoint, log=tmp_path / "second.log").start()
+    try:
+        health = []
+        while not health or health[-1] != b"ok":
+            health.append(os.getxattr(mountpoint, "user.logfs.health"))
+        assert health[0] == b"recovering" and set(health) == {b"recovering", b"ok"}
+        assert sh(f"wc -l < {mountpoint}/t/0/stream").stdout.strip() == "20000000"
+    finally:
+        daemon.stop()
+    log = (tmp_path / "second.log").read_text()
+    assert re.search(r"recovered t-0 from offset 0: [0-9.]+ MB validated in .* MB/s", log), log
 
 
 # ---------------------------------------------------------------- the command line

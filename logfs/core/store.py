@@ -124,8 +124,12 @@ class Store:
         defaults: Mapping[str, str] | None = None,
         read_only: bool = False,
         lock_timeout: float = 0.0,
+        recover: bool = True,
     ) -> None:
+        """``recover=False`` leaves a writer's partitions unopened until
+        `recover` (the daemon mounts first and recovers in a worker thread)."""
         self.path = Path(path)
+        self._recover_now = recover
         self.read_only = read_only
         self.checkpoint_failure: str | None = None  # why the last checkpoint write failed
         self.first_dirty: dict[tuple[str, int], int] = {}  # the cleaner's (cleaner.py)
@@ -179,11 +183,20 @@ class Store:
                 continue
             tp = (match.group(1), int(match.group(2)))
             self._unopened[tp] = (entry.path, recovery.get(tp, 0), starts.get(tp, 0))
-        if not self.read_only:
+        if not self.read_only and self._recover_now:
             # A writer recovers every partition now; a reader opens each on first use.
-            for tp in list(self._unopened):
-                self._open_log(tp)
-            self.checkpoint()
+            self.recover()
+
+    def has_unopened(self) -> bool:
+        """Whether some partition is still to be opened (and recovered)."""
+        return bool(self._unopened)
+
+    def recover(self) -> None:
+        """Open, and so recover, every partition not open yet; then checkpoint.
+        Touches the store's tables: nothing else may use the store meanwhile."""
+        for tp in list(self._unopened):
+            self._open_log(tp)
+        self.checkpoint()
 
     def _open_log(self, tp: tuple[str, int]) -> Log:
         path, recovery_point, log_start_offset = self._unopened.pop(tp)
@@ -371,19 +384,26 @@ class Store:
         """
         if self.read_only:
             return
+        # partitions not opened (recovered) yet keep what the checkpoints said
+        points = {tp: entry[1] for tp, entry in self._unopened.items()}
+        starts = {tp: entry[2] for tp, entry in self._unopened.items()}
         try:
             write_checkpoint(
                 self.path / RECOVERY_POINT_FILE,
-                {tp: log.recovery_point for tp, log in self._logs.items()},
+                points | {tp: log.recovery_point for tp, log in self._logs.items()},
             )
             write_checkpoint(
                 self.path / LOG_START_FILE,
-                {tp: log.log_start_offset for tp, log in self._logs.items()},
+                starts | {tp: log.log_start_offset for tp, log in self._logs.items()},
             )
             if self.first_dirty:
                 write_checkpoint(
                     self.path / CLEANER_FILE,
-                    {tp: o for tp, o in self.first_dirty.items() if tp in self._logs},
+                    {
+                        tp: o
+                        for tp, o in self.first_dirty.items()
+                        if tp in self._logs or tp in self._unopened
+                    },
                 )
         except OSError as e:
             if self.checkpoint_failure is None:

@@ -168,7 +168,9 @@ def serve(
 ) -> int:
     """Run a mount until it is unmounted or signalled; returns an exit code."""
     keep_freed_memory()
-    store = Store(data, defaults=options.defaults, read_only=options.read_only)
+    # Partitions are recovered once mounted, in a worker thread: meanwhile the
+    # root's user.logfs.health says "recovering" and other requests wait.
+    store = Store(data, defaults=options.defaults, read_only=options.read_only, recover=False)
     flusher = Flusher(store, **options.tasks["flusher"])
     log_cleaner = Cleaner(store, **options.tasks["cleaner"])
     ops = Operations(store, flusher=flusher, partitions=options.partitions, owner=options.owner)
@@ -182,12 +184,16 @@ def serve(
         store.close()
         raise
     logger.info("mounted %s on %s", data, mountpoint)
-    try:
+
+    def on_recovered() -> None:
         if not options.read_only:
             _write_mount_record(data, real_mountpoint, options)
         if ready is not None:
             ready()
-        trio.run(_run, flusher, None if options.read_only else log_cleaner)
+
+    try:
+        cleaner_or_none = None if options.read_only else log_cleaner
+        trio.run(_run, store, ops, flusher, cleaner_or_none, on_recovered)
     finally:
         with contextlib.ExitStack() as teardown:  # runs bottom-up, each step even if one fails
             teardown.callback(store.close)
@@ -198,7 +204,7 @@ def serve(
             # First: from here on producers go to the store, and wait for its lock.
             teardown.callback(_remove_mount_record, data)
         logger.info("unmounted %s", mountpoint)
-    return 0
+    return 1 if ops.failed_to_recover else 0
 
 
 def _write_mount_record(data: str, mountpoint: str, options: MountOptions) -> None:
@@ -219,14 +225,42 @@ def _remove_mount_record(data: str) -> None:
         logger.warning("cannot remove the mount record %s: %s", mountinfo.record_path(data), e)
 
 
-async def _run(flusher: Flusher, log_cleaner: Cleaner | None) -> None:
+async def _run(
+    store: Store,
+    ops: Operations,
+    flusher: Flusher,
+    log_cleaner: Cleaner | None,
+    on_recovered: Callable[[], None],
+) -> None:
     async with trio.open_nursery() as nursery:
-        await nursery.start(flusher.run)
-        if log_cleaner is not None:
-            await nursery.start(log_cleaner.run)
         nursery.start_soon(_stop_on_signal)
+        nursery.start_soon(_recover, store, ops, flusher, log_cleaner, on_recovered, nursery)
         await pyfuse3.main()  # returns on pyfuse3.terminate() or an external unmount
         nursery.cancel_scope.cancel()
+
+
+async def _recover(store, ops, flusher, log_cleaner, on_recovered, nursery) -> None:
+    """Recover the partitions while the mount already answers (requests that
+    need the store wait), then start the background tasks. A failure to
+    recover unmounts."""
+    started = time.monotonic()
+    try:
+        # A reader opens each partition on first use; with nothing to recover the
+        # mount already answers (ops.ready), so the store is not touched here.
+        if not ops.ready.is_set():
+            await trio.to_thread.run_sync(store.recover)
+    except Exception as e:  # noqa: BLE001 - logged, then the mount goes
+        logger.error("recovering %s failed: %s", store.path, e)
+        ops.failed_to_recover = True
+        pyfuse3.terminate()
+        return
+    ops.ready.set()
+    if time.monotonic() - started > 1:
+        logger.info("recovered %s in %.1f s", store.path, time.monotonic() - started)
+    await nursery.start(flusher.run)
+    if log_cleaner is not None:
+        await nursery.start(log_cleaner.run)
+    on_recovered()
 
 
 async def _stop_on_signal() -> None:

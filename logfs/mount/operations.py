@@ -27,6 +27,7 @@ import pwd
 import stat
 
 import pyfuse3
+import trio
 
 from ..core.batching import max_record_bytes
 from ..core.config import flush_messages_reached
@@ -105,11 +106,23 @@ def pwd_name(uid: int) -> str:
         return str(uid)
 
 
+# What the mount answers while its partitions are being recovered: the root's
+# attributes (monitoring reads user.logfs.health); everything else waits.
+WHILE_RECOVERING = {"getattr", "getxattr", "listxattr", "statfs"}
+
+
 def fuse_errors(handler):
-    """Turn every exception a handler raises into a FUSEError."""
+    """Turn every exception a handler raises into a FUSEError. Requests wait
+    until the store is recovered (`Operations.ready`), but for the root's
+    attributes."""
+    early = handler.__name__ in WHILE_RECOVERING
 
     @functools.wraps(handler)
     async def wrapper(self, *args):
+        if not self.ready.is_set():
+            root = handler.__name__ == "statfs" or (args and args[0] == pyfuse3.ROOT_INODE)
+            if not (early and root):
+                await self.ready.wait()
         try:
             return await handler(self, *args)
         except pyfuse3.FUSEError:
@@ -148,6 +161,13 @@ class Operations(pyfuse3.Operations):
         self.partitions = partitions
         self.view = View(store, owner)
         self.inodes = self.view.inodes
+        # Set once the store's partitions are recovered (daemon.py); a store opened
+        # the usual way (recovered already, or read-only) is ready at once.
+        self.ready = trio.Event()
+        self.failed_to_recover = False
+        if store.read_only or not store.has_unopened():
+            self.ready.set()
+        self.view.is_ready = self.ready.is_set
         self.files: dict[int, AppendFile | StreamFile | SnapshotFile] = {}
         self._fh = itertools.count(1)
 

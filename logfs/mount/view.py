@@ -13,6 +13,7 @@ import json
 import os
 import stat
 import time
+from collections.abc import Callable
 from typing import NamedTuple
 
 import pyfuse3
@@ -76,6 +77,7 @@ class View:
         self._started_ns = time.time_ns()
         self.pending: set[tuple[str, ...]] = set()  # keys/<name> created, not yet written
         self.keys_in_use: set[str] = set()  # topics whose keys/ the kernel may cache
+        self.is_ready: Callable[[], bool] = lambda: True  # the store recovered (operations.py)
 
     def node(self, inode: int) -> Node:
         node = self.inodes.get(inode)
@@ -316,6 +318,13 @@ class View:
 
     def xattrs(self, node: Node) -> dict[str, bytes]:
         """The root's pid, data dir and health; a record's offset, timestamp, key, headers."""
+        if node.kind is Kind.ROOT and not self.is_ready():
+            return {
+                XATTR + "pid": str(os.getpid()).encode(),
+                XATTR + "data": os.fsencode(os.path.abspath(self.store.path)),
+                XATTR + "health": b"recovering",
+                XATTR + "failures": b"{}",
+            }
         if node.kind is Kind.ROOT:
             offline = self.store.failures()
             failures = dict(offline)
