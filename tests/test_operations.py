@@ -21,8 +21,9 @@ from logfs import Store
 from logfs.core.check import check
 from logfs.core.partitioner import partition_for_key
 from logfs.core.record import encode_batch
+from logfs.mount.errnos import ERRNOS, errno_for
 from logfs.mount.framing import frame
-from logfs.mount.operations import ERRNOS, Operations, errno_for
+from logfs.mount.operations import Operations
 from logfs.mount.view import OFFSET_LISTING
 
 

@@ -5,7 +5,7 @@ build attributes; the tree's shape and the inode table are in tree.py,
 existence, listings and attributes in view.py, per-open-file state (append
 routing, config merging, stream read-ahead) in files.py, the line, binary
 and batch framing in framing.py. Every error becomes an errno through the
-one table `ERRNOS`; only `FUSEError` leaves a handler.
+one table `ERRNOS` (errnos.py); only `FUSEError` leaves a handler.
 
 Caching: directories and static files are cached for a second; ``offset/<n>``
 files for a minute (a record never changes; a deleted topic's paths get new
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import itertools
 import logging
 import os
@@ -31,24 +30,9 @@ import trio
 
 from ..core.batching import max_record_bytes
 from ..core.config import flush_messages_reached
-from ..core.errors import (
-    CorruptIndexError,
-    CorruptRecordError,
-    InvalidBatchError,
-    InvalidConfigError,
-    InvalidRecordError,
-    InvalidTopicError,
-    LogFailedError,
-    LogfsError,
-    OffsetOutOfRangeError,
-    ReadOnlyError,
-    RecordTooLargeError,
-    TopicExistsError,
-    UnknownTopicError,
-    UnsupportedCodecError,
-)
 from ..core.log import Log
 from ..core.store import Store
+from .errnos import fuse_errors
 from .files import (
     AppendFile,
     ConfigFile,
@@ -59,43 +43,10 @@ from .files import (
     state_text,
 )
 from .flusher import Flusher
-from .framing import FramingError, TooLargeError
 from .tree import APPENDS, DIRECTORIES, FRAMINGS, TOPIC_APPENDS, Kind, number
 from .view import DATA_OWNER, Ownership, View, fail
 
 logger = logging.getLogger(__name__)
-
-# The one table from store errors to errnos; the first match along the MRO wins.
-ERRNOS: dict[type[BaseException], int] = {
-    OffsetOutOfRangeError: errno.ENOENT,
-    UnknownTopicError: errno.ENOENT,
-    InvalidTopicError: errno.EINVAL,
-    # BatchTooLargeError too: its MRO has InvalidBatchError before RecordTooLargeError
-    InvalidBatchError: errno.EINVAL,
-    InvalidRecordError: errno.EINVAL,
-    InvalidConfigError: errno.EINVAL,
-    TopicExistsError: errno.EEXIST,
-    RecordTooLargeError: errno.EMSGSIZE,
-    TooLargeError: errno.EMSGSIZE,
-    FramingError: errno.EINVAL,
-    ReadOnlyError: errno.EROFS,
-    CorruptRecordError: errno.EIO,
-    CorruptIndexError: errno.EIO,
-    LogFailedError: errno.EIO,
-    UnsupportedCodecError: errno.EIO,
-    LogfsError: errno.EIO,
-}
-
-
-def errno_for(exc: BaseException) -> int:
-    """The errno a client sees for ``exc``; never EINTR, never >= 512."""
-    for cls in type(exc).__mro__:
-        if cls in ERRNOS:
-            return ERRNOS[cls]
-    if isinstance(exc, OSError) and exc.errno and 0 < exc.errno < 512 and exc.errno != errno.EINTR:
-        return exc.errno
-    logger.exception("unexpected error in a FUSE handler")
-    return errno.EIO
 
 
 def pwd_name(uid: int) -> str:
@@ -104,41 +55,6 @@ def pwd_name(uid: int) -> str:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
         return str(uid)
-
-
-# What the mount answers while its partitions are being recovered: the root's
-# attributes (monitoring reads user.logfs.health); everything else waits.
-WHILE_RECOVERING = {"getattr", "getxattr", "listxattr", "statfs"}
-
-
-def fuse_errors(handler):
-    """Turn every exception a handler raises into a FUSEError. Requests wait
-    until the store is recovered (`Operations.ready`), but for the root's
-    attributes."""
-    early = handler.__name__ in WHILE_RECOVERING
-
-    @functools.wraps(handler)
-    async def wrapper(self, *args):
-        if not self.ready.is_set():
-            root = handler.__name__ == "statfs" or (args and args[0] == pyfuse3.ROOT_INODE)
-            if not (early and root):
-                await self.ready.wait()
-        try:
-            return await handler(self, *args)
-        except pyfuse3.FUSEError:
-            raise
-        except Exception as e:
-            if isinstance(e, (CorruptRecordError, CorruptIndexError)):
-                # bit rot below the recovery point is only found when read: say where
-                logger.error("%s%r: %s (answering EIO)", handler.__name__, args, e)
-            elif isinstance(e, InvalidBatchError):
-                # the writer only sees EINVAL: the daemon's log says what was wrong
-                logger.warning("%s refused a batch: %s", handler.__name__, e)
-            elif not isinstance(e, LogfsError):
-                logger.debug("%s%r failed: %r", handler.__name__, args, e)
-            raise pyfuse3.FUSEError(errno_for(e)) from None
-
-    return wrapper
 
 
 class Operations(pyfuse3.Operations):
