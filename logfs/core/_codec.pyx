@@ -696,13 +696,13 @@ cdef Py_ssize_t next_record(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, 
 
 def map_keys(
     const uint8_t[::1] body, int64_t count, int64_t base_offset, int64_t first_dirty,
-    dict latest, bint live=False,
+    dict latest, bint live=False, set changed=None,
 ):
     """Set ``latest[key]`` to the offset of each keyed record at or after
-    ``first_dirty`` of a records section (uncompressed), in order: the
-    cleaner's key map. With ``live``, a tombstone (null value) removes its key
-    instead: the live keys of the ``keys/`` view. Returns -1, or the index of
-    a malformed record."""
+    ``first_dirty`` of a records section (uncompressed), in order. With
+    ``live``, a tombstone (null value) removes its key instead: the live keys
+    of the ``keys/`` view; ``changed`` (if given) collects every key seen.
+    Returns -1, or the index of a malformed record."""
     cdef const uint8_t* buf = &body[0] if body.shape[0] else NULL
     cdef Py_ssize_t pos = 0, end = body.shape[0]
     cdef int64_t i, offset
@@ -718,6 +718,8 @@ def map_keys(
                 latest.pop(key, None)
             else:
                 latest[key] = offset
+            if changed is not None:
+                changed.add(key)
     return -1
 
 

@@ -69,13 +69,9 @@ def index_batches(
         if header.is_control:
             continue
         body = records_section(batch, header)
-        bad = map_keys(body, header.records_count, header.base_offset, 0, latest, True)
+        bad = map_keys(body, header.records_count, header.base_offset, 0, latest, True, changed)
         if bad >= 0:
             raise CorruptRecordError(f"batch at offset {header.base_offset}: record {bad}")
-        if changed is not None:
-            seen: dict[bytes, int] = {}
-            map_keys(body, header.records_count, header.base_offset, 0, seen)
-            changed.update(seen)
 
 
 def live_keys(segments, log_start_offset: int) -> dict[bytes, int]:
