@@ -38,7 +38,7 @@ c. the cleaned index files, then ``B.log.cleaned`` (the commit), are renamed
    to their names and the directory fsynced;
 d. the ``*.deleted`` files are removed.
 
-`recover_cleaning` runs before a partition's segments are opened: while a
+`recovery.recover_cleaning` runs before a partition's segments are opened: while a
 ``.log.cleaned`` exists the commit has not happened, so the ``*.deleted``
 files are renamed back and the ``.cleaned`` ones removed (the log is as it
 was before the cleaning); otherwise leftover ``*.cleaned`` and ``*.deleted``
@@ -54,14 +54,13 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import compression
 from ._codec import OffsetMap, keep_records
 from .config import INT_MAX, TopicConfig
 from .errors import CorruptRecordError
-from .logfile import base_offset_of, fsync_dir, iter_batches
+from .logfile import fsync_dir, iter_batches
 from .record import (
     HEADER_SIZE,
     LOG_APPEND_TIME,
@@ -69,6 +68,7 @@ from .record import (
     pack_header_into,
     records_section,
 )
+from .recovery import CLEANED, DELETED
 from .segment import BatchInfo, LogSegment
 
 if TYPE_CHECKING:
@@ -77,9 +77,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-CLEANED, DELETED, SWAP = ".cleaned", ".deleted", ".swap"
 INT64_MIN = -(1 << 63)
-SUFFIXES = (".log", ".index", ".timeindex")
 
 
 class Plan(NamedTuple):
@@ -308,51 +306,6 @@ def swap(log: Log, group: list[LogSegment], cleaned: LogSegment | None) -> LogSe
     segment = LogSegment(directory, cleaned.base_offset, log.config, writable=True)
     segment.load()
     return segment
-
-
-def recover_cleaning(directory: Path) -> bool:
-    """Finish or undo what a crash left of a cleaning (module docstring);
-    returns whether anything was found."""
-    names = os.listdir(directory)
-    found = [n for n in names if n.endswith((CLEANED, DELETED, SWAP))]
-    if not found:
-        return False
-    uncommitted = any(n.endswith(".log" + CLEANED) for n in names)
-    for name in sorted(found):
-        path = directory / name
-        if name.endswith(DELETED) and uncommitted:
-            logger.warning("%s: an unfinished cleaning: restoring it", path)
-            os.replace(path, directory / name.removesuffix(DELETED))
-        elif name.endswith(CLEANED) or name.endswith(DELETED):
-            path.unlink(missing_ok=True)
-    for name in sorted(n for n in found if n.endswith(".log" + SWAP)):
-        _complete_swap(directory, name)
-    return True
-
-
-def _complete_swap(directory: Path, name: str) -> None:
-    """A Kafka ``B.log.swap``: its segments replace those whose base offsets
-    fall in [B, the swap's next offset), as Kafka's LogLoader does."""
-    base = base_offset_of(name.removesuffix(SWAP), ".log")
-    if base is None:
-        return
-    path = directory / name
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        end = base
-        for _, header, _ in iter_batches(fd, 0, os.fstat(fd).st_size, verify=False):
-            end = header.next_offset
-    finally:
-        os.close(fd)
-    for log_path in directory.glob("*.log"):
-        other = base_offset_of(log_path.name, ".log")
-        if other is not None and base <= other < end:
-            for suffix in SUFFIXES:
-                log_path.with_suffix(suffix).unlink(missing_ok=True)
-    for suffix in (".index", ".timeindex"):
-        (directory / (name.removesuffix(".log" + SWAP) + suffix + SWAP)).unlink(missing_ok=True)
-    os.rename(path, directory / name.removesuffix(SWAP))
-    logger.warning("%s: completed the swap of a cleaning", path)
 
 
 class Cleaning:
