@@ -16,8 +16,8 @@ from logfs import Store
 from logfs.core.errors import LogFailedError, LogfsError
 from logfs.core.partitioner import partition_for_key
 from logfs.core.store import RECOVERY_POINT_FILE, read_checkpoint
-from logfs.mount.daemon import parse_options
 from logfs.mount.flusher import Flusher
+from logfs.mount.options import parse_options
 
 
 def eio(*args):

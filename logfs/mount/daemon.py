@@ -1,16 +1,18 @@
 """Wiring a mount: store, flusher, FUSE, signals, teardown; and the daemon.
 
-`serve` is the one function that runs a mount: it opens (and recovers) the
-store, mounts, runs `pyfuse3.main` and the flusher in one nursery until
-SIGINT/SIGTERM or an external unmount, then tears down in this order: the
+`serve` is the one function that runs a mount: it opens the store, mounts,
+then in one nursery runs `pyfuse3.main` and recovers the partitions in a
+worker thread (the root's ``user.logfs.health`` says "recovering" and other
+requests wait meanwhile), after which the flusher and the log cleaner start;
+until SIGINT/SIGTERM or an external unmount. It tears down in this order: the
 open append files' unterminated lines become records, every log is flushed,
 the checkpoints are written, the file system is unmounted, the store's lock is
-released.
+released. Mount options are options.py's.
 
 While a writable mount runs, ``DATA/logfs-mount.json`` records where it is
 mounted and by which process (core/mountinfo.py), so that producers on the
-same machine hand their batches to this daemon; it is written once the mount
-is in the mount table and removed first at a clean shutdown.
+same machine hand their batches to this daemon; it is written once the
+partitions are recovered and removed first at a clean shutdown.
 
 `mount` is ``logfs mount``: it checks what it can up front, then (unless
 foreground) starts the daemon in a new session and returns once the daemon
@@ -23,125 +25,31 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import grp
 import json
 import logging
 import os
-import pwd
-import re
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
 
 import pyfuse3
 import trio
 
 from ..core import mountinfo
-from ..core.config import TopicConfig
 from ..core.errors import LogfsError
 from ..core.store import Store
 from .cleaning import Cleaner
 from .flusher import Flusher
 from .operations import Operations
-from .view import Ownership
+from .options import MountOptions, parse_options
 
 logger = logging.getLogger("logfs")
 
-# Passed to the kernel / libfuse as they are.
-FUSE_OPTIONS = {
-    "ro",
-    "allow_other",
-    "allow_root",
-    "auto_unmount",
-    "default_permissions",
-    "noatime",
-    "sync",
-    "dirsync",
-    "debug",
-}
-# What mount(8) and fstab add; meaningless here, accepted and ignored.
-IGNORED_OPTIONS = {
-    "rw", "defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser", "owner",
-    "group", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "async", "atime", "relatime",
-    "strictatime", "diratime", "nodiratime",
-}  # fmt: skip
-# Kafka's broker settings for the background work: option -> (task, its argument, unit).
-BROKER_OPTIONS = {
-    "log.retention.check.interval.ms": ("flusher", "retention_interval", 1e-3),
-    "log.flush.offset.checkpoint.interval.ms": ("flusher", "checkpoint_interval", 1e-3),
-    "log.cleaner.backoff.ms": ("cleaner", "backoff", 1e-3),
-    "log.cleaner.io.max.bytes.per.second": ("cleaner", "io_rate", 1),
-}
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt(3) parameters
 LOG_FILE = "logfs.log"  # in DATA, for a daemon without -o log=...
-
-
-class MountOptions(NamedTuple):
-    """``-o`` options, sorted by who consumes them."""
-
-    fuse: frozenset[str]  # for pyfuse3.init
-    defaults: dict[str, str]  # topic-config defaults (Kafka names)
-    partitions: int  # partitions of a topic made by mkdir
-    read_only: bool
-    log: str | None  # the daemon's log file
-    tasks: dict[str, dict[str, float]]  # "flusher"/"cleaner" -> arguments (BROKER_OPTIONS)
-    owner: Ownership  # uid=, gid=, umask=
-
-
-def parse_options(options: Mapping[str, str | None]) -> MountOptions:
-    """Sort ``-o`` options; raises LogfsError for an unknown one or a bad value."""
-    fuse, defaults, tasks = set(), {}, {"flusher": {}, "cleaner": {}}
-    partitions, log = 1, None
-    owner = Ownership()
-    for key, value in options.items():
-        if key in FUSE_OPTIONS:
-            fuse.add(key)
-        elif key in IGNORED_OPTIONS or key.startswith(("x-", "comment")):
-            continue
-        elif key == "partitions":
-            if not (value or "").isdigit() or int(value) < 1:
-                raise LogfsError(f"partitions={value}: expected a positive integer")
-            partitions = int(value)
-        elif key == "log":
-            log = value or None
-        elif key in ("uid", "gid", "umask"):
-            owner = owner._replace(**{key: _owner_value(key, value or "")})
-        elif key in BROKER_OPTIONS:
-            if not (value or "").isdigit() or int(value) < 1:
-                raise LogfsError(f"{key}={value}: expected a positive integer")
-            task, argument, unit = BROKER_OPTIONS[key]
-            tasks[task][argument] = int(value) * unit
-        elif key == "fsname" or key == "subtype":
-            continue  # always the data dir and "logfs"
-        elif "." in key:
-            defaults[key] = value or ""
-        else:
-            raise LogfsError(f"unknown mount option {key!r}")
-    TopicConfig.from_properties(defaults=defaults)  # InvalidConfigError (a LogfsError) if bad
-    if "allow_other" in fuse:
-        # Without the kernel's permission checks every user could append, create and
-        # delete topics; with them, DATA's owner and modes apply (docs/operations.md).
-        fuse.add("default_permissions")
-    return MountOptions(frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks, owner)
-
-
-def _owner_value(key: str, value: str) -> int:
-    """``uid=`` and ``gid=`` take a number or a user or group name (as sshfs
-    and ntfs-3g do); ``umask=`` an octal mask."""
-    if key == "umask":
-        if not re.fullmatch(r"[0-7]{1,4}", value):
-            raise LogfsError(f"umask={value}: expected an octal mask such as 022")
-        return int(value, 8) & 0o777
-    if value.isdigit():
-        return int(value)
-    try:
-        return pwd.getpwnam(value).pw_uid if key == "uid" else grp.getgrnam(value).gr_gid
-    except KeyError:
-        raise LogfsError(f"{key}={value}: no such {'user' if key == 'uid' else 'group'}") from None
 
 
 # ---------------------------------------------------------------- the daemon
