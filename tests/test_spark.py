@@ -65,6 +65,22 @@ def read(spark, path, **options):
     return spark.read.format("logfs").option("path", str(path)).options(**options).load()
 
 
+def drain(spark, data, checkpoint, topic, sink, **options):
+    """A streaming query from the earliest offsets (or its checkpoint) through
+    everything there is now (availableNow), each micro-batch to ``sink``."""
+    query = (
+        spark.readStream.format("logfs")
+        .options(path=str(data), subscribe=topic, startingOffsets="earliest", **options)
+        .load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(60)
+    assert query.exception() is None
+
+
 def test_batch_read_matches_the_store(spark, tmp_path):
     fill(tmp_path)
     df = read(spark, tmp_path, subscribe="orders")  # found by auto-registration: no register()
@@ -161,18 +177,7 @@ def test_stream_restarts_from_checkpoint_exactly_once(spark, tmp_path):
         batch_sizes.append(len(got))
 
     def run():
-        query = (
-            spark.readStream.format("logfs")
-            .options(path=str(data), subscribe="orders", startingOffsets="earliest")
-            .option("maxOffsetsPerTrigger", "40")
-            .load()
-            .writeStream.foreachBatch(collect)
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination(60)
-        assert query.exception() is None
+        drain(spark, data, checkpoint, "orders", collect, maxOffsetsPerTrigger="40")
 
     run()
     assert sorted(seen) == [(p, o) for p in (0, 1) for o in range(45)]
@@ -238,20 +243,10 @@ def test_compacted_topics_read_across_the_gaps_without_data_loss_errors(spark, t
     seen: list[int] = []
 
     def run():
-        query = (
-            spark.readStream.format("logfs")
-            .options(path=str(data), subscribe="c", startingOffsets="earliest")
-            .option("maxOffsetsPerTrigger", "100")
-            .load()
-            .writeStream.foreachBatch(
-                lambda df, _: seen.extend(r.offset for r in df.select("offset").collect())
-            )
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination(60)
-        assert query.exception() is None
+        def collect(df, _):
+            seen.extend(r.offset for r in df.select("offset").collect())
+
+        drain(spark, data, checkpoint, "c", collect, maxOffsetsPerTrigger="100")
 
     run()
     assert sorted(seen) == list(range(300))
