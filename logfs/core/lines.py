@@ -249,10 +249,7 @@ class FromStream:
     def __init__(self, log: Log, start: int) -> None:
         self.log = log
         self.start = start
-        if start >= log.next_offset:
-            self.first = log.active_segment
-        else:  # a compacted log may start with a gap: below its first segment
-            self.first = log.segment_for(start) or log.segments[0]
+        self.first = log.segment_for(start) if start < log.next_offset else log.active_segment
         self.head = count_from(self.first, start)
         self.head_appended = self.first.stream.appended
 
@@ -334,8 +331,6 @@ class PartitionStream:
             OffsetOutOfRangeError: ``offset`` is below the first segment.
         """
         segment = self.log.segment_for(offset)
-        if segment is None and self.log.segments and offset >= self.log.log_start_offset:
-            segment = self.log.segments[0]  # a compacted log's gap before its first segment
         if segment is None:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is below the first segment of "

@@ -196,7 +196,12 @@ class Log:
         return files
 
     def segment_for(self, offset: int) -> LogSegment | None:
+        """The segment that holds ``offset`` if any record does; for an offset
+        in a compacted log's gap before its first segment (cleaned away), the
+        first segment; None below the log start or without segments."""
         i = bisect.bisect_right(self._bases, offset) - 1
+        if i < 0 and self.segments and offset >= self.log_start_offset:
+            i = 0
         return self.segments[i] if i >= 0 else None
 
     # ------------------------------------------------------------ failure
