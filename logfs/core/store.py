@@ -129,7 +129,6 @@ class Store:
         """``recover=False`` leaves a writer's partitions unopened until
         `recover` (the daemon mounts first and recovers in a worker thread)."""
         self.path = Path(path)
-        self._recover_now = recover
         self.read_only = read_only
         self.checkpoint_failure: str | None = None  # why the last checkpoint write failed
         self.first_dirty: dict[tuple[str, int], int] = {}  # the cleaner's (cleaner.py)
@@ -148,7 +147,7 @@ class Store:
             self.path.mkdir(parents=True, exist_ok=True)
             self._lock(lock_timeout)
         try:
-            self._open_logs()
+            self._open_logs(recover)
         except BaseException:
             self.close()
             raise
@@ -169,7 +168,7 @@ class Store:
                     ) from None
                 time.sleep(0.05)
 
-    def _open_logs(self) -> None:
+    def _open_logs(self, recover: bool) -> None:
         recovery = read_checkpoint(self.path / RECOVERY_POINT_FILE)
         starts = read_checkpoint(self.path / LOG_START_FILE)
         self.first_dirty = read_checkpoint(self.path / CLEANER_FILE)
@@ -183,7 +182,7 @@ class Store:
                 continue
             tp = (match.group(1), int(match.group(2)))
             self._unopened[tp] = (entry.path, recovery.get(tp, 0), starts.get(tp, 0))
-        if not self.read_only and self._recover_now:
+        if not self.read_only and recover:
             # A writer recovers every partition now; a reader opens each on first use.
             self.recover()
 
