@@ -50,7 +50,7 @@ class FakeLog:
             fd = 10_000  # not open: fsync fails with EBADF
         return FlushTicket([fd], self.next_offset, self.unflushed_messages)
 
-    def abort_flush(self, ticket: FlushTicket, error: OSError) -> None:
+    def abort_flush(self, error: OSError) -> None:
         self.aborted += 1
 
     def complete_flush(self, ticket: FlushTicket) -> None:

@@ -537,8 +537,8 @@ class Log:
         self._dir_dirty = False
         return ticket
 
-    def abort_flush(self, ticket: FlushTicket, error: OSError) -> None:
-        """The ticket's fsync failed: the partition goes offline. Retrying is
+    def abort_flush(self, error: OSError) -> None:
+        """A flush's fsync failed: the partition goes offline. Retrying is
         no use: the kernel may have dropped the pages it could not write, and
         a second fsync would then succeed without writing them."""
         self.fail("fsync", error)
@@ -562,7 +562,7 @@ class Log:
             for fd in ticket.fds:
                 sync_fd(fd)
         except OSError as e:
-            self.abort_flush(ticket, e)
+            self.abort_flush(e)
             raise
         finally:
             for fd in ticket.fds:

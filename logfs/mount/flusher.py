@@ -150,7 +150,7 @@ class Flusher:
                 await self.sync(ticket.fds)
             except OSError as e:
                 self.errors += 1
-                log.abort_flush(ticket, e)
+                log.abort_flush(e)
                 raise
             log.complete_flush(ticket)
             self.flushes += 1
