@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from logfs import Store
-from logfs.core import cleaner
+from logfs.core.log import cleaner
 
 
 def measure(records: int, keys: int, rounds: int) -> tuple[float, list[float], list[float]]:

@@ -26,7 +26,7 @@ from pathlib import Path
 from mounts import logfs_mount
 
 from logfs import Store
-from logfs.core.keys import key_name
+from logfs.core.log.keys import key_name
 
 
 def rss_bytes() -> int:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from logfs import Store
-from logfs.core.store import RECOVERY_POINT_FILE
+from logfs.core.log.store import RECOVERY_POINT_FILE
 
 
 def measure(mib: int, rounds: int) -> tuple[float, list[float], list[float]]:

@@ -50,7 +50,7 @@ import bench_recovery  # noqa: E402
 from mounts import NullDaemon, logfs_mount  # noqa: E402
 
 from logfs import Store  # noqa: E402
-from logfs.core.record import encode_batch  # noqa: E402
+from logfs.core.format.record import encode_batch  # noqa: E402
 from logfs.mount.daemon import keep_freed_memory  # noqa: E402
 from logfs.mount.framing import BatchFramer, LineFramer  # noqa: E402
 

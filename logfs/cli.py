@@ -12,11 +12,10 @@ import sys
 import textwrap
 
 from . import __version__
-from .core.check import check, dump
-from .core.cleaner import Throttle, clean_store
 from .core.config import InvalidConfigError, read_properties
 from .core.errors import LogfsError
-from .core.store import Store
+from .core.log import Store, Throttle, clean_store
+from .core.tools import check, dump
 
 
 def _key_values(text: str) -> dict[str, str]:

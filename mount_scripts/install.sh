@@ -12,7 +12,7 @@
 #    injection) and nginx (a service logging through the mount).
 #    `apt-get update` runs only when something is missing.
 # 2. A virtual environment in the checkout (.venv) holding logfs, editable, with
-#    its test and Spark extras; pip compiles logfs/core/_codec.pyx (Cython) in
+#    its test and Spark extras; pip compiles logfs/core/format/_codec.pyx (Cython) in
 #    place. pip runs only when pyproject.toml or _codec.pyx has changed since
 #    the last install (a stamp .venv/.installed-<hash of both>) or the compiled
 #    module is missing.
@@ -132,9 +132,9 @@ if [[ ! -e $VENV ]] || ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
 fi
 
 # pip builds the compiled codec in place (editable install): again when its source changes.
-hash=$(cat pyproject.toml logfs/core/_codec.pyx | sha256sum | cut -c1-16)
+hash=$(cat pyproject.toml logfs/core/format/_codec.pyx | sha256sum | cut -c1-16)
 stamp=$VENV/.installed-$hash
-built=$(compgen -G "logfs/core/_codec*.so" || true)
+built=$(compgen -G "logfs/core/format/_codec*.so" || true)
 if [[ -e $stamp && -x $VENV/bin/logfs && -n $built && ${LOGFS_FORCE_PIP:-0} != 1 ]]; then
     say "system packages and .venv are up to date"
 else

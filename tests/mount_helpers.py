@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from logfs.core import mountinfo
+from logfs.core.client import mountinfo
 
 LOGFS = [sys.executable, "-m", "logfs.cli"]
 

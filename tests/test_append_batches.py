@@ -31,8 +31,6 @@ from mount_helpers import Daemon
 from stress import scale
 
 from logfs import Store
-from logfs.core import compression
-from logfs.core.check import check
 from logfs.core.config import TopicConfig
 from logfs.core.errors import (
     BatchTooLargeError,
@@ -40,7 +38,8 @@ from logfs.core.errors import (
     ReadOnlyError,
     RecordTooLargeError,
 )
-from logfs.core.record import (
+from logfs.core.format import compression
+from logfs.core.format.record import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     HEADER,
@@ -51,7 +50,8 @@ from logfs.core.record import (
     decode_records,
     read_header,
 )
-from logfs.core.validate import check_batches, prepare_batches, split_batches
+from logfs.core.format.validate import check_batches, prepare_batches, split_batches
+from logfs.core.tools.offline import check
 from logfs.mount.operations import Operations
 
 CODECS = {

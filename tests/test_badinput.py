@@ -24,8 +24,8 @@ from mount_helpers import Daemon, sh
 from stress import report, scale, tally
 
 from logfs import Store
-from logfs.core.check import check
-from logfs.core.store import validate_topic_name
+from logfs.core.log.store import validate_topic_name
+from logfs.core.tools.offline import check
 from logfs.mount.operations import Operations
 
 EXAMPLES = scale(150, 3000)

@@ -18,15 +18,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
-from logfs.core._codec import OffsetMap
+from logfs.core.format._codec import OffsetMap
 from stress import scale
 
 from logfs import Store
-from logfs.core import cleaner
-from logfs.core.check import check
 from logfs.core.errors import InvalidConfigError, InvalidRecordError, OffsetOutOfRangeError
-from logfs.core.record import encode_batch, read_header, records_section
-from logfs.core.store import CLEANER_FILE
+from logfs.core.format.record import encode_batch, read_header, records_section
+from logfs.core.log import cleaner
+from logfs.core.log.store import CLEANER_FILE
+from logfs.core.tools.offline import check
 
 NOW = int(time.time() * 1000)
 DAY = 24 * 3600 * 1000
@@ -407,7 +407,7 @@ def test_the_offset_map_knows_every_key_it_was_given(keys):
 def test_from_a_gap_before_the_first_segment(store):
     """A compacted log whose first segments were cleaned away starts with a
     gap: the stream from any offset in it is the records after it."""
-    from logfs.core.lines import FromStream
+    from logfs.core.log.lines import FromStream
 
     compacted(store)
     log = store.log("c", 0)

@@ -16,8 +16,8 @@ from stress import scale
 from test_cleaner import latest
 
 from logfs import Store
-from logfs.core.check import check
-from logfs.core.store import CLEANER_FILE
+from logfs.core.log.store import CLEANER_FILE
+from logfs.core.tools.offline import check
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
 

@@ -2,7 +2,7 @@ import subprocess
 import sys
 
 from logfs import Store
-from logfs.core.record import HEADER_SIZE, read_header
+from logfs.core.format.record import HEADER_SIZE, read_header
 
 
 def logfs(*args, check=True):

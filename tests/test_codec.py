@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from logfs.core import _codec, columnar
 from logfs.core.config import TopicConfig
 from logfs.core.errors import CorruptRecordError, InvalidBatchError
-from logfs.core.record import (
+from logfs.core.format import _codec, columnar
+from logfs.core.format.record import (
     HEADER_SIZE,
     decode_records,
     encode_batch,
@@ -25,7 +25,7 @@ from logfs.core.record import (
     varint,
     write_crc,
 )
-from logfs.core.validate import _PROBLEMS, check_batches
+from logfs.core.format.validate import _PROBLEMS, check_batches
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 record_st = st.tuples(
@@ -45,7 +45,10 @@ def test_the_codec_is_compiled():
 
 def test_without_the_codec_logfs_says_to_reinstall():
     """A checkout or install without the built extension fails at import, saying what to do."""
-    script = "import sys; sys.modules['logfs.core._codec'] = None; import logfs.core.validate"
+    script = (
+        "import sys; sys.modules['logfs.core.format._codec'] = None; "
+        "import logfs.core.format.validate"
+    )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert run.returncode != 0
     assert "ImportError: logfs's compiled codec" in run.stderr

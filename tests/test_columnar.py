@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logfs import Store
-from logfs.core import columnar, compression
 from logfs.core.errors import CorruptRecordError
-from logfs.core.record import (
+from logfs.core.format import columnar, compression
+from logfs.core.format.record import (
     CREATE_TIME,
     LOG_APPEND_TIME,
     decode_records,

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from kafka import codec as kafka_codec
 from kafka.record.default_records import DefaultRecordBase
 
-from logfs.core import compression
-from logfs.core.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress, decompress
 from logfs.core.errors import CorruptRecordError, UnsupportedCodecError
+from logfs.core.format import compression
+from logfs.core.format.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress, decompress
 
 KAFKA_ENCODE = {
     GZIP: kafka_codec.gzip_encode,

@@ -23,10 +23,10 @@ from mount_helpers import LOGFS, Daemon
 from stress import scale, tally
 
 from logfs import Store
-from logfs.core.check import check
 from logfs.core.errors import CorruptRecordError
-from logfs.core.record import LOG_OVERHEAD, read_header
-from logfs.core.store import LOG_START_FILE, RECOVERY_POINT_FILE
+from logfs.core.format.record import LOG_OVERHEAD, read_header
+from logfs.core.log.store import LOG_START_FILE, RECOVERY_POINT_FILE
+from logfs.core.tools.offline import check
 
 CONFIG = {"segment.bytes": "1500", "index.interval.bytes": "200"}
 KINDS = (

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from logfs.core import record
+from logfs.core.format import record
 
 CRCMOD = crcmod.predefined.mkCrcFun("crc-32c")
 

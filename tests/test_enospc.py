@@ -19,7 +19,7 @@ from mount_helpers import Daemon
 from stress import report, scale
 
 from logfs import Store
-from logfs.core.check import check
+from logfs.core.tools.offline import check
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(scale(180, 1800))]
 

@@ -14,8 +14,8 @@ import trio
 
 from logfs import Store
 from logfs.core.errors import LogFailedError, LogfsError
-from logfs.core.partitioner import partition_for_key
-from logfs.core.store import RECOVERY_POINT_FILE, read_checkpoint
+from logfs.core.log.partitioner import partition_for_key
+from logfs.core.log.store import RECOVERY_POINT_FILE, read_checkpoint
 from logfs.mount.flusher import Flusher
 from logfs.mount.options import parse_options
 

@@ -39,7 +39,7 @@ import stress
 from mount_helpers import LOGFS, Daemon
 
 import logfs
-from logfs.core.store import RECOVERY_POINT_FILE, read_checkpoint
+from logfs.core.log.store import RECOVERY_POINT_FILE, read_checkpoint
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(180)]
 

@@ -10,7 +10,7 @@ import trio.testing
 
 from logfs import Store
 from logfs.core.config import TopicConfig, flush_due
-from logfs.core.log import FlushTicket
+from logfs.core.log.partition import FlushTicket
 from logfs.mount.flusher import Flusher, fsync_fds
 
 

@@ -7,13 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from logfs.core.errors import LogfsError
-from logfs.mount.framing import (
-    FramingError,
-    LengthFramer,
-    LineFramer,
-    TooLargeError,
-    frame,
-)
+from logfs.mount.framing import FramingError, LengthFramer, LineFramer, TooLargeError, frame
 
 
 def feed_all(framer, chunks):

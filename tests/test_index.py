@@ -6,7 +6,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from logfs.core.errors import CorruptIndexError
-from logfs.core.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, OffsetPosition, TimeIndex
+from logfs.core.storage.index import (
+    OFFSET_ENTRY,
+    TIME_ENTRY,
+    OffsetIndex,
+    OffsetPosition,
+    TimeIndex,
+)
 
 
 def test_entry_layouts():
@@ -121,7 +127,7 @@ def test_bulk_indexing_is_kafkas_batch_by_batch_rule(tmp_path_factory, appends, 
     update the running max timestamp, then index when more than index.interval.bytes
     were appended since the last entry."""
     from logfs.core.config import TopicConfig
-    from logfs.core.segment import LogSegment
+    from logfs.core.storage.segment import LogSegment
 
     path = tmp_path_factory.mktemp("bulk")
     config = TopicConfig(index_interval_bytes=interval)

@@ -18,9 +18,9 @@ from mount_helpers import Daemon, sh
 from stress import scale
 
 from logfs import Store
-from logfs.core.check import check
-from logfs.core.keys import key_name, name_key
-from logfs.core.partitioner import partition_for_key
+from logfs.core.log.keys import key_name, name_key
+from logfs.core.log.partitioner import partition_for_key
+from logfs.core.tools.offline import check
 
 # ---------------------------------------------------------------- names
 

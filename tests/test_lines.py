@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from logfs import Store
-from logfs.core import lines
 from logfs.core.config import TopicConfig
-from logfs.core.log import Log
+from logfs.core.log import lines
+from logfs.core.log.partition import Log
+from logfs.core.storage import stream
 from logfs.mount.files import StreamFile
 
 
@@ -28,7 +29,8 @@ def test_stream_size_and_lines_after_reopen(tmp_path):
         log = store.log("t", 0)
         assert lines.size(log) is None  # loaded segments are counted on first need
         for segment in lines.uncounted(log):
-            segment.stream.loaded = lines.count_loaded(segment.log_path, segment.stream.loaded_size)
+            loaded = segment.stream.loaded_size
+            segment.stream.loaded = stream.count_loaded(segment.log_path, loaded)
         assert lines.size(log) == len(expected)
         log.append([b"after reopen"] * 40)
         expected += b"after reopen\n" * 40
@@ -56,7 +58,7 @@ def test_stream_starts_at_a_log_start_inside_the_first_segment(tmp_path):
     log.close()
     log = Log(tmp_path / "t-0", "t", 0, TopicConfig(), recovery_point=500, log_start_offset=123)
     for segment in lines.uncounted(log):
-        segment.stream.loaded = lines.count_loaded(segment.log_path, segment.stream.loaded_size)
+        segment.stream.loaded = stream.count_loaded(segment.log_path, segment.stream.loaded_size)
     expected = b"".join(v + b"\n" for v in values[123:])
     assert lines.size(log) == len(expected)
     assert lines.locate(log, 0) == (123, 0)

@@ -15,8 +15,8 @@ import time
 import pytest
 from mount_helpers import LOGFS, Daemon, force_unmount, mount_type, wait_live, wait_unmounted
 
-from logfs.core import mountinfo
-from logfs.core.mountinfo import live_mount, live_record, read_record, stale_reason
+from logfs.core.client import mountinfo
+from logfs.core.client.mountinfo import live_mount, live_record, read_record, stale_reason
 
 pytestmark = pytest.mark.timeout(120)
 

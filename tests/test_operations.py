@@ -18,9 +18,9 @@ import pytest
 import trio
 
 from logfs import Store
-from logfs.core.check import check
-from logfs.core.partitioner import partition_for_key
-from logfs.core.record import encode_batch
+from logfs.core.format.record import encode_batch
+from logfs.core.log.partitioner import partition_for_key
+from logfs.core.tools.offline import check
 from logfs.mount.errnos import ERRNOS, errno_for
 from logfs.mount.framing import frame
 from logfs.mount.operations import Operations

@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_murmur2
 
-from logfs.core.partitioner import Partitioner, murmur2, partition_for_key
+from logfs.core.log.partitioner import Partitioner, murmur2, partition_for_key
 
 
 @given(st.binary(max_size=64))

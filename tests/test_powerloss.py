@@ -33,7 +33,7 @@ import trio
 from stress import report, scale
 
 from logfs import Store
-from logfs.core.check import check
+from logfs.core.tools.offline import check
 from logfs.mount.flusher import Flusher
 from logfs.mount.operations import Operations
 

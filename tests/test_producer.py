@@ -21,15 +21,16 @@ from kafka.record import MemoryRecords
 from mount_helpers import Daemon, force_unmount, wait_live, wait_unmounted
 
 from logfs import LogfsError, Producer, Store
-from logfs.core import compression, delivery, mountinfo
+from logfs.core.client import delivery, mountinfo
+from logfs.core.client.producer import ProducerError, Receipt
 from logfs.core.errors import (
     InvalidConfigError,
     InvalidTopicError,
     RecordTooLargeError,
     UnknownTopicError,
 )
-from logfs.core.producer import ProducerError, Receipt
-from logfs.core.record import HEADER_SIZE
+from logfs.core.format import compression
+from logfs.core.format.record import HEADER_SIZE
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -27,9 +27,9 @@ from kafka.record.default_records import (
 )
 from kafka.record.util import decode_varint, encode_varint
 
-from logfs.core import compression, record
 from logfs.core.errors import CorruptRecordError
-from logfs.core.record import (
+from logfs.core.format import compression, record
+from logfs.core.format.record import (
     HEADER,
     HEADER_SIZE,
     LOG_APPEND_TIME,

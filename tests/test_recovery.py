@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from logfs import Store
 from logfs.core.errors import CorruptRecordError
-from logfs.core.logfile import base_offset_of, iter_batches, read_region, segment_name
-from logfs.core.record import CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, read_header
-from logfs.core.store import RECOVERY_POINT_FILE
+from logfs.core.format.record import CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, read_header
+from logfs.core.log.store import RECOVERY_POINT_FILE
+from logfs.core.storage.logfile import base_offset_of, iter_batches, read_region, segment_name
 
 CONFIG = {"segment.bytes": "3000", "index.interval.bytes": "200"}
 

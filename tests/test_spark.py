@@ -232,7 +232,7 @@ def test_compacted_topics_read_across_the_gaps_without_data_loss_errors(spark, t
     resumes after cleaning removed records around and before it, gets every
     record that is left after that offset and no false data-loss error (the
     log start offset does not move when whole segments are cleaned away)."""
-    from logfs.core.cleaner import clean_store
+    from logfs.core.log.cleaner import clean_store
 
     data, checkpoint = tmp_path / "data", tmp_path / "checkpoint"
     with Store(data) as store:

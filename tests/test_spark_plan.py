@@ -14,9 +14,10 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from logfs import Store
-from logfs.core import compression, producer
+from logfs.core.client import producer
 from logfs.core.errors import CorruptRecordError
-from logfs.core.record import (
+from logfs.core.format import compression
+from logfs.core.format.record import (
     CREATE_TIME,
     HEADER_SIZE,
     LOG_APPEND_TIME,

@@ -3,7 +3,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from logfs import Store
 from logfs.core.errors import InvalidTopicError, LogfsError, TopicExistsError, UnknownTopicError
-from logfs.core.store import read_checkpoint
+from logfs.core.log.store import read_checkpoint
 
 
 def test_api_of_the_contract(tmp_path):

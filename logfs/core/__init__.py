@@ -6,7 +6,7 @@ partition log, the store and its configuration. Imports nothing from
 # time) and nothing replaces them in Python: without it logfs cannot work, so say so
 # here, once, instead of in whichever module happens to import it first.
 try:
-    from . import _codec  # noqa: F401
+    from .format import _codec  # noqa: F401
 except ImportError as e:
     raise ImportError(
         "logfs's compiled codec (logfs/core/_codec.pyx) is not built or does not load: "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -306,3 +307,9 @@ def segments_to_delete(
         excess -= sizes[count]
         count += 1
     return count
+
+
+def now_ms() -> int:
+    """The wall clock in Kafka's unit: milliseconds since the epoch. The one clock of
+    logfs; everything that keeps time takes it as an injectable ``clock``."""
+    return int(time.time() * 1000)

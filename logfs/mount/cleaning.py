@@ -20,12 +20,11 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..core import cleaner
+from ..core.log import cleaner
 from .flusher import wall_clock_ms
 
 if TYPE_CHECKING:
-    from ..core.log import Log
-    from ..core.store import Store
+    from ..core.log import Log, Store
 
 logger = logging.getLogger(__name__)
 

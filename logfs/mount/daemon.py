@@ -38,9 +38,9 @@ from collections.abc import Callable, Mapping
 import pyfuse3
 import trio
 
-from ..core import mountinfo
+from ..core.client import mountinfo
 from ..core.errors import LogfsError
-from ..core.store import Store
+from ..core.log import Store
 from .cleaning import Cleaner
 from .flusher import Flusher
 from .operations import Operations

@@ -11,20 +11,10 @@ from __future__ import annotations
 
 import json
 
-from ..core.batching import max_record_bytes
 from ..core.config import TopicConfig, read_properties, write_properties
-from ..core.lines import FromStream
-from ..core.log import Log
-from ..core.store import Store
-from .framing import (
-    Batches,
-    BatchFramer,
-    Framed,
-    LengthFramer,
-    LineFramer,
-    Packed,
-    TooLargeError,
-)
+from ..core.format import max_record_bytes
+from ..core.log import FromStream, Log, Store
+from .framing import Batches, BatchFramer, Framed, LengthFramer, LineFramer, Packed, TooLargeError
 
 # At most this many bytes of unread receipts are kept per open append file:
 # a reader of receipts reads them as it goes, others never open for reading.

@@ -32,11 +32,10 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..core.errors import LogfsError
-from ..core.log import sync_fd
+from ..core.storage import sync_fd
 
 if TYPE_CHECKING:
-    from ..core.log import Log
-    from ..core.store import Store
+    from ..core.log import Log, Store
 
 logger = logging.getLogger(__name__)
 

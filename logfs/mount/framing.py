@@ -39,9 +39,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..core._codec import line_lengths
 from ..core.errors import LogfsError
-from ..core.validate import split_batches
+from ..core.format import line_lengths, split_batches
 
 PACKED_BYTES = 4096  # writes of at least this much are cut into lines by the compiled codec
 

@@ -28,10 +28,9 @@ import stat
 import pyfuse3
 import trio
 
-from ..core.batching import max_record_bytes
 from ..core.config import flush_messages_reached
-from ..core.log import Log
-from ..core.store import Store
+from ..core.format import max_record_bytes
+from ..core.log import Log, Store
 from .errnos import fuse_errors
 from .files import (
     AppendFile,

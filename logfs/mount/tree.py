@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 import pyfuse3
 
 if TYPE_CHECKING:
-    from ..core.lines import FromStream
-    from ..core.record import Record
+    from ..core.format import Record
+    from ..core.log import FromStream
 
 ROOT_INODE = pyfuse3.ROOT_INODE
 

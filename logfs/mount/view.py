@@ -20,10 +20,7 @@ import pyfuse3
 import trio
 
 from ..core.errors import OffsetOutOfRangeError
-from ..core.keys import key_name, name_key
-from ..core.lines import FromStream, PartitionStream, Uncounted
-from ..core.log import Log
-from ..core.store import Store
+from ..core.log import FromStream, Log, PartitionStream, Store, Uncounted, key_name, name_key
 from .files import config_text, state_text
 from .tree import (
     APPENDS,

@@ -33,13 +33,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ..core._codec import gather
-from ..core.columnar import decode
-from ..core.record import BatchHeader, decode_records
+from ..core.format import BatchHeader, decode, decode_records, gather
 from .plan import DATA_LOSS_HINT, DataLossError, OffsetRange
 
 if TYPE_CHECKING:
-    from ..core.store import Store
+    from ..core.log import Store
 
 HEADER_TYPE = pa.list_(
     pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())]))

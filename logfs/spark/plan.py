@@ -29,8 +29,7 @@ from ..core.config import parse_bool, parse_int
 from ..core.errors import InvalidConfigError, LogfsError
 
 if TYPE_CHECKING:
-    from ..core.log import Log
-    from ..core.store import Store
+    from ..core.log import Log, Store
 
 EARLIEST, LATEST = -2, -1
 # Kafka leaves maxRecordsPerPartition unset (one Spark partition per topic-partition); logfs

@@ -22,7 +22,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from ..core.store import Store
+from ..core.log import Store
 from .plan import (
     DATA_LOSS_HINT,
     DataLossError,

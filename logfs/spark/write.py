@@ -41,8 +41,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from ..core.client import Producer
 from ..core.errors import DataDirBusyError, LogfsError
-from ..core.producer import Producer
 from .plan import SparkOptionError
 
 DEFAULT_LOCK_TIMEOUT = 60.0

@@ -25,9 +25,9 @@ import os
 import re
 from collections.abc import Iterable
 
-from ._codec import map_keys
-from .errors import CorruptRecordError
-from .record import read_header, records_section
+from ..errors import CorruptRecordError
+from ..format._codec import map_keys
+from ..format.record import read_header, records_section
 
 NAME_MAX = 255
 _SPECIAL = re.compile(rb"[%/\x00]|^\.")

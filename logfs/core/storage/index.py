@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .errors import CorruptIndexError
+from ..errors import CorruptIndexError
 
 OFFSET_ENTRY = np.dtype([("offset", ">i4"), ("position", ">i4")])
 TIME_ENTRY = np.dtype([("timestamp", ">i8"), ("offset", ">i4")])

@@ -21,9 +21,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..errors import CorruptRecordError
 from . import _codec
 from ._codec import Problem, gather, walk_records
-from .errors import CorruptRecordError
 from .record import (
     HEADER_SIZE,
     LOG_APPEND_TIME,

@@ -11,14 +11,24 @@ record at a time (`encode`). Both give each batch its `BatchInfo`.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 
+from ..config import TopicConfig
+from ..errors import RecordTooLargeError
 from . import columnar, compression
-from .config import TopicConfig
-from .errors import RecordTooLargeError
 from .record import CREATE_TIME, HEADER_SIZE, LOG_APPEND_TIME, encode_batch, read_header
-from .segment import BatchInfo
+
+
+class BatchInfo(NamedTuple):
+    """What a segment needs to index a batch it is about to append."""
+
+    size: int
+    last_offset: int
+    max_timestamp: int
+    stream_bytes: int = 0  # its values' bytes plus one per record (see storage/stream.py)
+
 
 # Upper bound of the bytes a record adds besides its key, value and header
 # strings: length, attributes, timestamp and offset deltas, key and value

@@ -1,142 +1,17 @@
-"""A partition's records as lines: sizes and positions without scanning the log.
-
-The mount's ``stream`` file is every record's value followed by ``\\n``, from
-the log start offset. Its size and the position of each record in it are kept
-per segment (`SegmentStream`), as *stream bytes* (value bytes plus one
-per record):
-
-- batches appended since the segment was opened add their stream bytes as they
-  are written (the encoder knows them), so a growing partition's size is a sum
-  over its segments;
-- the part of a segment that was already on disk when it was opened is counted
-  once, on first need, by `count_loaded` — column-wise, without building
-  records, and safe to run in a worker thread (it reads through its own file
-  descriptor and touches no shared state).
-
-Marks ``(offset, stream position)`` at batch boundaries, at least every
-`MARK_BYTES` of stream, let a reader start anywhere after decoding at most one
-mark interval. Control batches add nothing (readers skip them).
-"""
+"""A partition's records as lines (the mount's ``stream`` and ``from/<n>``,
+`Log.stream`): a partition's stream is its segments' streams one after
+another (`logfs.core.storage.stream`), less what lies below the log start
+offset."""
 
 from __future__ import annotations
 
-import bisect
-import os
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
-from . import compression
-from .columnar import decode, decode_region, stream_bytes, value_lines
-from .errors import OffsetOutOfRangeError
-from .logfile import read_region
-from .record import BatchHeader, decode_records
-
-if TYPE_CHECKING:  # only for types: log.py and segment.py import this module
-    from .log import Log
-    from .segment import LogSegment
-
-REGION_BYTES = 8 << 20  # decoding this much at a time amortizes numpy's per-call costs
-MARK_BYTES = 64 * 1024  # stream bytes between the marks of a `SegmentStream`
-
-
-class Counted(NamedTuple):
-    """Stream bytes of a run of batches, and marks into it."""
-
-    total: int
-    offsets: list[int]
-    positions: list[int]
-
-
-class SegmentStream:
-    """A segment's stream index (lines.py), in memory only: its stream bytes
-    (the loaded part, counted lazily, then appends) and marks into them.
-
-    Marks ``(offset, stream position)`` are taken at batch boundaries at
-    least every `MARK_BYTES` of stream; its one query, `mark_before`, is
-    "largest lower bound" too.
-    """
-
-    def __init__(self, loaded_size: int) -> None:
-        self.loaded_size = loaded_size
-        self.loaded: Counted | None = None if loaded_size else Counted(0, [], [])
-        self.appended = 0
-        self._offsets: list[int] = []
-        self._positions: list[int] = []
-        self.origin: tuple[int, int] | None = None  # (log start offset, its stream position)
-
-    def on_append(self, next_offset: int, stream_bytes: list[int], last_offsets: list[int]):
-        """Batches appended at ``next_offset``: their stream bytes and last offsets."""
-        first = next_offset
-        for size, last in zip(stream_bytes, last_offsets, strict=True):
-            if not self._positions or self.appended - self._positions[-1] >= MARK_BYTES:
-                self._offsets.append(first)
-                self._positions.append(self.appended)
-            self.appended += size
-            first = last + 1
-
-    @property
-    def size(self) -> int | None:
-        """Stream bytes of the whole segment; None until the loaded part is counted."""
-        return None if self.loaded is None else self.loaded.total + self.appended
-
-    def mark_before(self, position: int) -> tuple[int, int]:
-        """The last mark at or before stream ``position`` (of this segment):
-        ``(offset, position)``; needs the loaded part counted."""
-        loaded = self.loaded
-        if position >= loaded.total and self._positions:
-            i = max(0, bisect.bisect_right(self._positions, position - loaded.total) - 1)
-            return self._offsets[i], loaded.total + self._positions[i]
-        i = bisect.bisect_right(loaded.positions, position) - 1
-        if i < 0:
-            return -1, 0  # the segment's first offset
-        return loaded.offsets[i], loaded.positions[i]
-
-
-def batch_lines(
-    region: bytes,
-    positions: list[int],
-    headers: list[BatchHeader],
-    *,
-    start: int = -1,
-    count_only: bool = False,
-):
-    """The stream lines (or per-batch stream byte counts) of a region's data batches,
-    leaving out records below ``start``."""
-    data = [(p, h) for p, h in zip(positions, headers, strict=True) if not h.is_control]
-    if not data:
-        return [0] * len(headers) if count_only else b""
-    if all(h.codec == compression.NONE for _, h in data):
-        cols = decode_region(region, [p for p, _ in data], [h for _, h in data], False)
-    else:
-        cols = decode([(h, memoryview(region)[p : p + h.size]) for p, h in data])
-    if count_only:
-        counts = iter(stream_bytes(cols, len(data)).tolist())
-        return [0 if h.is_control else next(counts) for h in headers]
-    keep = cols.offset >= start if start > data[0][1].base_offset else None
-    return value_lines(cols, keep)
-
-
-def count_loaded(path: str, loaded_size: int) -> Counted:
-    """Count the stream bytes of ``path``'s first ``loaded_size`` bytes (whole
-    batches), with marks; runs in a worker thread."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        total, offsets, positions, last_mark = 0, [], [], -MARK_BYTES
-        position = 0
-        while position < loaded_size:
-            region, starts, headers = read_region(
-                fd, position, loaded_size, REGION_BYTES, path=path
-            )
-            sizes = batch_lines(region, starts, headers, count_only=True)
-            for header, size in zip(headers, sizes, strict=True):
-                if total - last_mark >= MARK_BYTES:
-                    offsets.append(header.base_offset)
-                    positions.append(total)
-                    last_mark = total
-                total += size
-                position += header.size
-        return Counted(total, offsets, positions)
-    finally:
-        os.close(fd)
+from ..errors import OffsetOutOfRangeError
+from ..format.record import decode_records
+from ..storage.logfile import read_region
+from ..storage.segment import LogSegment
+from ..storage.stream import REGION_BYTES, Counted, batch_lines, count_loaded
 
 
 def lines_from(
@@ -156,62 +31,6 @@ def lines_from(
     lines = batch_lines(region, positions, headers, start=offset)
     return lines, headers[-1].next_offset
 
-
-# ---------------------------------------------------------------- a partition's stream
-
-
-def _origin(log: Log) -> int:
-    """Stream bytes of the first segment's records below the log start offset
-    (non-zero only when a checkpoint put the log start inside a segment)."""
-    first = log.segments[0] if log.segments else None
-    if first is None or log.log_start_offset <= first.base_offset:
-        return 0
-    if first.stream.origin is None or first.stream.origin[0] != log.log_start_offset:
-        total = 0
-        for _, header, batch in first.batches(0):
-            if header.base_offset >= log.log_start_offset:
-                break
-            if not header.is_control:
-                for record in decode_records(batch, header):
-                    if record.offset < log.log_start_offset:
-                        total += len(record.value or b"") + 1
-        first.stream.origin = (log.log_start_offset, total)
-    return first.stream.origin[1]
-
-
-def uncounted(log: Log) -> list[LogSegment]:
-    """The segments whose loaded part is still to be counted (`count_loaded`)."""
-    return [s for s in list(log.segments) if s.stream.loaded is None]
-
-
-def size(log: Log) -> int | None:
-    """The size of ``log``'s stream; None while a segment is uncounted."""
-    total = 0
-    for segment in list(log.segments):
-        part = segment.stream.size
-        if part is None:
-            return None
-        total += part
-    return total - _origin(log)
-
-
-def locate(log: Log, position: int) -> tuple[int, int]:
-    """A record at or before stream ``position``, at most about `MARK_BYTES`
-    before it: ``(offset, its stream position)``; ``(next_offset, size)`` past
-    the end. Every segment must be counted."""
-    origin = _origin(log)
-    target, start = position + origin, 0
-    for segment in list(log.segments):
-        part = segment.stream.size
-        if target < start + part:
-            offset, pos = segment.stream.mark_before(target - start)
-            if offset < 0:
-                offset = segment.base_offset
-            if offset < log.log_start_offset or start + pos < origin:
-                return log.log_start_offset, 0
-            return offset, start + pos - origin
-        start += part
-    return log.next_offset, start - origin
 
 
 def count_from(segment: LogSegment, start: int) -> int:
@@ -233,6 +52,80 @@ def count_from(segment: LogSegment, start: int) -> int:
     return total
 
 
+class Partition(Protocol):
+    """What a partition's stream reads of its log (`Log` is one)."""
+
+    topic: str
+    partition: int
+    segments: list[LogSegment]
+    log_start_offset: int
+
+    @property
+    def next_offset(self) -> int: ...
+
+    @property
+    def active_segment(self) -> LogSegment: ...
+
+    @property
+    def stream(self) -> PartitionStream: ...
+
+    def segment_for(self, offset: int) -> LogSegment | None: ...
+
+
+def _origin(log: Partition) -> int:
+    """Stream bytes of the first segment's records below the log start offset
+    (non-zero only when a checkpoint put the log start inside a segment)."""
+    first = log.segments[0] if log.segments else None
+    if first is None or log.log_start_offset <= first.base_offset:
+        return 0
+    if first.stream.origin is None or first.stream.origin[0] != log.log_start_offset:
+        total = 0
+        for _, header, batch in first.batches(0):
+            if header.base_offset >= log.log_start_offset:
+                break
+            if not header.is_control:
+                for record in decode_records(batch, header):
+                    if record.offset < log.log_start_offset:
+                        total += len(record.value or b"") + 1
+        first.stream.origin = (log.log_start_offset, total)
+    return first.stream.origin[1]
+
+
+def uncounted(log: Partition) -> list[LogSegment]:
+    """The segments whose loaded part is still to be counted (`count_loaded`)."""
+    return [s for s in list(log.segments) if s.stream.loaded is None]
+
+
+def size(log: Partition) -> int | None:
+    """The size of ``log``'s stream; None while a segment is uncounted."""
+    total = 0
+    for segment in list(log.segments):
+        part = segment.stream.size
+        if part is None:
+            return None
+        total += part
+    return total - _origin(log)
+
+
+def locate(log: Partition, position: int) -> tuple[int, int]:
+    """A record at or before stream ``position``, at most about `MARK_BYTES`
+    before it: ``(offset, its stream position)``; ``(next_offset, size)`` past
+    the end. Every segment must be counted."""
+    origin = _origin(log)
+    target, start = position + origin, 0
+    for segment in list(log.segments):
+        part = segment.stream.size
+        if target < start + part:
+            offset, pos = segment.stream.mark_before(target - start)
+            if offset < 0:
+                offset = segment.base_offset
+            if offset < log.log_start_offset or start + pos < origin:
+                return log.log_start_offset, 0
+            return offset, start + pos - origin
+        start += part
+    return log.next_offset, start - origin
+
+
 class FromStream:
     """The lines of a partition's records from offset ``start`` on (the mount's
     ``from/<n>``), with the same three questions as `PartitionStream` (size,
@@ -246,7 +139,7 @@ class FromStream:
     cleaning replaced) the segment holding ``start``: open the file again.
     """
 
-    def __init__(self, log: Log, start: int) -> None:
+    def __init__(self, log: Partition, start: int) -> None:
         self.log = log
         self.start = start
         self.first = log.segment_for(start) if start < log.next_offset else log.active_segment
@@ -311,7 +204,7 @@ class PartitionStream:
     """A partition's records as lines (`Log.stream`): what the mount's ``stream``
     file needs, without reaching into segments."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: Partition) -> None:
         self.log = log
 
     def size(self) -> int | None:

@@ -22,8 +22,8 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from .config import TopicConfig
-from .errors import CorruptIndexError, CorruptRecordError
+from ..config import TopicConfig
+from ..errors import CorruptIndexError, CorruptRecordError
 from .logfile import base_offset_of, iter_batches
 from .segment import LogSegment
 

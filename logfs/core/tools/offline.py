@@ -32,14 +32,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from . import mountinfo
-from .compression import NAMES
-from .config import TopicConfig
-from .errors import CorruptIndexError, CorruptRecordError, LogfsError
-from .index import OffsetIndex, TimeIndex
-from .logfile import base_offset_of, iter_batches
-from .record import HEADER_SIZE, BatchHeader, crc_matches, decode_records, read_header
-from .store import RECOVERY_POINT_FILE, Store
+from ..client import mountinfo
+from ..config import TopicConfig
+from ..errors import CorruptIndexError, CorruptRecordError, LogfsError
+from ..format.compression import NAMES
+from ..format.record import HEADER_SIZE, BatchHeader, crc_matches, decode_records, read_header
+from ..log.store import RECOVERY_POINT_FILE, Store
+from ..storage.index import OffsetIndex, TimeIndex
+from ..storage.logfile import base_offset_of, iter_batches
 
 
 def _batches(path: Path) -> Iterator[tuple[int, BatchHeader | None, memoryview, str]]:

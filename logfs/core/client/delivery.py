@@ -25,9 +25,8 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from . import mountinfo
-from .config import TopicConfig
-from .errors import (
+from ..config import TopicConfig
+from ..errors import (
     DataDirBusyError,
     InvalidBatchError,
     LogfsError,
@@ -36,7 +35,8 @@ from .errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from .store import Store
+from ..log.store import Store
+from . import mountinfo
 
 MAX_WRITE = 1 << 20  # FUSE's max_write: bytes per write() to append.batches
 BATCHES_FILE = "append.batches"

@@ -44,10 +44,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..config import TopicConfig
+from ..errors import BatchTooLargeError, CorruptRecordError, InvalidBatchError
 from . import _codec, compression
 from ._codec import Problem, walk_records
-from .config import TopicConfig
-from .errors import BatchTooLargeError, CorruptRecordError, InvalidBatchError
+from .batching import BatchInfo
 from .record import (
     CODEC_MASK,
     HEADER,
@@ -65,7 +66,6 @@ from .record import (
     verify_crc,
     write_crc,
 )
-from .segment import BatchInfo
 
 # The header fields after the length field: the smallest batch length there is.
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD

@@ -24,7 +24,7 @@ import zlib
 
 import cramjam
 
-from .errors import CorruptRecordError, UnsupportedCodecError
+from ..errors import CorruptRecordError, UnsupportedCodecError
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
 NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}

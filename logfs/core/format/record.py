@@ -42,8 +42,8 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ..errors import CorruptRecordError
 from . import compression
-from .errors import CorruptRecordError
 
 try:  # CRC-32C with the CPU's instructions: a dependency, ~20x crcmod's speed
     from crc32c import crc32c

@@ -27,30 +27,21 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from typing import NamedTuple
 
 import numpy as np
 
-from ._codec import index_points
-from .config import INT_MAX, TopicConfig
-from .errors import CorruptIndexError, CorruptRecordError
+from ..config import INT_MAX, TopicConfig
+from ..errors import CorruptIndexError, CorruptRecordError
+from ..format._codec import index_points
+from ..format.batching import BatchInfo
+from ..format.record import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, read_header
 from .index import OffsetIndex, TimeIndex
-from .lines import SegmentStream
 from .logfile import SCAN_CHUNK, find_batch, iter_batches, segment_name
-from .record import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, read_header
+from .stream import SegmentStream
 
 log = logging.getLogger(__name__)
 
 IOV_MAX = 1024  # buffers one writev() takes (Linux)
-
-
-class BatchInfo(NamedTuple):
-    """What the segment needs to index a batch it is about to append."""
-
-    size: int
-    last_offset: int
-    max_timestamp: int
-    stream_bytes: int = 0  # its values' bytes plus one per record (see lines.py)
 
 
 class LogSegment:

@@ -31,8 +31,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .config import TopicConfig, parse_properties, read_properties, write_properties
-from .errors import (
+from ..config import TopicConfig, parse_properties, read_properties, write_properties
+from ..errors import (
     DataDirBusyError,
     InvalidConfigError,
     InvalidTopicError,
@@ -42,8 +42,8 @@ from .errors import (
     UnknownTopicError,
     describe,
 )
-from .log import Log
-from .logfile import fsync_dir
+from ..storage.logfile import fsync_dir
+from .partition import Log
 from .partitioner import Partitioner
 
 logger = logging.getLogger(__name__)

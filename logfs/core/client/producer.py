@@ -31,9 +31,14 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from . import batching, compression, mountinfo
-from .batching import HEADER_OVERHEAD, RECORD_OVERHEAD
-from .config import TopicConfig
+from ..config import TopicConfig
+from ..errors import InvalidConfigError, RecordTooLargeError, UnknownTopicError
+from ..format import batching, compression
+from ..format.batching import HEADER_OVERHEAD, RECORD_OVERHEAD
+from ..format.record import CREATE_TIME, HEADER_SIZE, encode_batch
+from ..log.partitioner import Partitioner, partition_for_key
+from ..log.store import Store, validate_topic_name
+from . import mountinfo
 from .delivery import (
     MountGone,
     ProducerError,
@@ -43,14 +48,6 @@ from .delivery import (
     open_writer,
     read_topic,
 )
-from .errors import (
-    InvalidConfigError,
-    RecordTooLargeError,
-    UnknownTopicError,
-)
-from .partitioner import Partitioner, partition_for_key
-from .record import CREATE_TIME, HEADER_SIZE, encode_batch
-from .store import Store, validate_topic_name
 
 BATCH_SIZE = 16384  # Kafka's batch.size
 BUFFER_MEMORY = 32 << 20  # Kafka's buffer.memory: pending bytes that make send() flush

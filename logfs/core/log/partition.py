@@ -30,7 +30,6 @@ import errno
 import logging
 import os
 import shutil
-import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -38,24 +37,22 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import batching, compression, lines, validate
-from .config import TopicConfig, flush_due, segments_to_delete, should_roll
-from .errors import (
+from ..config import TopicConfig, flush_due, now_ms, segments_to_delete, should_roll
+from ..errors import (
     InvalidRecordError,
     LogFailedError,
     OffsetOutOfRangeError,
     ReadOnlyError,
     describe,
 )
+from ..format import batching, compression, validate
+from ..format.batching import BatchInfo
+from ..format.record import BatchHeader, Record, decode_records, record_at
+from ..storage.logfile import sync_fd
+from ..storage.recovery import load_segments
+from ..storage.segment import LogSegment
+from . import lines
 from .keys import index_batches, live_keys
-from .record import (
-    BatchHeader,
-    Record,
-    decode_records,
-    record_at,
-)
-from .recovery import load_segments
-from .segment import BatchInfo, LogSegment
 
 logger = logging.getLogger(__name__)
 
@@ -63,20 +60,6 @@ logger = logging.getLogger(__name__)
 # written batch is cut off again the partition is as it was, so the append
 # fails with this errno and the partition stays online.
 CLEAN_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE})
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def sync_fd(fd: int) -> None:
-    """Make what was written to ``fd`` durable: fdatasync for a file (its data
-    and the size needed to read it back; PostgreSQL's choice for its WAL),
-    fsync for a directory (its entries)."""
-    if stat.S_ISDIR(os.fstat(fd).st_mode):
-        os.fsync(fd)
-    else:
-        os.fdatasync(fd)
 
 
 class FlushTicket(NamedTuple):

@@ -56,23 +56,24 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
-from . import compression
-from ._codec import OffsetMap, keep_records
-from .config import INT_MAX, TopicConfig
-from .errors import CorruptRecordError
-from .logfile import fsync_dir, iter_batches
-from .record import (
+from ..config import INT_MAX, TopicConfig
+from ..errors import CorruptRecordError
+from ..format import compression
+from ..format._codec import OffsetMap, keep_records
+from ..format.batching import BatchInfo
+from ..format.record import (
     HEADER_SIZE,
     LOG_APPEND_TIME,
     BatchHeader,
     pack_header_into,
     records_section,
 )
-from .recovery import CLEANED, DELETED
-from .segment import BatchInfo, LogSegment
+from ..storage.logfile import fsync_dir, iter_batches
+from ..storage.recovery import CLEANED, DELETED
+from ..storage.segment import LogSegment
 
 if TYPE_CHECKING:
-    from .log import Log
+    from .partition import Log
     from .store import Store
 
 logger = logging.getLogger(__name__)

@@ -14,12 +14,13 @@ Like Kafka's ``FileRecords``, it knows the batch framing and nothing of indexes.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from ._codec import scan_batches
-from .errors import CorruptRecordError
-from .record import HEADER_SIZE, BatchHeader, crc32c, read_header, verify_crc
+from ..errors import CorruptRecordError
+from ..format._codec import scan_batches
+from ..format.record import HEADER_SIZE, BatchHeader, crc32c, read_header, verify_crc
 
 SCAN_CHUNK = 1 << 20
 
@@ -188,3 +189,13 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def sync_fd(fd: int) -> None:
+    """Make what was written to ``fd`` durable: fdatasync for a file (its data
+    and the size needed to read it back; PostgreSQL's choice for its WAL),
+    fsync for a directory (its entries)."""
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.fsync(fd)
+    else:
+        os.fdatasync(fd)

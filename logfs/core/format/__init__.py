@@ -1,0 +1,24 @@
+"""The bytes: Kafka's RecordBatch v2 layout, compression, the compiled codec (the
+per-byte and per-record loops), the column-wise codec, cutting appends into
+batches, and the broker's checks of a producer's batches. No files: everything
+here takes and returns bytes."""
+
+from . import compression
+from ._codec import gather, line_lengths
+from .batching import BatchInfo, max_record_bytes
+from .columnar import decode
+from .record import BatchHeader, Record, decode_records
+from .validate import split_batches
+
+__all__ = [
+    "BatchHeader",
+    "BatchInfo",
+    "Record",
+    "compression",
+    "decode",
+    "decode_records",
+    "gather",
+    "line_lengths",
+    "max_record_bytes",
+    "split_batches",
+]
