@@ -223,8 +223,10 @@ def test_config_values_with_any_character(fs):
     fh, _ = fs.call("open", config, os.O_WRONLY | os.O_APPEND, None)
     assert fs.call("write", fh.fh, 0, "key.separator=→\n".encode()) == (18, None)
     assert fs.store.topic_config("t").key_separator == "→"
-    assert fs.call("write", fh.fh, 0, b"key.separator=\\8\\ud800\n") == (23, None)
-    assert fs.store.topic_config("t").key_separator == "8\ufffd"  # Java's escapes
+    # an escape naming no character, and bytes that are not UTF-8, are refused, not replaced
+    for bad in (b"key.separator=\\8\\ud800\n", b"key.separator=\xff\n"):
+        assert fs.call("write", fh.fh, 0, bad) == (None, errno.EINVAL)
+        assert fs.store.topic_config("t").key_separator == "→"
     fs.call("release", fh.fh)
     fs.store.set_topic_config("t", {"max.message.bytes": "2000"})
     with Store(fs.data, read_only=True) as reopened:  # and it reads back from disk

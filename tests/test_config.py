@@ -40,11 +40,36 @@ def test_layers_override_in_order():
         ("message.timestamp.type", "Now"),
         ("parse.key", "yes"),
         ("key.separator", ""),
+        # Kafka's parser takes ASCII digits only; Python's int() and float() take more
+        ("segment.bytes", "1_000_000"),
+        ("segment.bytes", "\uff11\uff10\uff10\uff10\uff10"),  # full-width 10000
+        ("flush.ms", "\u0661\u0662"),  # Arabic-Indic 12
+        ("min.cleanable.dirty.ratio", "0_5"),
+        ("min.cleanable.dirty.ratio", "nan"),
+        # bytes that were not UTF-8 (decoded with surrogateescape) cannot be a value
+        ("key.separator", "\udcff"),
     ],
 )
 def test_bad_keys_and_values_are_rejected(key, value):
     with pytest.raises(InvalidConfigError, match=key.split(".")[0]):
         TopicConfig.from_properties({key: value})
+
+
+@pytest.mark.parametrize("text", ["key.separator=\\ud800\n", "key.separator=\\U00110000\n"])
+def test_escapes_naming_no_character_are_refused(text):
+    with pytest.raises(InvalidConfigError, match="names no Unicode character"):
+        read_properties(text)
+
+
+def test_plain_numbers_still_parse():
+    config = TopicConfig.from_properties(
+        {"segment.bytes": " +1048576 ", "min.cleanable.dirty.ratio": ".25", "flush.ms": "-0"}
+    )
+    assert (config.segment_bytes, config.min_cleanable_dirty_ratio, config.flush_ms) == (
+        1 << 20,
+        0.25,
+        0,
+    )
 
 
 def test_properties_round_trip_keeps_tabs_and_spaces():

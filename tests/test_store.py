@@ -33,6 +33,18 @@ def test_kafka_topic_name_rules(tmp_path, name):
         store.create_topic(name)
 
 
+@pytest.mark.parametrize("existing, new", [("a.b", "a_b"), ("a_b", "a.b"), ("x._y", "x_.y")])
+def test_topics_colliding_in_kafka_metric_names_are_refused(tmp_path, existing, new):
+    with Store(tmp_path) as store:
+        store.create_topic(existing)
+        with pytest.raises(InvalidTopicError, match=f"collides with existing topic '{existing}'"):
+            store.create_topic(new)
+        assert store.topics() == {existing: 1}
+        store.delete_topic(existing)
+        store.create_topic(new)  # once the other is gone, the name is free
+        assert store.topics() == {new: 1}
+
+
 def test_topic_lifecycle(tmp_path):
     with Store(tmp_path) as store:
         store.create_topic("my-topic.v1_x", 2)

@@ -28,6 +28,10 @@ CODECS = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
+
+
 def parse_int(low: int, high: int = LONG_MAX) -> Callable[[Any], int]:
     """A parser of integers in ``[low, high]`` (Kafka's longs by default), from text or int.
 
@@ -36,10 +40,12 @@ def parse_int(low: int, high: int = LONG_MAX) -> Callable[[Any], int]:
     """
 
     def parse(value: Any) -> int:
-        try:
-            number = int(str(value).strip())
-        except ValueError:
-            raise InvalidConfigError(f"not an integer: {value!r}") from None
+        text = str(value).strip()
+        # ASCII digits only: Python's int() also takes "1_000" and other scripts' digits,
+        # which Kafka's configuration parser refuses.
+        if not _INTEGER.fullmatch(text):
+            raise InvalidConfigError(f"not an integer: {value!r}")
+        number = int(text)
         if number < low:
             raise InvalidConfigError(f"{number} is below {low}")
         if number > high:
@@ -71,10 +77,10 @@ def parse_bool(value: Any) -> bool:
 
 def parse_ratio(value: Any) -> float:
     """A number in [0, 1]."""
-    try:
-        number = float(str(value).strip())
-    except ValueError:
-        raise InvalidConfigError(f"not a number: {value!r}") from None
+    text = str(value).strip()
+    if not _DECIMAL.fullmatch(text):
+        raise InvalidConfigError(f"not a number: {value!r}")
+    number = float(text)
     if not 0 <= number <= 1:
         raise InvalidConfigError(f"{number} is not between 0 and 1")
     return number
@@ -195,11 +201,23 @@ def parse_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
         parser = PARSERS.get(key)
         if parser is None:
             raise InvalidConfigError(f"unknown configuration key {key!r}")
+        if isinstance(value, str) and not _is_text(value):
+            raise InvalidConfigError(f"{key}: the value is not valid UTF-8: {value!r}")
         try:
             fields[key.replace(".", "_")] = parser(value)
         except InvalidConfigError as e:
             raise InvalidConfigError(f"{key}: {e}") from None
     return fields
+
+
+def _is_text(value: str) -> bool:
+    """Whether ``value`` is Unicode text (bytes that were not UTF-8 decode to lone
+    surrogates, which can be neither stored nor used as text)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # What write_properties escapes (\t, \n, \\, \xNN, \uNNNN, \UNNNNNNNN); as in Java
@@ -213,7 +231,9 @@ def _unescape(value: str) -> str:
         code = m[1]
         if len(code) > 2 and code[0] in "xuU":
             n = int(code[1:], 16)
-            return "\ufffd" if n > sys.maxunicode or 0xD800 <= n < 0xE000 else chr(n)
+            if n > sys.maxunicode or 0xD800 <= n < 0xE000:
+                raise InvalidConfigError(f"\\{code} names no Unicode character")
+            return chr(n)
         return _ESCAPES.get(code, code)
 
     return _ESCAPE.sub(one, value)

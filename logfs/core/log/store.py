@@ -257,6 +257,14 @@ class Store:
             raise InvalidConfigError(f"a topic needs at least one partition, not {partitions}")
         if name in self.topics():
             raise TopicExistsError(f"topic {name!r} already exists")
+        # Kafka's metrics name a topic with '.' as '_', so it refuses a topic whose name
+        # differs from an existing one's only there (a.b beside a_b).
+        colliding = [t for t in self.topics() if t.replace(".", "_") == name.replace(".", "_")]
+        if colliding:
+            raise InvalidTopicError(
+                f"topic {name!r} collides with existing topic {colliding[0]!r} "
+                "('.' and '_' are the same in Kafka's metric names)"
+            )
         overrides = {k: str(v) for k, v in (config or {}).items()}
         parse_properties(overrides)
         self._write_overrides(name, overrides)
