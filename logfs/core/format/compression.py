@@ -14,6 +14,13 @@ What Kafka's Java producer writes, and so what this module reads and writes:
 - lz4: the LZ4 frame format with independent blocks (Kafka's reader rejects
   linked blocks), 64 KiB maximum block size, no content size or checksums.
 - zstd: one zstd frame.
+
+Decompression is bounded: `decompress` writes into a buffer of ``limit`` bytes
+and fails as soon as the output would pass it, so a small batch that expands to
+gigabytes (a "zip bomb") costs at most ``limit`` bytes of memory, never more.
+Appends allow `append_limit` (`MAX_DECOMPRESSED_BYTES`, or the topic's
+``max.message.bytes`` when larger); reading a stored batch allows
+`READ_LIMIT`, the most a batch's 32-bit size fields can describe.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import struct
 import zlib
 
 import cramjam
+import numpy as np
 
 from ..errors import CorruptRecordError, UnsupportedCodecError
 
@@ -37,6 +45,21 @@ LZ4_MAGIC = 0x184D2204
 LZ4_BLOCK = 64 * 1024
 # FLG: version 01, independent blocks; BD: 64 KiB maximum block size.
 LZ4_FLG, LZ4_BD = 0b0110_0000, 4 << 4
+
+MAX_DECOMPRESSED_BYTES = 16 << 20  # what one appended batch's records may decompress to
+READ_LIMIT = (1 << 31) - 1  # a stored batch: at most what an int32 length describes
+USUAL_RATIO = 8  # records decompress to at most this many times their size, usually
+
+
+class DecompressedTooLargeError(CorruptRecordError):
+    """A compressed records section expands to more than its limit."""
+
+
+def append_limit(max_message_bytes: int) -> int:
+    """The bytes an appended batch's records may decompress to: `MAX_DECOMPRESSED_BYTES`,
+    or the topic's ``max.message.bytes`` when that is larger (so that whatever may be
+    appended uncompressed may be appended compressed too)."""
+    return max(MAX_DECOMPRESSED_BYTES, max_message_bytes)
 
 
 def compress(codec: int, data: bytes) -> bytes:
@@ -54,21 +77,67 @@ def compress(codec: int, data: bytes) -> bytes:
     raise UnsupportedCodecError(f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data: bytes) -> bytes:
-    """The records section of a compressed batch."""
+def decompress(codec: int, data: bytes, limit: int = READ_LIMIT) -> bytes | memoryview:
+    """The records section of a compressed batch, at most ``limit`` bytes of it.
+
+    Raises:
+        DecompressedTooLargeError: it expands to more than ``limit`` bytes (found
+            while decompressing, before more than ``limit`` bytes are held).
+        CorruptRecordError: it does not decompress.
+    """
     try:
         if codec == NONE:
             return data
         if codec == GZIP:
-            return gzip.decompress(data)
+            return _gzip_decompress(data, limit)
         if codec == SNAPPY:
-            return _xerial_decompress(data)
+            return _xerial_decompress(data, limit)
         if codec in (LZ4, ZSTD):
-            module = cramjam.lz4 if codec == LZ4 else cramjam.zstd
-            return bytes(module.decompress(data))
+            return _decompress_into(codec, data, limit)
     except (OSError, EOFError, zlib.error, cramjam.DecompressionError) as e:
         raise CorruptRecordError(f"cannot decompress {NAMES[codec]} records: {e}") from None
     raise UnsupportedCodecError(f"unknown compression codec {codec}")
+
+
+def _decompress_into(codec: int, data: bytes, limit: int) -> memoryview:
+    """lz4 or zstd into a buffer: first one sized for a usual compression ratio,
+    then, if the output did not fit, one of ``limit`` bytes (+1, to tell a
+    section of exactly ``limit`` bytes from a larger one)."""
+    module = cramjam.lz4 if codec == LZ4 else cramjam.zstd
+    guess = min(limit, max(64 * 1024, USUAL_RATIO * len(data)))
+    for size in dict.fromkeys((guess, limit)):
+        out = np.empty(size + 1, np.uint8)  # its pages are taken only as they are written
+        try:
+            written = module.decompress_into(data, out)
+        except cramjam.DecompressionError as e:
+            if "whole buffer" not in str(e):
+                raise
+            continue  # it did not fit
+        if written <= size:
+            return memoryview(out)[:written]
+    raise DecompressedTooLargeError(f"{NAMES[codec]} records decompress to more than {limit} bytes")
+
+
+def _gzip_decompress(data: bytes, limit: int) -> bytes:
+    """gzip members one after the other (Kafka writes one; readers take more)."""
+    out, rest = [], data
+    while rest:
+        inflate = zlib.decompressobj(wbits=31)
+        out.append(inflate.decompress(rest, limit + 1 - sum(map(len, out))))
+        if sum(map(len, out)) > limit:
+            raise DecompressedTooLargeError(f"gzip records decompress to more than {limit} bytes")
+        if not inflate.eof:
+            raise CorruptRecordError("cannot decompress gzip records: truncated stream")
+        rest = inflate.unused_data
+    return b"".join(out)
+
+
+def _raw_snappy(block: bytes | memoryview, budget: int, limit: int) -> bytes:
+    """One raw snappy block, refused before decompressing when its stated
+    length passes what is left of ``limit`` (``budget``)."""
+    if cramjam.snappy.decompress_raw_len(block) > budget:
+        raise DecompressedTooLargeError(f"snappy records decompress to more than {limit} bytes")
+    return bytes(cramjam.snappy.decompress_raw(block))
 
 
 def _xerial_compress(data: bytes) -> bytes:
@@ -79,10 +148,10 @@ def _xerial_compress(data: bytes) -> bytes:
     return b"".join(out)
 
 
-def _xerial_decompress(data: bytes) -> bytes:
+def _xerial_decompress(data: bytes, limit: int) -> bytes:
     if not data.startswith(XERIAL_HEADER[:8]):
-        return bytes(cramjam.snappy.decompress_raw(data))
-    out, pos = [], len(XERIAL_HEADER)
+        return _raw_snappy(data, limit, limit)
+    out, pos, total = [], len(XERIAL_HEADER), 0
     while pos < len(data):
         if pos + 4 > len(data):
             raise CorruptRecordError("truncated xerial snappy block length")
@@ -90,7 +159,8 @@ def _xerial_decompress(data: bytes) -> bytes:
         pos += 4
         if length < 0 or pos + length > len(data):
             raise CorruptRecordError(f"xerial snappy block of {length} bytes overruns the data")
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + length])))
+        out.append(_raw_snappy(data[pos : pos + length], limit - total, limit))
+        total += len(out[-1])
         pos += length
     return b"".join(out)
 

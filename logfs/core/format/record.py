@@ -95,6 +95,9 @@ CONTROL_BIT = 0x20
 
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
 NO_TIMESTAMP = -1
+# The smallest record: its length (1 byte), attributes, timestamp delta, offset delta,
+# key length (-1), value length (-1) and header count, one byte each.
+MIN_RECORD_BYTES = 7
 
 
 class Record(NamedTuple):
@@ -365,12 +368,26 @@ def _bytes_field(data: bytes | None) -> list[bytes]:
 # ---------------------------------------------------------------- decode
 
 
-def records_section(batch: bytes | memoryview, header: BatchHeader) -> bytes | memoryview:
-    """The records section of a whole batch, decompressed (uncompressed: a
-    slice of ``batch``, no copy)."""
+def records_section(
+    batch: bytes | memoryview, header: BatchHeader, limit: int = compression.READ_LIMIT
+) -> bytes | memoryview:
+    """The records section of a whole batch, decompressed (at most ``limit``
+    bytes; uncompressed: a slice of ``batch``, no copy).
+
+    Raises:
+        CorruptRecordError: it does not decompress, decompresses to more than
+            ``limit`` bytes (`compression.DecompressedTooLargeError`), or is too
+            short for the records the header claims: every record takes at least
+            `MIN_RECORD_BYTES`, so a claim is checked before anything is sized by it.
+    """
     body = batch[HEADER_SIZE : header.size]
     if header.codec != compression.NONE:
-        return compression.decompress(header.codec, bytes(body))
+        body = compression.decompress(header.codec, bytes(body), limit)
+    if header.records_count > len(body) // MIN_RECORD_BYTES:
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset} claims {header.records_count} records "
+            f"in {len(body)} bytes of records (at most {len(body) // MIN_RECORD_BYTES})"
+        )
     return body
 
 

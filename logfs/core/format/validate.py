@@ -249,10 +249,11 @@ def _check(data: bytearray, starts: np.ndarray, sizes: np.ndarray, config: Topic
     if code != Problem.OK:
         problem = _PROBLEMS[code](n, found, wanted)
         raise InvalidBatchError(f"batch at position {int(starts[i])}: {problem}")
+    limit = compression.append_limit(config.max_message_bytes)
     for i in np.flatnonzero(facts[3]).tolist():
         start = int(starts[i])
         batch = memoryview(data)[start : start + int(sizes[i])]
-        facts[1, i], facts[2, i] = _check_compressed(batch, start, keys_required)
+        facts[1, i], facts[2, i] = _check_compressed(batch, start, keys_required, limit)
     return facts
 
 
@@ -291,12 +292,14 @@ def _check_header(batch: bytes | memoryview, position: int, config: TopicConfig)
     return header
 
 
-def _check_compressed(batch: memoryview, position: int, keys_required: bool) -> tuple[int, int]:
+def _check_compressed(
+    batch: memoryview, position: int, keys_required: bool, limit: int
+) -> tuple[int, int]:
     """Check the records of a compressed batch, decompressed; its records'
     largest timestamp and its stream bytes."""
     header = read_header(batch)
     try:
-        body = np.frombuffer(bytes(records_section(batch, header)), np.uint8)
+        body = np.frombuffer(bytes(records_section(batch, header, limit)), np.uint8)
     except CorruptRecordError as e:
         raise InvalidBatchError(f"batch at position {position}: {e}") from None
     count = header.records_count
