@@ -53,11 +53,16 @@ def test_dump_and_check_and_repair(tmp_path):
     assert logfs("check", tmp_path).stdout == "no problems found\n"
 
     blob = bytearray(seg.read_bytes())
-    middle = read_header(blob).size * 20  # the 21st batch: equal sizes
-    blob[middle + HEADER_SIZE + 5] ^= 0x55  # inside its compressed records
+    flipped = read_header(blob).size * 20 + HEADER_SIZE + 5  # inside the records of a batch
+    damaged = 0  # the position of the batch holding the flipped byte
+    while damaged + read_header(blob, damaged).size <= flipped:
+        damaged += read_header(blob, damaged).size
+    blob[flipped] ^= 0x55
     seg.write_bytes(bytes(blob))
     proc = logfs("check", tmp_path, check=False)
-    assert proc.returncode == 1 and "t-0" in proc.stdout
+    [problem] = proc.stdout.splitlines()
+    assert proc.returncode == 1 and problem.startswith(f"{seg}: batch at position {damaged}: ")
+    assert "crc" in problem.removeprefix(f"{seg}: ")
     assert "isvalid: false" in logfs("dump", seg).stdout
     proc = logfs("check", tmp_path, "--repair")
     assert "no problems remain" in proc.stdout

@@ -19,6 +19,7 @@ import snappy
 import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kafka.errors import CorruptRecordError as KafkaCorruptRecordError
 from kafka.record._crc32c import crc as kafka_crc32c
 from kafka.record.default_records import (
     DefaultRecordBase,
@@ -667,7 +668,7 @@ def test_negative_header_count_is_corrupt_as_in_kafka():
     v = record.varint
     body = _record_bytes(b"\0", v(0), v(0), v(-1), v(1), b"x", v(-1))  # header count -1
     batch = restamp(kafka_build([(0, 1, None, b"x", [])]), codec=compression.NONE, body=body)
-    with pytest.raises(Exception, match="(?i)invalid number of record headers"):
+    with pytest.raises(KafkaCorruptRecordError, match="(?i)invalid number of record headers"):
         list(DefaultRecordBatch(batch))
     with pytest.raises(CorruptRecordError):
         decode_records(batch)
@@ -677,7 +678,7 @@ def test_negative_header_key_length_is_corrupt_as_in_kafka():
     v = record.varint
     body = _record_bytes(b"\0", v(0), v(0), v(-1), v(1), b"x", v(1), v(-1), v(1), b"y")
     batch = restamp(kafka_build([(0, 1, None, b"x", [])]), codec=compression.NONE, body=body)
-    with pytest.raises(Exception, match="(?i)negative header key size"):
+    with pytest.raises(KafkaCorruptRecordError, match="(?i)negative header key size"):
         list(DefaultRecordBatch(batch))
     with pytest.raises(CorruptRecordError):
         decode_records(batch)
