@@ -7,10 +7,10 @@ import errno
 import os
 import random
 import subprocess
-import time
 
 import pytest
 from mount_helpers import Daemon, sh
+from waiting import holds_open, wait_for
 
 from logfs import Store
 
@@ -82,13 +82,12 @@ def test_shell_tools_and_tail_f_on_from(mnt, tmp_path):
     with open(out, "wb") as sink:
         tail = subprocess.Popen(["tail", "-f", str(part / "from" / "600")], stdout=sink)
     try:
-        time.sleep(0.5)
+        # appended once tail follows the file, not before it opened it
+        wait_for(lambda: holds_open(tail.pid, part / "from" / "600"), "tail -f opening from/600")
         with open(part / "append", "ab") as append:
             append.write(b"new-1\nnew-2\n")
-        deadline = time.monotonic() + 3  # about a second: GNU tail polls fstat
-        while out.read_bytes() != b"new-1\nnew-2\n":
-            assert time.monotonic() < deadline, out.read_bytes()
-            time.sleep(0.05)
+        # about a second: GNU tail polls fstat
+        wait_for(lambda: out.read_bytes() == b"new-1\nnew-2\n", "tail -f printing", timeout=3)
     finally:
         tail.kill()
         tail.wait()
@@ -99,12 +98,10 @@ def test_from_after_retention_moved_the_log_start(mnt):
     part = mnt.mountpoint / "r" / "0"
     with open(mnt.mountpoint / "r" / "config", "a") as f:
         f.write("retention.bytes=20000\n")
-    deadline = time.monotonic() + 10
-    while (
-        start := int(sh(f"grep -o '\"log_start_offset\": [0-9]*' {part}/state").stdout.split()[-1])
-    ) == 0:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    start = wait_for(
+        lambda: int(sh(f"grep -o '\"log_start_offset\": [0-9]*' {part}/state").stdout.split()[-1]),
+        "retention moving the log start",
+    )
     with pytest.raises(OSError) as e:
         (part / "from" / str(start - 1)).read_bytes()  # deleted by retention
     assert e.value.errno == errno.ENOENT

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import os
+import re
 import shutil
 import signal
 import socket
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from mount_helpers import Daemon
+from waiting import wait_for
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
 
@@ -37,6 +39,13 @@ def shared():
 OWNERS = [("allow_other",), ("allow_other", "uid=nobody", "gid=nogroup")]
 KINDS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
 BAD = ("[error]", "[crit]", "[alert]", "[emerg]")
+
+
+def reopened(error_log: Path) -> int:
+    """How many nginx processes (the master and its two workers) have reopened
+    their logs: each says so, once the signal reached it, just before it does."""
+    said = re.findall(r" (\d+)#\d+: reopening logs$", error_log.read_text(), re.MULTILINE)
+    return len(set(said))
 
 
 def free_port() -> int:
@@ -84,7 +93,7 @@ http {{
                 )
                 if i == 14:  # what logrotate's postrotate runs
                     subprocess.run([*run, "-s", "reopen"], check=True, capture_output=True)
-                    time.sleep(0.5)
+                    wait_for(lambda: reopened(shared / "error.log") == 3, "nginx reopening")
         finally:
             subprocess.run([*run, "-s", "quit"], capture_output=True)
             deadline = time.monotonic() + 10

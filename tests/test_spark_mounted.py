@@ -15,6 +15,7 @@ import pytest
 from kafka.record import MemoryRecords
 from mount_helpers import LOGFS, Daemon, force_unmount, sh, wait_live
 from pyspark.sql import functions as F
+from waiting import wait_for
 
 from logfs import Store
 
@@ -94,8 +95,7 @@ def test_streaming_from_shell_appends_to_another_topic_with_restarts(spark, moun
         assert query.exception() is None
 
     try:
-        while len(values(data, "clicks")) < 50:
-            time.sleep(0.1)
+        wait_for(lambda: len(values(data, "clicks")) >= 50, "50 clicks appended", timeout=60)
         run({"processingTime": "200 milliseconds"}, 4)
         run({"processingTime": "200 milliseconds"}, 4)  # restarted from the checkpoint
     finally:
