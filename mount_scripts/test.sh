@@ -4,10 +4,22 @@
 #   bash mount_scripts/test.sh [pytest args...]     (as root, or with sudo)
 #
 # Runs `ruff check` over the code and `python -m pytest -q` over tests/ with
-# any arguments passed through (e.g. -x, -k spark, -m "not mount"). Exits with
-# pytest's code, or 1 if pytest passed but the lint did not. "No tests ran"
-# (pytest's exit 5) is a failure. .ci/run runs exactly this.
+# any arguments passed through (e.g. -x, -k spark, -m "not mount"). Then a short
+# second pass of the suites that build paths, with pytest's temp dir at a fresh
+# `<mktemp -d>/pytest-0/t-0`: what a machine where pytest never ran gives, so no
+# test may depend on its temp dir's name or on what ran before (the directory
+# is removed afterwards). Exits with pytest's code (the first pass's, else the
+# second's), or 1 if both passed but the lint did not. "No tests ran" (pytest's
+# exit 5) is a failure in either pass. .ci/run runs exactly this.
 set -uo pipefail
+
+# The suites that build paths under tmp_path (data directories, mount points,
+# segment files) and finish in well under a minute together.
+FRESH_SUITES=(
+    tests/test_failure.py tests/test_cli.py tests/test_corruption.py tests/test_store.py
+    tests/test_log.py tests/test_lines.py tests/test_recovery.py tests/test_mount_record.py
+    tests/test_index.py tests/test_flusher.py tests/test_operations.py tests/test_mount.py
+)
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
@@ -21,10 +33,23 @@ echo "test: python -m pytest -q $*"
 .venv/bin/python -m pytest -q "$@"
 rc=$?
 
+fresh=$(mktemp -d) || exit 1
+trap 'rm -rf --one-file-system "$fresh"' EXIT
+mkdir "$fresh/pytest-0" || exit 1
+echo "test: python -m pytest -q --basetemp=$fresh/pytest-0/t-0 (the suites that build paths)"
+.venv/bin/python -m pytest -q -p no:cacheprovider --basetemp="$fresh/pytest-0/t-0" "${FRESH_SUITES[@]}"
+fresh_rc=$?
+
 if ((rc == 5)); then
     echo "test: FAILED: pytest collected no tests"
 elif ((rc != 0)); then
     echo "test: FAILED: pytest exited $rc"
+elif ((fresh_rc == 5)); then
+    echo "test: FAILED: the fresh temp dir pass collected no tests"
+    rc=5
+elif ((fresh_rc != 0)); then
+    echo "test: FAILED: the fresh temp dir pass exited $fresh_rc"
+    rc=$fresh_rc
 elif ((lint != 0)); then
     echo "test: FAILED: ruff found problems (above)"
     rc=1

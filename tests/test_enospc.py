@@ -54,7 +54,8 @@ def test_full_disk_fails_cleanly_and_recovers(tmp_path, tiny):
                 for _ in range(16):  # up to 1 MiB, as much as fits
                     try:
                         ballast.write(b"\xff" * (1 << 16))
-                    except OSError:
+                    except OSError as e:
+                        assert e.errno == errno.ENOSPC, e
                         break
             fd = os.open(mnt / "t/0/append", os.O_WRONLY | os.O_APPEND)
             try:
