@@ -17,8 +17,8 @@ set -uo pipefail
 # segment files) and finish in well under a minute together.
 FRESH_SUITES=(
     tests/test_failure.py tests/test_cli.py tests/test_corruption.py tests/test_store.py
-    tests/test_log.py tests/test_lines.py tests/test_recovery.py tests/test_mount_record.py
-    tests/test_index.py tests/test_flusher.py tests/test_operations.py tests/test_mount.py
+    tests/test_log.py tests/test_lines.py tests/test_index.py tests/test_flusher.py
+    tests/test_operations.py tests/test_from.py tests/test_mount_record.py
 )
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1

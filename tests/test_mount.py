@@ -215,7 +215,7 @@ def test_time_state_segments(mnt):
     assert (mnt.p0 / "time" / str(before)).read_bytes() == b"a"
     assert state(mnt)["next_offset"] == 2
     log = mnt.p0 / "segments" / "00000000000000000000.log"
-    assert os.path.realpath(log).startswith(str(mnt.data))
+    assert os.path.realpath(log).startswith(f"{mnt.data}/")
     assert log.read_bytes()[:8] == (0).to_bytes(8, "big")  # base offset of the first batch
 
 
