@@ -110,7 +110,7 @@ def test_starting_and_ending_offsets_json(spark, tmp_path):
     )
     got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
     assert got == [(0, 5), (0, 6), (0, 7)] + [(1, o) for o in range(30)]
-    with pytest.raises(Exception, match="can't be latest for batch"):
+    with pytest.raises(PySparkException, match="can't be latest for batch"):
         read(spark, tmp_path, subscribe="orders", startingOffsets="latest").collect()
 
 
@@ -159,7 +159,7 @@ def test_overwrite_and_missing_value_are_clear_errors(spark, tmp_path):
 
 def test_write_is_refused_while_another_writer_holds_the_dir(spark, tmp_path):
     df = spark.createDataFrame([(b"v",)], "value binary")
-    with Store(tmp_path), pytest.raises(Exception, match="one writer process per data"):
+    with Store(tmp_path), pytest.raises(PySparkException, match="one writer process per data"):
         df.write.format("logfs").options(topic="t", lockTimeout="0.2").mode("append").save(
             str(tmp_path)
         )
