@@ -231,7 +231,8 @@ def assert_offline(store: Store, fd: int, cause: str) -> None:
     health, failures = store.health()
     assert health == "failed" and cause in failures["t-0"]
     check = store.check()
-    assert check.returncode == 1 and "t-0: " in check.stdout and cause in check.stdout
+    said = [line for line in check.stdout.splitlines() if line.startswith("t-0: ")]
+    assert check.returncode == 1 and len(said) == 1 and cause in said[0], check.stdout
     assert store.daemon.output().count("t-0 is offline") == 1  # logged once
 
 
