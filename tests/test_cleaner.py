@@ -201,14 +201,14 @@ def test_dirty_ratio_and_max_compaction_lag_decide_when(store):
         put(log, b"k%d" % (i % 3), b"v", NOW)
     tp = ("c", 0)
     assert clean(store, now=NOW + 1000, force=False)  # all dirty: ratio 1.0 >= 0.99
-    first_dirty = store.first_dirty[tp]
+    first_dirty = store.first_dirty(*tp)
     for i in range(30):  # more dirt, a segment or two, but below the ratio
         put(log, b"k%d" % (i % 3), b"w", NOW)
     assert clean(store, now=NOW + 1000, force=False) == []
-    assert store.first_dirty[tp] == first_dirty
+    assert store.first_dirty(*tp) == first_dirty
     assert clean(store, now=NOW + 20_000, force=False)  # but past max.compaction.lag.ms
     text = (store.path / CLEANER_FILE).read_text().split("\n")
-    assert text[:2] == ["0", "1"] and text[2] == f"c 0 {store.first_dirty[tp]}"
+    assert text[:2] == ["0", "1"] and text[2] == f"c 0 {store.first_dirty(*tp)}"
 
 
 def test_compressed_batches_are_cleaned_with_their_codec(store):

@@ -248,15 +248,13 @@ def test_the_flusher_takes_an_offline_partition_out_and_goes_on(data):
         path = os.readlink(f"/proc/self/fd/{fd}")
         return path == bad_dir or path.startswith(bad_dir + "/")
 
-    async def sync(fds):
-        try:
-            if failing and any(in_bad(fd) for fd in fds):
-                raise OSError(errno.EIO, "Input/output error")
-            for fd in fds:
-                os.fsync(fd)
-        finally:
-            for fd in fds:
-                os.close(fd)
+    def fsync(fd):
+        if failing and in_bad(fd):
+            raise OSError(errno.EIO, "Input/output error")
+        os.fsync(fd)
+
+    async def sync(ticket):
+        ticket.sync(fsync)
 
     async def test():
         nonlocal failing

@@ -10,8 +10,8 @@ import trio.testing
 
 from logfs import Store
 from logfs.core.config import TopicConfig, flush_due
-from logfs.core.log.partition import FlushTicket
-from logfs.mount.flusher import Flusher, fsync_fds
+from logfs.core.log import FlushTicket
+from logfs.mount.flusher import Flusher
 
 
 class FakeLog:
@@ -50,10 +50,10 @@ class FakeLog:
             fd = 10_000  # not open: fsync fails with EBADF
         return FlushTicket([fd], self.next_offset, self.unflushed_messages)
 
-    def abort_flush(self, error: OSError) -> None:
-        self.aborted += 1
-
     def complete_flush(self, ticket: FlushTicket) -> None:
+        if ticket.error is not None:
+            self.aborted += 1
+            raise ticket.error
         self.recovery_point = ticket.next_offset
         self.unflushed_messages -= ticket.messages
         self.last_flush_ms = now_ms()
@@ -89,9 +89,9 @@ def fd_path(tmp_path):
     return tmp_path / "segment"
 
 
-async def sync_inline(fds: list[int]) -> None:
+async def sync_inline(ticket: FlushTicket) -> None:
     # A worker thread would let the autojump clock run ahead of the fsync.
-    fsync_fds(fds)
+    ticket.sync()
     await trio.lowlevel.checkpoint()
 
 

@@ -156,11 +156,6 @@ class TopicConfig:
             _kafka_name(f.name): _format(getattr(self, f.name)) for f in dataclasses.fields(self)
         }
 
-    def overrides(self) -> dict[str, str]:
-        """Only the keys that differ from Kafka's (and logfs's) defaults."""
-        default = TopicConfig().to_properties()
-        return {k: v for k, v in self.to_properties().items() if default[k] != v}
-
 
 PARSERS: dict[str, Callable[[Any], Any]] = {
     "segment.bytes": parse_int(14, INT_MAX),

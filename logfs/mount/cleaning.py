@@ -1,15 +1,15 @@
 """The daemon's log cleaner: compacted topics cleaned in the background.
 
 Every `backoff` seconds (Kafka's log.cleaner.backoff.ms) the cleaner looks for
-compacted partitions with a cleaning due (`cleaner.plan`) and cleans them one
-at a time, as core/cleaner.py describes. The event loop never waits for the
-heavy part: building the offset map and writing each group's cleaned segment
-run in a worker thread, reading the old segments through their own
-descriptors; only the swap of a group (a few renames, one directory fsync,
-loading the new segment's indexes) runs on the loop, where the store is
-touched. If retention deleted a group's segments meanwhile, or the partition
-went offline, the cleaned files are dropped. ``io_rate`` bounds the bytes read
-and written per second (Kafka's log.cleaner.io.max.bytes.per.second).
+compacted partitions with a cleaning due and cleans them one at a time with
+the core's driver (`cleaner.cleaning`, core/log/cleaner.py). It only chooses
+where the steps run: the event loop never waits for the heavy ones (building
+the offset map and writing each group's cleaned segment, which read the old
+segments through their own descriptors), which run in a worker thread; the
+rest (the swap of a group: a few renames, one directory fsync, loading the
+new segment's indexes) runs on the loop, where the store is touched.
+``io_rate`` bounds the bytes read and written per second (Kafka's
+log.cleaner.io.max.bytes.per.second).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ..core.config import now_ms as wall_clock_ms
 from ..core.log import cleaner
-from .flusher import wall_clock_ms
 
 if TYPE_CHECKING:
     from ..core.log import Log, Store
@@ -69,31 +69,32 @@ class Cleaner:
         return cleaned
 
     async def clean_log(self, log: Log, *, force: bool = False) -> bool:
-        """One cleaning of ``log`` if due (or ``force``); returns whether it ran."""
-        tp = (log.topic, log.partition)
+        """One cleaning of ``log`` if due (or ``force``); returns whether it ran
+        to the end (not when retention or a failure came first)."""
         now = self.now_ms()
-        work = cleaner.plan(log, self.store.first_dirty.get(tp, 0), now, force=force)
-        if work is None:
+        steps = cleaner.cleaning(self.store, log, now, force=force, throttle=self.throttle)
+        result = None
+        while True:
+            try:
+                step = steps.send(result)
+            except StopIteration as done:
+                stats = done.value
+                break
+            try:
+                result = await trio.to_thread.run_sync(step)
+            except BaseException:
+                steps.close()  # the driver's cleanup runs now
+                raise
+        if stats is None:
             return False
-        job = cleaner.Cleaning(log, work, now, self.throttle)
-        try:
-            await trio.to_thread.run_sync(job.map)
-            for i in range(len(job.groups)):
-                cleaned = await trio.to_thread.run_sync(job.write, i)
-                if not job.swap(i, cleaned):  # retention or a failure came first
-                    return False
-        finally:
-            job.close()
-        self.store.first_dirty[tp] = work.end
         self.cleanings += 1
-        stats = job.stats()
         logger.info(
             "cleaned %s-%d below offset %d in %.2f s (dirty ratio %.2f): %d of %d records kept",
             log.topic,
             log.partition,
-            work.end,
+            stats.end,
             stats.seconds,
-            work.dirty_ratio,
+            stats.dirty_ratio,
             stats.records_kept,
             stats.records_read,
         )

@@ -2,15 +2,12 @@
 
 Every `tick` seconds (trio's clock) the flusher asks each log whether a flush
 is due (`Log.flush_due`: at least flush.messages unflushed records, or some
-and the last flush at least flush.ms old) and flushes those. A flush is three
-steps so that no fsync ever blocks the event loop and the store is only
-touched from the loop (it is not thread-safe):
-
-1. on the loop: ``ticket = log.prepare_flush()`` — duplicated fds to sync and
-   the offset that becomes durable;
-2. in a worker thread: ``fdatasync`` of those fds (``fsync`` of a directory),
-   then close them;
-3. on the loop: ``log.complete_flush(ticket)`` advances the recovery point.
+and the last flush at least flush.ms old) and flushes those. A flush is the
+core's three steps (core/log/flushing.py); the flusher only chooses where
+they run, so that no fsync ever blocks the event loop and the store is only
+touched from the loop (it is not thread-safe): ``log.prepare_flush()`` and
+``log.complete_flush(ticket)`` on the loop, ``ticket.sync()`` in a worker
+thread.
 
 Every `retention_interval` seconds it deletes segments past retention.ms /
 retention.bytes, and every `checkpoint_interval` seconds (and after
@@ -23,44 +20,24 @@ daemon loses nothing (appends are in the page cache once write() returns).
 from __future__ import annotations
 
 import logging
-import os
-import time
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
 
+from ..core.config import now_ms as wall_clock_ms
 from ..core.errors import LogfsError
-from ..core.storage import sync_fd
 
 if TYPE_CHECKING:
-    from ..core.log import Log, Store
+    from ..core.log import FlushTicket, Log, Store
 
 logger = logging.getLogger(__name__)
 
 
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def fsync_fds(fds: list[int]) -> None:
-    """fsync then close every fd (runs in a worker thread); the first error is raised."""
-    error = None
-    for fd in fds:
-        try:
-            sync_fd(fd)
-        except OSError as e:
-            error = error or e
-        finally:
-            os.close(fd)
-    if error is not None:
-        raise error
-
-
-async def fsync_in_thread(fds: list[int]) -> None:
-    """The default way to sync: a worker thread, so the loop never blocks."""
-    await trio.to_thread.run_sync(fsync_fds, fds)
+async def sync_in_thread(ticket: FlushTicket) -> None:
+    """The default place for a flush's fsyncs: a worker thread, so the loop never blocks."""
+    await trio.to_thread.run_sync(ticket.sync)
 
 
 class Flusher:
@@ -74,7 +51,7 @@ class Flusher:
         retention_interval: float = 300.0,
         checkpoint_interval: float = 60.0,
         now_ms: Callable[[], int] = wall_clock_ms,
-        sync: Callable[[list[int]], Awaitable[None]] = fsync_in_thread,
+        sync: Callable[[FlushTicket], Awaitable[None]] = sync_in_thread,
     ) -> None:
         self.store = store
         self.tick = tick
@@ -145,13 +122,10 @@ class Flusher:
         lock = self._locks.setdefault(log, trio.Lock())
         async with lock:
             ticket = log.prepare_flush()
-            try:
-                await self.sync(ticket.fds)
-            except OSError as e:
+            await self.sync(ticket)
+            if ticket.error is not None:
                 self.errors += 1
-                log.abort_flush(e)
-                raise
-            log.complete_flush(ticket)
+            log.complete_flush(ticket)  # raises the fsync's error: the partition is offline
             self.flushes += 1
 
     def enforce_retention(self) -> int:

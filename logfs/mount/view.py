@@ -153,10 +153,7 @@ class View:
         note the keys appended to, for `changed_keys`."""
         out = []
         for p in range(self.store.topics().get(topic, 0)):
-            log = self.store.log(topic, p)
-            if log.changed_keys is None:
-                log.changed_keys = set()
-            out.append(log.live_keys())
+            out.append(self.store.log(topic, p).live_keys(watch=True))
         self.keys_in_use.add(topic)
         return out
 
@@ -167,14 +164,11 @@ class View:
             return []
         out = []
         for p in range(self.store.topics().get(topic, 0)):
-            log = self.store.log(topic, p)
-            for key in log.changed_keys or ():
+            for key in self.store.log(topic, p).take_changed_keys():
                 name = key_name(key)
                 inode = self.inodes.inode_of((topic, "keys", name))
                 if inode is not None:
                     out.append((inode, name))
-            if log.changed_keys:
-                log.changed_keys.clear()
         return out
 
     def key_of(self, topic: str, name: str) -> bytes | None:

@@ -1,15 +1,18 @@
-"""The partition log and the data directory: `Log` (one topic-partition), its
-streams of lines, its live keys, the log cleaner, the partitioner, and `Store`
-(topics, partitions, checkpoints, the writer lock)."""
+"""The partition log and the data directory: `Log` (one topic-partition) and
+its collaborators (flushes, failure state, live keys, reads, streams of
+lines), the log cleaner, the partitioner, and `Store` (topics and their
+settings, partitions, checkpoints, the writer lock)."""
 
 from . import cleaner
 from .cleaner import Throttle, clean_store
+from .flushing import FlushTicket
 from .keys import key_name, name_key
 from .lines import FromStream, PartitionStream, Uncounted
 from .partition import Log
 from .store import Store
 
 __all__ = [
+    "FlushTicket",
     "FromStream",
     "Log",
     "PartitionStream",

@@ -3,8 +3,9 @@
 `live_keys` builds, in one compiled pass over a partition's batches, a dict
 from each live key (its latest record is not a tombstone) to that record's
 offset; `index_batches` keeps it current with batches as they are appended.
-`Log.live_keys` holds it (built on first use, dropped when retention deletes
-segments); cleaning never removes a key's latest record, so it stays right.
+A partition's `LiveKeys` holds it (built on first use, dropped when retention
+deletes segments; cleaning never removes a key's latest record, so it stays
+right), and the keys appended to since a watcher last took them.
 Memory: one Python dict entry, one bytes object and one int per key.
 
 Key names (the mount's ``<topic>/keys/``), so that every key has exactly one
@@ -90,3 +91,38 @@ def live_keys(segments, log_start_offset: int) -> dict[bytes, int]:
                     f"{segment.log_path}: batch at offset {header.base_offset}: record {bad}"
                 )
     return latest
+
+
+class LiveKeys:
+    """A partition's live keys, built on first use and then kept current by
+    appends; and, once someone watches (the mount, whose cached attributes
+    of ``keys/`` files go stale), the keys appended to since it last took them."""
+
+    def __init__(self) -> None:
+        self._latest: dict[bytes, int] | None = None
+        self._changed: set[bytes] | None = None  # None: nobody watches
+
+    def get(self, segments, log_start_offset: int, *, watch: bool = False) -> dict[bytes, int]:
+        """The live keys of ``segments`` from ``log_start_offset`` on (built
+        now unless kept); ``watch`` starts noting the keys appended to."""
+        if watch and self._changed is None:
+            self._changed = set()
+        if self._latest is None:
+            self._latest = live_keys(segments, log_start_offset)
+        return self._latest
+
+    def appended(self, batches: Iterable[bytes | memoryview]) -> None:
+        """Apply appended batches (offsets assigned, CRC valid), if kept."""
+        if self._latest is not None:
+            index_batches(self._latest, batches, self._changed)
+
+    def drop(self) -> None:
+        """Forget the keys (segments were deleted): rebuilt on the next `get`."""
+        self._latest = None
+
+    def take_changed(self) -> set[bytes]:
+        """The keys appended to since the last call (empty if nobody watches)."""
+        changed = self._changed or set()
+        if self._changed:
+            self._changed = set()
+        return changed

@@ -26,11 +26,10 @@ def lines_from(
     if found is None:
         return b"", end_offset
     region, positions, headers = read_region(
-        segment.fileno(), found[0], segment.size, max_bytes, path=segment.log_path
+        segment.fileno(), found.position, segment.size, max_bytes, path=segment.log_path
     )
     lines = batch_lines(region, positions, headers, start=offset)
     return lines, headers[-1].next_offset
-
 
 
 def count_from(segment: LogSegment, start: int) -> int:
@@ -40,9 +39,8 @@ def count_from(segment: LogSegment, start: int) -> int:
     found = segment.find(start) if start < segment.next_offset else None
     if found is None:
         return 0
-    position, header, _ = found
-    total = len(lines_from(segment, start, header.size)[0])
-    position += header.size
+    total = len(lines_from(segment, start, found.header.size)[0])
+    position = found.position + found.header.size
     while position < segment.size:
         region, starts, headers = read_region(
             segment.fileno(), position, segment.size, REGION_BYTES, path=segment.log_path

@@ -3,18 +3,15 @@
 Layout (Kafka's, so a broker's log directory opens too)::
 
     DATA/
-      <topic>-<partition>/                 one Log each (see log.py)
+      <topic>-<partition>/                 one Log each (see partition.py)
       recovery-point-offset-checkpoint     per partition: offsets below are fsynced
       log-start-offset-checkpoint          per partition: first offset not deleted
       cleaner-offset-checkpoint            compacted partitions: first offset not cleaned
       config/<topic>.properties            the topic's own settings, key=value lines
       .lock                                flock'd by the one process writing DATA
 
-Checkpoint files are Kafka's text format: a version line (0), a count line,
-then one ``<topic> <partition> <offset>`` line per partition. They are
-replaced atomically (write, fsync, rename, fsync the directory). A missing or
-garbled checkpoint only costs time: every partition is then recovered from
-offset 0.
+The checkpoint files are Kafka's (checkpoints.py); a missing or garbled one
+only costs time.
 
 Anything else in DATA or a partition directory (Kafka's meta.properties,
 leader-epoch-checkpoint, partition.metadata, .snapshot and .txnindex files,
@@ -31,7 +28,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..config import TopicConfig, parse_properties, read_properties, write_properties
+from ..config import TopicConfig
 from ..errors import (
     DataDirBusyError,
     InvalidConfigError,
@@ -42,71 +39,23 @@ from ..errors import (
     UnknownTopicError,
     describe,
 )
-from ..storage.logfile import fsync_dir
+from ..storage import fsync_dir
+from .checkpoints import (
+    CLEANER_FILE,
+    LOG_START_FILE,
+    RECOVERY_POINT_FILE,
+    read_checkpoint,
+    write_checkpoint,
+)
 from .partition import Log
 from .partitioner import Partitioner
+from .topics import TopicSettings, validate_topic_name
 
 logger = logging.getLogger(__name__)
 
-RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
-LOG_START_FILE = "log-start-offset-checkpoint"
-CLEANER_FILE = "cleaner-offset-checkpoint"  # compacted partitions: first dirty offset
-CONFIG_DIR = "config"
 LOCK_FILE = ".lock"
 
-LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-MAX_TOPIC_LENGTH = 249
 PARTITION_DIR = re.compile(r"(.+)-(0|[1-9][0-9]*)")
-
-
-def validate_topic_name(name: str) -> None:
-    """Kafka's topic name rules; raises `InvalidTopicError`."""
-    if name in ("", ".", ".."):
-        raise InvalidTopicError(f"topic name {name!r} is not allowed")
-    if len(name) > MAX_TOPIC_LENGTH:
-        raise InvalidTopicError(
-            f"topic name is {len(name)} characters, at most {MAX_TOPIC_LENGTH} allowed"
-        )
-    if not LEGAL_TOPIC.fullmatch(name):
-        raise InvalidTopicError(
-            f"topic name {name!r} may only contain ASCII letters, digits, '.', '_' and '-'"
-        )
-
-
-def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
-    """Kafka's offset checkpoint file; {} (and a warning) if missing or garbled."""
-    try:
-        lines = path.read_text().splitlines()
-        if lines[0].strip() != "0":
-            raise ValueError(f"version {lines[0]!r}")
-        count = int(lines[1])
-        entries = {}
-        for line in lines[2 : 2 + count]:
-            topic, partition, offset = line.split(" ")
-            entries[(topic, int(partition))] = int(offset)
-        if len(entries) != count:
-            raise ValueError(f"{len(entries)} entries, header says {count}")
-        return entries
-    except FileNotFoundError:
-        return {}
-    except (ValueError, IndexError, UnicodeDecodeError) as e:
-        logger.warning("%s is garbled (%s); recovering every partition", path, e)
-        return {}
-
-
-def write_checkpoint(path: Path, entries: Mapping[tuple[str, int], int]) -> None:
-    lines = ["0", str(len(entries))] + [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
-    _replace_file(path, "\n".join(lines) + "\n")
-
-
-def _replace_file(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 class Store:
@@ -131,15 +80,15 @@ class Store:
         self.path = Path(path)
         self.read_only = read_only
         self.checkpoint_failure: str | None = None  # why the last checkpoint write failed
-        self.first_dirty: dict[tuple[str, int], int] = {}  # the cleaner's (cleaner.py)
-        self.defaults = {k: str(v) for k, v in (defaults or {}).items()}
-        TopicConfig.from_properties(defaults=self.defaults)  # validate early
+        # the log cleaner's first dirty offset per partition (cleaner.py)
+        self._first_dirty: dict[tuple[str, int], int] = {}
+        self._settings = TopicSettings(self.path, defaults or {})
+        self.defaults = self._settings.defaults
         self._lock_fd = -1
         self._logs: dict[tuple[str, int], Log] = {}
         # partitions found on disk but not opened yet: (directory, recovery point, log start)
         self._unopened: dict[tuple[str, int], tuple[str, int, int]] = {}
         self._partitioner = Partitioner()
-        self._overrides: dict[str, dict[str, str]] = {}
         if read_only:
             if not self.path.is_dir():
                 raise LogfsError(f"{self.path}: no such data directory")
@@ -171,11 +120,8 @@ class Store:
     def _open_logs(self, recover: bool) -> None:
         recovery = read_checkpoint(self.path / RECOVERY_POINT_FILE)
         starts = read_checkpoint(self.path / LOG_START_FILE)
-        self.first_dirty = read_checkpoint(self.path / CLEANER_FILE)
-        config_dir = self.path / CONFIG_DIR
-        if config_dir.is_dir():
-            for path in config_dir.glob("*.properties"):
-                self._overrides[path.stem] = read_properties(path.read_text())
+        self._first_dirty = read_checkpoint(self.path / CLEANER_FILE)
+        self._settings.load()
         for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
             match = PARTITION_DIR.fullmatch(entry.name)
             if not match or not entry.is_dir():
@@ -204,7 +150,7 @@ class Store:
             path,
             tp[0],
             tp[1],
-            self._config(tp[0]),
+            self._settings.config(tp[0]),
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
             writable=not self.read_only,
@@ -220,13 +166,6 @@ class Store:
                 f", {log.truncated_bytes} bytes truncated" if log.truncated_bytes else "",
             )  # fmt: skip
         return log
-
-    def _config(self, topic: str) -> TopicConfig:
-        try:
-            return TopicConfig.from_properties(self._overrides.get(topic), self.defaults)
-        except InvalidConfigError as e:
-            logger.warning("config/%s.properties: %s; using defaults", topic, e)
-            return TopicConfig.from_properties(defaults=self.defaults)
 
     def _require_writable(self) -> None:
         if self.read_only:
@@ -265,9 +204,7 @@ class Store:
                 f"topic {name!r} collides with existing topic {colliding[0]!r} "
                 "('.' and '_' are the same in Kafka's metric names)"
             )
-        overrides = {k: str(v) for k, v in (config or {}).items()}
-        parse_properties(overrides)
-        self._write_overrides(name, overrides)
+        self._settings.set(name, config or {})
         self._add_logs(name, range(partitions))
 
     def add_partitions(self, name: str, total: int) -> None:
@@ -279,7 +216,7 @@ class Store:
         self._add_logs(name, range(max(current) + 1, max(current) + 1 + total - len(current)))
 
     def _add_logs(self, name: str, partitions: range) -> None:
-        config = self._config(name)
+        config = self._settings.config(name)
         for p in partitions:
             self._logs[(name, p)] = Log(self.path / f"{name}-{p}", name, p, config)
         fsync_dir(self.path)
@@ -289,40 +226,26 @@ class Store:
         self._require_writable()
         for p in self.partitions(name):
             self._logs.pop((name, p)).delete()
-            self.first_dirty.pop((name, p), None)
-        self._overrides.pop(name, None)
-        (self.path / CONFIG_DIR / f"{name}.properties").unlink(missing_ok=True)
+            self._first_dirty.pop((name, p), None)
+        self._settings.remove(name)
         fsync_dir(self.path)
         self.checkpoint()
 
     def topic_config(self, name: str) -> TopicConfig:
         self.partitions(name)
-        return self._config(name)
+        return self._settings.config(name)
 
     def topic_overrides(self, name: str) -> dict[str, str]:
         self.partitions(name)
-        return dict(self._overrides.get(name, {}))
+        return self._settings.overrides(name)
 
     def set_topic_config(self, name: str, overrides: Mapping[str, str]) -> None:
         """Replace the topic's own settings; validated before anything changes."""
         self._require_writable()
         self.partitions(name)
-        overrides = {k: str(v) for k, v in overrides.items()}
-        config = TopicConfig.from_properties(overrides, self.defaults)
-        self._write_overrides(name, overrides)
+        config = self._settings.set(name, overrides)
         for p in self.partitions(name):
-            self._logs[(name, p)].config = config
-            for segment in self._logs[(name, p)].segments:
-                segment.config = config
-
-    def _write_overrides(self, name: str, overrides: dict[str, str]) -> None:
-        path = self.path / CONFIG_DIR / f"{name}.properties"
-        if overrides:
-            path.parent.mkdir(exist_ok=True)
-            _replace_file(path, write_properties(overrides))
-        else:
-            path.unlink(missing_ok=True)
-        self._overrides[name] = overrides
+            self.log(name, p).set_config(config)
 
     # ------------------------------------------------------------ logs
 
@@ -381,8 +304,19 @@ class Store:
         """Offline partitions (``topic-partition``) and why."""
         return {f"{t}-{p}": log.failure for (t, p), log in self._logs.items() if log.failure}
 
+    def first_dirty(self, topic: str, partition: int) -> int:
+        """Where the partition's dirty part starts: the log cleaner's (cleaner.py)."""
+        return self._first_dirty.get((topic, partition), 0)
+
+    def cleaned_below(self, topic: str, partition: int, offset: int) -> None:
+        """A cleaning of the partition ended at ``offset``: its dirty part
+        starts there now (written at the next `checkpoint`)."""
+        self._first_dirty[(topic, partition)] = offset
+
     def checkpoint(self) -> None:
-        """Write both checkpoint files from the logs' current state.
+        """Write the checkpoint files from the logs' current state: recovery
+        points, log start offsets and, once a partition was cleaned, the
+        cleaner's first dirty offsets.
 
         A failure leaves the previous files in place (each is replaced
         atomically): they only make recovery start earlier. It is logged when
@@ -403,12 +337,12 @@ class Store:
                 self.path / LOG_START_FILE,
                 starts | {tp: log.log_start_offset for tp, log in self._logs.items()},
             )
-            if self.first_dirty:
+            if self._first_dirty:
                 write_checkpoint(
                     self.path / CLEANER_FILE,
                     {
                         tp: o
-                        for tp, o in self.first_dirty.items()
+                        for tp, o in self._first_dirty.items()
                         if tp in self._logs or tp in self._unopened
                     },
                 )

@@ -30,7 +30,6 @@ trusted only up to the recovery point.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 from typing import NamedTuple
@@ -151,11 +150,10 @@ class _Index:
             os.close(self._fd)
             self._fd = -1
 
-    def delete(self) -> None:
+    def close_unwritten(self) -> None:
+        """Close without writing pending entries: the file is about to be removed."""
         self._written = self._count
         self.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
 
     # ------------------------------------------------------------ mutation
 

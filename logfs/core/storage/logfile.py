@@ -43,6 +43,14 @@ def base_offset_of(name: str, suffix: str | None = None) -> int | None:
 # ---------------------------------------------------------------- walking a .log file
 
 
+class BatchAt(NamedTuple):
+    """One batch of a ``.log`` file and where it starts."""
+
+    position: int
+    header: BatchHeader
+    batch: memoryview
+
+
 class Region(NamedTuple):
     """Whole batches read in one go: batch ``i`` is ``data[offsets[i]:]``."""
 
@@ -75,9 +83,7 @@ def iter_batches(
     return _walk(fd, start, end, chunk, verify, path)
 
 
-def find_batch(
-    fd: int, position: int, end: int, offset: int, path: str = ""
-) -> tuple[int, BatchHeader, memoryview] | None:
+def find_batch(fd: int, position: int, end: int, offset: int, path: str = "") -> BatchAt | None:
     """The CRC-checked batch holding ``offset``, header by header from
     ``position`` (a batch boundary at or before it, from the index) to
     ``end``, as Kafka's ``FileRecords.searchForOffsetWithSize`` does: one
@@ -98,7 +104,7 @@ def find_batch(
                         f"the file ends {len(batch)} bytes into it"
                     )
                 verify_crc(batch, header, position)
-                return position, header, batch
+                return BatchAt(position, header, batch)
             position += header.size
     except CorruptRecordError as e:
         raise CorruptRecordError(f"{path}: {e}" if path else str(e), position) from None

@@ -22,11 +22,13 @@ File names and every walk over a ``.log`` file are logfile.py's.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,12 +38,45 @@ from ..format._codec import index_points
 from ..format.batching import BatchInfo
 from ..format.record import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, read_header
 from .index import OffsetIndex, TimeIndex
-from .logfile import SCAN_CHUNK, find_batch, iter_batches, segment_name
+from .logfile import SCAN_CHUNK, BatchAt, find_batch, iter_batches, segment_name
 from .stream import SegmentStream
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 IOV_MAX = 1024  # buffers one writev() takes (Linux)
+KINDS = (".log", ".index", ".timeindex")  # a segment's files; the .log first
+DELETED = ".deleted"  # a file about to be removed
+
+
+def segment_paths(directory: str, base_offset: int, suffix: str = "") -> tuple[str, str, str]:
+    """The ``.log``, ``.index`` and ``.timeindex`` paths of a segment; ``suffix``
+    follows each name (``.cleaned``: a cleaned segment written aside)."""
+    log, index, timeindex = (
+        os.path.join(directory, segment_name(base_offset, kind + suffix)) for kind in KINDS
+    )
+    return log, index, timeindex
+
+
+def remove_segment_files(
+    directory: str | os.PathLike, base_offset: int, suffix: str = "", kinds=KINDS
+) -> None:
+    """Remove a segment's files (those of ``kinds`` that exist), each renamed
+    to ``*.deleted`` first, as Kafka does; a crash can leave a ``.deleted``
+    file, which the next open removes (swap.py). The ``.log`` goes first: a
+    segment is found by its ``.log``, so from then on it is gone."""
+    for kind in kinds:
+        path = os.path.join(directory, segment_name(base_offset, kind + suffix))
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(path, path + DELETED)
+            os.unlink(path + DELETED)
+
+
+class Walked(NamedTuple):
+    """The batches a walk found, to index: one entry per batch."""
+
+    sizes: list[int]
+    last_offsets: list[int]
+    max_timestamps: list[int]
 
 
 class LogSegment:
@@ -58,10 +93,12 @@ class LogSegment:
     ) -> None:
         """``suffix`` follows each file name: the cleaner writes a segment aside
         as ``.log.cleaned`` and friends (cleaner.py)."""
+        self.directory = directory
         self.base_offset = base_offset
+        self.suffix = suffix
         self.config = config
         self.writable = writable
-        self.log_path, self.index_path, self.timeindex_path = self.paths(
+        self.log_path, self.index_path, self.timeindex_path = segment_paths(
             directory, base_offset, suffix
         )
         self.offset_index = OffsetIndex(
@@ -84,14 +121,6 @@ class LogSegment:
         self._bytes_since_index_entry = 0
         self.validated_bytes = 0  # what `recover` read and checked
         self.stream = SegmentStream(self.size)
-
-    @staticmethod
-    def paths(directory: str, base_offset: int, suffix: str = "") -> tuple[str, str, str]:
-        """The ``.log``, ``.index`` and ``.timeindex`` paths of a segment."""
-        return tuple(
-            os.path.join(directory, segment_name(base_offset, kind + suffix))
-            for kind in (".log", ".index", ".timeindex")
-        )
 
     # ------------------------------------------------------------ loading
 
@@ -168,7 +197,7 @@ class LogSegment:
         """
         last_indexed = self.offset_index.last.position if len(self.offset_index) else 0
         self._bytes_since_index_entry = position - last_indexed
-        first, walked = position, ([], [], [])  # the batches to index: sizes, offsets, times
+        first, walked = position, Walked([], [], [])
         try:
             for pos, header, _ in self.batches(position, verify=verify):
                 if indexed and pos == position:
@@ -181,15 +210,15 @@ class LogSegment:
                             f"{header.base_offset}, expected at least {self.next_offset}",
                             pos,
                         )
-                    walked[0].append(header.size)
-                    walked[1].append(header.last_offset)
-                    walked[2].append(header.max_timestamp)
+                    walked.sizes.append(header.size)
+                    walked.last_offsets.append(header.last_offset)
+                    walked.max_timestamps.append(header.max_timestamp)
                 self.next_offset = header.next_offset
         except CorruptRecordError as e:
             self._index_walked(first, walked)
             bad = e.args[1] if len(e.args) > 1 else self.size
             if not self.writable:
-                log.warning("%s (serving the %d bytes before it)", e.args[0], bad)
+                logger.warning("%s (serving the %d bytes before it)", e.args[0], bad)
                 self.size = bad
                 return 0
             if not verify:
@@ -198,13 +227,13 @@ class LogSegment:
             os.ftruncate(self._fd, bad)
             os.fsync(self._fd)
             self.size = bad
-            log.warning("truncated %d bytes: %s", cut, e.args[0])
+            logger.warning("truncated %d bytes: %s", cut, e.args[0])
             return cut
         self._index_walked(first, walked)
         return 0
 
-    def _index_walked(self, start: int, walked: tuple[list, list, list]) -> None:
-        if walked[0]:
+    def _index_walked(self, start: int, walked: Walked) -> None:
+        if walked.sizes:
             self._index_batches(start, *(np.array(column, np.int64) for column in walked))
 
     # ------------------------------------------------------------ reading
@@ -234,20 +263,20 @@ class LogSegment:
             position, next_offset = pos + header.size, header.next_offset
         return position, next_offset
 
-    def find(self, offset: int) -> tuple[int, BatchHeader, memoryview] | None:
+    def find(self, offset: int) -> BatchAt | None:
         """The CRC-checked batch that holds ``offset``, or None."""
         if offset >= self.next_offset:
             return None
         start = self.offset_index.lookup(offset).position
         return find_batch(self._fd, start, self.size, offset, self.log_path)
 
-    def first_batch_at_time(self, timestamp: int) -> tuple[int, BatchHeader, memoryview] | None:
+    def first_batch_at_time(self, timestamp: int) -> BatchAt | None:
         """The first batch whose max timestamp is >= ``timestamp``."""
         entry = self.time_index.lookup_before(timestamp)
         start = self._position_of(entry.offset + 1)[0] if entry else 0
         for pos, header, batch in self.batches(start):
             if header.max_timestamp >= timestamp:
-                return pos, header, batch
+                return BatchAt(pos, header, batch)
         return None
 
     @property
@@ -353,14 +382,10 @@ class LogSegment:
             self._fd = -1
 
     def delete(self) -> None:
-        """Rename to ``.deleted`` first, as Kafka does, then remove."""
-        self.offset_index.delete()
-        self.time_index.delete()
-        os.close(self._fd)
-        self._fd = -1
-        for path in (self.log_path, self.index_path, self.timeindex_path):
-            try:
-                os.rename(path, path + ".deleted")
-                os.unlink(path + ".deleted")
-            except FileNotFoundError:
-                pass
+        """Close the segment and remove its files (`remove_segment_files`)."""
+        self.offset_index.close_unwritten()
+        self.time_index.close_unwritten()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        remove_segment_files(self.directory, self.base_offset, self.suffix)

@@ -1,0 +1,61 @@
+"""Kafka's offset checkpoint files: per partition, one offset.
+
+A checkpoint file is a version line (0), a count line, then one
+``<topic> <partition> <offset>`` line per partition. It is replaced
+atomically (write, fsync, rename, fsync the directory), so a crash leaves
+the old one or the new one. A missing or garbled checkpoint only costs time:
+every partition is then recovered from offset 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..storage import fsync_dir
+
+logger = logging.getLogger(__name__)
+
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+CLEANER_FILE = "cleaner-offset-checkpoint"  # compacted partitions: first dirty offset
+
+
+def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """Kafka's offset checkpoint file; {} (and a warning) if missing or garbled."""
+    try:
+        lines = path.read_text().splitlines()
+        if lines[0].strip() != "0":
+            raise ValueError(f"version {lines[0]!r}")
+        count = int(lines[1])
+        entries = {}
+        for line in lines[2 : 2 + count]:
+            topic, partition, offset = line.split(" ")
+            entries[(topic, int(partition))] = int(offset)
+        if len(entries) != count:
+            raise ValueError(f"{len(entries)} entries, header says {count}")
+        return entries
+    except FileNotFoundError:
+        return {}
+    except (ValueError, IndexError, UnicodeDecodeError) as e:
+        logger.warning("%s is garbled (%s); recovering every partition", path, e)
+        return {}
+
+
+def write_checkpoint(path: Path, entries: Mapping[tuple[str, int], int]) -> None:
+    """Replace the checkpoint file ``path`` by ``entries``."""
+    lines = ["0", str(len(entries))] + [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
+    replace_file(path, "\n".join(lines) + "\n")
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Replace ``path``'s contents by ``text`` atomically and durably."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)

@@ -1,0 +1,187 @@
+"""The read side of a partition log: what its segments hold, records and
+batches by offset and by time, the stream of lines, the live keys.
+
+`Log` is a `LogReads`: the reads need only its segments in offset order, their
+base offsets, the log's offset range and its failure state.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import OffsetOutOfRangeError
+from ..format.record import BatchHeader, Record, decode_records, record_at
+from ..storage.segment import LogSegment
+from . import lines
+from .failure import Failure
+from .keys import LiveKeys
+
+
+class LogReads:
+    """Reads over ``segments`` (in offset order; ``_bases`` their base
+    offsets), from ``log_start_offset`` to ``next_offset``; what is at or
+    past the recovery point of an offline partition is not served."""
+
+    dir: Path
+    topic: str
+    partition: int
+    segments: list[LogSegment]
+    _bases: list[int]
+    log_start_offset: int
+    recovery_point: int
+    _failure: Failure
+    _keys: LiveKeys
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next appended record gets (Kafka's log end offset)."""
+        return self.segments[-1].next_offset if self.segments else self.log_start_offset
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self.segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def active_base_offset(self) -> int | None:
+        """The active segment's base offset; None for a log without segments."""
+        return self.segments[-1].base_offset if self.segments else None
+
+    @property
+    def segment_count(self) -> int:
+        return len(self.segments)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def segment_files(self) -> dict[str, str]:
+        """Every segment's log, offset index and time index: file name -> absolute path."""
+        files = {}
+        for segment in self.segments:
+            for path in (segment.log_path, segment.index_path, segment.timeindex_path):
+                files[os.path.basename(path)] = os.path.abspath(path)
+        return files
+
+    @property
+    def failure(self) -> str | None:
+        """Why the partition is offline; None while it is online."""
+        return self._failure.reason
+
+    def check_readable(self, offset: int) -> None:
+        """Raise `LogFailedError` for a read at or past an offline partition's
+        recovery point: what follows it may not be on the disk."""
+        if offset >= self.recovery_point:
+            self._failure.require_online()
+
+    def segment_for(self, offset: int) -> LogSegment | None:
+        """The segment that holds ``offset`` if any record does; for an offset
+        in a compacted log's gap before its first segment (cleaned away), the
+        first segment; None below the log start or without segments."""
+        i = bisect.bisect_right(self._bases, offset) - 1
+        if i < 0 and self.segments and offset >= self.log_start_offset:
+            i = 0
+        return self.segments[i] if i >= 0 else None
+
+    def _check_range(self, offset: int) -> None:
+        if not self.log_start_offset <= offset < self.next_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {self.next_offset}) "
+                f"of {self.topic}-{self.partition}"
+            )
+
+    def read(self, offset: int) -> Record:
+        """The record at ``offset``.
+
+        Raises:
+            OffsetOutOfRangeError: no record has that offset.
+            CorruptRecordError: the batch holding it fails validation.
+        """
+        self._check_range(offset)
+        self.check_readable(offset)
+        segment = self.segment_for(offset)
+        found = segment.find(offset) if segment else None
+        if found is not None and not found.header.is_control:
+            record = record_at(found.batch, found.header, offset)
+            if record is not None:
+                return record
+        raise OffsetOutOfRangeError(
+            f"no record at offset {offset} of {self.topic}-{self.partition}"
+        )
+
+    def batches(
+        self, start: int | None = None, end: int | None = None
+    ) -> Iterator[tuple[BatchHeader, list[Record]]]:
+        """Decoded data batches overlapping [start, end); the first and last
+        may hold records outside the range. Control batches are skipped."""
+        for header, batch in self.raw_batches(start, end):
+            if not header.is_control:
+                yield header, decode_records(batch, header)
+
+    def raw_batches(
+        self, start: int | None = None, end: int | None = None
+    ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """CRC-checked batches overlapping [start, end), still encoded."""
+        start = self.log_start_offset if start is None else max(start, self.log_start_offset)
+        end = self.next_offset if end is None else min(end, self.next_offset)
+        if start >= end:
+            return
+        self.check_readable(end - 1)
+        first = max(0, bisect.bisect_right(self._bases, start) - 1)
+        for segment in list(self.segments[first:]):
+            if segment.base_offset >= end:
+                return
+            found = segment.find(start) if segment.base_offset <= start else None
+            position = found.position if found else 0
+            if found is None and segment.base_offset <= start:
+                continue
+            for _, header, batch in segment.batches(position):
+                if header.base_offset >= end:
+                    return
+                if header.last_offset >= start:
+                    yield header, batch
+
+    def scan(self, start: int | None = None, end: int | None = None) -> Iterator[Record]:
+        """Records from ``start`` (default: the log start) up to ``end``."""
+        low = self.log_start_offset if start is None else start
+        high = self.next_offset if end is None else end
+        for _, records in self.batches(low, high):
+            for record in records:
+                if low <= record.offset < high:
+                    yield record
+
+    def offset_for_time(self, timestamp_ms: int) -> int | None:
+        """The first offset whose timestamp is >= ``timestamp_ms`` (Kafka's
+        offsetsForTimes), or None when every record is older."""
+        for segment in list(self.segments):
+            if segment.max_timestamp < timestamp_ms:
+                continue
+            found = segment.first_batch_at_time(timestamp_ms)
+            if found is None:
+                continue
+            for record in decode_records(found.batch, found.header):
+                if record.timestamp >= timestamp_ms and record.offset >= self.log_start_offset:
+                    return record.offset
+        return None
+
+    @property
+    def stream(self) -> lines.PartitionStream:
+        """The records as lines, as the mount's ``stream`` shows them (lines.py)."""
+        return lines.PartitionStream(self)
+
+    def live_keys(self, *, watch: bool = False) -> dict[bytes, int]:
+        """Each live key of a compacted partition and its latest record's
+        offset (keys.py); built on first use, then kept current by appends.
+        ``watch``: from now on note the keys appended to, for `take_changed_keys`."""
+        return self._keys.get(self.segments, self.log_start_offset, watch=watch)
+
+    def take_changed_keys(self) -> set[bytes]:
+        """The keys appended to since the last call, once someone watches
+        (`live_keys`); each key is given out once."""
+        return self._keys.take_changed()
