@@ -5,6 +5,7 @@ what a dictionary says, before cleaning, after it and after reopening."""
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
@@ -27,6 +29,7 @@ from logfs.core.format.record import encode_batch, read_header, records_section
 from logfs.core.log import cleaner
 from logfs.core.log.store import CLEANER_FILE
 from logfs.core.tools.offline import check
+from logfs.mount.cleaning import Cleaner
 
 NOW = int(time.time() * 1000)
 DAY = 24 * 3600 * 1000
@@ -421,3 +424,69 @@ def test_from_a_gap_before_the_first_segment(store):
         data, _ = stream.lines(start, 1 << 20)
         want = b"".join((r.value or b"") + b"\n" for r in log.scan() if r.offset >= start)
         assert stream.size() == len(want) and bytes(data) == want[: len(data)]
+
+
+# ---------------------------------------------------------------- a swap that does not happen
+
+
+def dirty_log(store: Store, key: bytes = b"k"):
+    log = store.log("c", 0)
+    for i in range(300):
+        put(log, key + b"%d" % (i % 10), b"v%d" % i)
+    return log
+
+
+def test_a_given_up_swap_leaves_first_dirty_and_the_segments_as_they_were(store):
+    compacted(store)
+    dirty_log(store)
+    assert clean(store)
+    first_dirty = store.first_dirty("c", 0)
+    log = dirty_log(store, b"j")  # the first group keeps its k records
+    segments, kept = list(log.segments), records(log)
+    log.flush()  # so that what is read below stays readable once offline
+    steps = cleaner.cleaning(store, log, int(time.time() * 1000) + 1000, force=True)
+    mapped = steps.send(None)()  # the offset map
+    cleaned = steps.send(mapped)()  # the first group, written aside
+    assert cleaned is not None and os.path.exists(cleaned.log_path)
+    # the partition goes offline before the swap: it is given up
+    log.fail("a write", OSError(errno.EIO, "Input/output error"))
+    with pytest.raises(StopIteration) as done:
+        steps.send(cleaned)
+    assert done.value.value is None
+    assert store.first_dirty("c", 0) == first_dirty > 0
+    assert log.segments == segments and records(log) == kept
+    assert not [name for name in os.listdir(log.dir) if name.endswith(".cleaned")]
+    store.checkpoint()
+    text = (store.path / CLEANER_FILE).read_text().split("\n")
+    assert text[2] == f"c 0 {first_dirty}"
+
+
+def test_a_failed_swap_leaves_first_dirty_and_takes_the_partition_offline(store, monkeypatch):
+    compacted(store)
+    dirty_log(store)
+    assert clean(store)
+    first_dirty = store.first_dirty("c", 0)
+    log = dirty_log(store, b"j")  # the first group keeps its k records
+
+    real_rename = os.rename
+
+    def rename(src, dst):  # fails where a file is there to rename
+        real_rename(src, src)  # FileNotFoundError for a missing one, as the real one
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "rename", rename)
+    with pytest.raises(OSError, match="Input/output error"):
+        clean(store)
+    assert store.first_dirty("c", 0) == first_dirty > 0
+    assert log.failure == "swapping in a cleaned segment failed: EIO (Input/output error)"
+
+
+def test_the_mounts_cleaner_runs_the_same_driver(store):
+    compacted(store)
+    log = dirty_log(store)
+    background = Cleaner(store, now_ms=lambda: int(time.time() * 1000) + 1000)
+    assert trio.run(background.clean_log, log) is True
+    first_dirty = store.first_dirty("c", 0)
+    assert first_dirty == log.segments[-1].base_offset and background.cleanings == 1
+    assert latest(log) == {b"k%d" % k: b"v%d" % (290 + k) for k in range(10)}
+    assert trio.run(background.clean_log, log) is False  # nothing dirty any more

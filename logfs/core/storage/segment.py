@@ -17,7 +17,8 @@ Index entries are kept in memory and written to their files when the segment
 is flushed, rolled or closed: an index is only trusted up to the recovery
 point and rebuilt from the log past it.
 
-File names and every walk over a ``.log`` file are logfile.py's.
+File names and every walk over a ``.log`` file are logfile.py's; a segment's
+files are removed only by `remove_segment_files`.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class LogSegment:
         suffix: str = "",
     ) -> None:
         """``suffix`` follows each file name: the cleaner writes a segment aside
-        as ``.log.cleaned`` and friends (cleaner.py)."""
+        as ``.log.cleaned`` and friends (swap.py)."""
         self.directory = directory
         self.base_offset = base_offset
         self.suffix = suffix
