@@ -59,7 +59,7 @@ def segment_paths(directory: str, base_offset: int, suffix: str = "") -> tuple[s
 
 
 def remove_segment_files(
-    directory: str | os.PathLike, base_offset: int, suffix: str = "", kinds=KINDS
+    directory: str | os.PathLike, base_offset: int, suffix: str = "", kinds: tuple[str, ...] = KINDS
 ) -> None:
     """Remove a segment's files (those of ``kinds`` that exist), each renamed
     to ``*.deleted`` first, as Kafka does; a crash can leave a ``.deleted``
