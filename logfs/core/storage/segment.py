@@ -27,13 +27,12 @@ import contextlib
 import errno
 import logging
 import os
-import time
 from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
 
-from ..config import INT_MAX, TopicConfig
+from ..config import INT_MAX, TopicConfig, now_ms
 from ..errors import CorruptIndexError, CorruptRecordError
 from ..format._codec import index_points
 from ..format.batching import BatchInfo
@@ -116,7 +115,7 @@ class LogSegment:
         self.size = os.fstat(self._fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
-        self.created_ms = int(time.time() * 1000)
+        self.created_ms = now_ms()
         self._first_timestamp: int | None = None
         self._offset_of_max = base_offset
         self._bytes_since_index_entry = 0
