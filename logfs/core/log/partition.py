@@ -230,21 +230,21 @@ class Log(LogReads):
         """Write encoded batches, rolling where `should_roll` says, each
         segment's share in one write; ``records``: how many they hold."""
         try:
-            start = 0
-            size = self.active_segment.size
+            start, segment = 0, self.active_segment
+            # what the rule looks at changes only when the segment is written, below
+            size, full = segment.size, segment.index_full
             for i, (_, info) in enumerate(encoded):
-                segment = self.active_segment
                 if should_roll(
                     self.config,
                     segment_size=size,
                     batch_size=info.size,
                     segment_age_ms=now - segment.first_timestamp if size else 0,
-                    index_full=segment.index_full,
+                    index_full=full,
                     relative_offset_overflow=not segment.can_hold(info.last_offset),
                 ):
                     self._write_to_active(encoded[start:i])
-                    self.roll()
-                    start, size = i, 0
+                    segment = self.roll()
+                    start, size, full = i, 0, segment.index_full
                 size += info.size
             self._write_to_active(encoded[start:])
         except OSError as e:
