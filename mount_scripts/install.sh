@@ -11,16 +11,17 @@
 #    by test.sh) also what only the suite runs: libfiu's fiu-utils (fault
 #    injection) and nginx (a service logging through the mount).
 #    `apt-get update` runs only when something is missing.
-# 2. A virtual environment in the checkout (.venv) holding logfs, editable, with
-#    its test and Spark extras; pip compiles logfs/core/format/_codec.pyx (Cython) in
-#    place. pip runs only when pyproject.toml or _codec.pyx has changed since
-#    the last install (a stamp .venv/.installed-<hash of both>) or the compiled
-#    module is missing.
-# 3. One line in the venv's site-packages, logfs-pyspark-python.pth, that sets
-#    PYSPARK_PYTHON to the venv's Python (unless already set) whenever it starts,
-#    so Spark's Python processes run it rather than python3 from PATH: a job run
-#    as .venv/bin/python job.py, from any directory, finds format("logfs") and
-#    its workers import logfs (docs/spark.md, "Install and register").
+# 2. A virtual environment in the checkout (.venv) holding logfs with its test and Spark
+#    extras, installed by pip as users install it (`pip install -e '.[test,spark]'`),
+#    editable so that the suite and .venv/bin/logfs run the checkout's code; pip compiles
+#    logfs/core/format/_codec.pyx (Cython) in place. pip runs only when pyproject.toml,
+#    setup.py or _codec.pyx has changed since the last install (a stamp
+#    .venv/.installed-<hash of them>) or what it installs is missing. The install brings,
+#    like a wheel's, logfs-pyspark-python.pth: it sets PYSPARK_PYTHON to the venv's Python
+#    (unless already set) whenever it starts, so a job run as .venv/bin/python job.py, from
+#    any directory, finds format("logfs") and its workers import logfs (docs/spark.md).
+#
+# mount_scripts/build_wheels.sh builds wheels instead, for machines without a compiler.
 #
 # Safe to run again and again; fast (well under a second) when all is in place.
 # Runs unattended (CI=true, no stdin). Environment:
@@ -132,10 +133,11 @@ if [[ ! -e $VENV ]] || ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
 fi
 
 # pip builds the compiled codec in place (editable install): again when its source changes.
-hash=$(cat pyproject.toml logfs/core/format/_codec.pyx | sha256sum | cut -c1-16)
+hash=$(cat pyproject.toml setup.py logfs/core/format/_codec.pyx | sha256sum | cut -c1-16)
 stamp=$VENV/.installed-$hash
 built=$(compgen -G "logfs/core/format/_codec*.so" || true)
-if [[ -e $stamp && -x $VENV/bin/logfs && -n $built && ${LOGFS_FORCE_PIP:-0} != 1 ]]; then
+pth=$(compgen -G "$VENV/lib/python3*/site-packages/logfs-pyspark-python.pth" || true)
+if [[ -e $stamp && -x $VENV/bin/logfs && -n $built && -n $pth && ${LOGFS_FORCE_PIP:-0} != 1 ]]; then
     say "system packages and .venv are up to date"
 else
     say "pip install -e '.[test,spark]' into .venv (the first time downloads PySpark: a few minutes)"
@@ -153,23 +155,4 @@ else
         chown -R "$owner" "$VENV" "$ROOT"/*.egg-info 2>/dev/null || true
     fi
     say "done"
-fi
-
-# ------------------------------------------------------------ Spark's Python
-
-# Spark starts its Python processes (the lookup of installed pyspark_* data sources, then every
-# task's worker) with $PYSPARK_PYTHON, else python3 from PATH, which has no logfs; the JVM
-# copies the environment when the session starts, so the variable must be set by then. A .pth
-# line runs at every start of the venv's Python, before any job code. Not pip's file: pip
-# uninstall leaves it, and it only names this venv's Python.
-pth_line='import os, sys; sys.executable and os.environ.setdefault("PYSPARK_PYTHON", sys.executable)'
-pth=$(echo "$VENV"/lib/python3*/site-packages)/logfs-pyspark-python.pth
-if [[ ! -e $pth || $(<"$pth") != "$pth_line" ]]; then
-    [[ -d $(dirname "$pth") ]] || die "no site-packages in $VENV (found: $(dirname "$pth"))"
-    printf '%s\n' "$pth_line" >"$pth"
-    owner=$(stat -c %u:%g "$ROOT")
-    if ((EUID == 0)) && [[ $owner != 0:0 ]]; then
-        chown "$owner" "$pth"
-    fi
-    say "wrote $pth"
 fi

@@ -1,7 +1,8 @@
 """The installed data source as a new user meets it: a job run with the venv's Python from
 another directory, with nothing set by hand, finds ``format("logfs")`` without ``register()``
-and its Python workers import logfs (pyproject's package-dir, install.sh's .pth line); and
-`register` says what to set when the workers' Python cannot import logfs."""
+and its Python workers import logfs (pyproject's package-dir, the .pth line that setup.py
+installs with logfs); and `register` says what to set when the workers' Python cannot import
+logfs."""
 
 from __future__ import annotations
 
