@@ -123,6 +123,7 @@ def test_a_spark_job_elsewhere_with_nothing_set_reads_and_writes(venv, tmp_path)
     rows = json.loads(out["ROWS"])
     assert [r[:2] for r in rows] == [["k1", "a"], ["k2", "b"], [None, "c"]]
     assert sorted(r[2] for r in rows) == [0, 1, 2]
+    assert json.loads(out["NOT_IMPORTED"]) is True  # Spark found the source by itself
     with Store(data, read_only=True) as store:
         assert sorted(r.value for r in store.log("t", 0).scan()) == [b"a", b"b", b"c"]
 
