@@ -27,18 +27,18 @@ import contextlib
 import dataclasses
 import os
 import random
-import time
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from ..config import TopicConfig
-from ..errors import InvalidConfigError, RecordTooLargeError, UnknownTopicError
+from ..config import TopicConfig, now_ms
+from ..errors import InvalidConfigError, UnknownTopicError
 from ..format import batching, compression
-from ..format.batching import HEADER_OVERHEAD, RECORD_OVERHEAD
-from ..format.record import CREATE_TIME, HEADER_SIZE, encode_batch
+from ..format.batching import record_bound
+from ..format.record import CREATE_TIME
 from ..log.partitioner import Partitioner, partition_for_key
 from ..log.store import Store, validate_topic_name
 from . import mountinfo
+from .accumulator import PartitionBatches, ProducerRecord, check_fits
 from .delivery import (
     MountGone,
     ProducerError,
@@ -54,10 +54,6 @@ BUFFER_MEMORY = 32 << 20  # Kafka's buffer.memory: pending bytes that make send(
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")  # Kafka's producer compression.type
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class Receipt(NamedTuple):
     """Offsets ``first_offset..last_offset`` of ``topic``-``partition`` hold
     this producer's records, in the order they were sent."""
@@ -71,16 +67,6 @@ class Receipt(NamedTuple):
 class _Topic(NamedTuple):
     partitions: int
     config: TopicConfig
-
-
-class _Pending:
-    """One partition's records: closed, encoded batches and the open batch."""
-
-    def __init__(self) -> None:
-        self.batches: list[bytes] = []
-        self.counts: list[int] = []  # records per batch
-        self.open: list[tuple[bytes | None, bytes | None, tuple, int]] = []
-        self.open_bytes = 0
 
 
 class Producer:
@@ -126,7 +112,7 @@ class Producer:
         self._partitioner = Partitioner(random.randrange(1 << 16))
         self._topics: dict[str, _Topic] = {}
         self._sticky: dict[str, int] = {}
-        self._pending: dict[tuple[str, int], _Pending] = {}
+        self._pending: dict[tuple[str, int], PartitionBatches] = {}
         self._pending_bytes = 0
         self._receipts: list[Receipt] = []
         self._closed = False
@@ -162,30 +148,24 @@ class Producer:
         """
         if self._closed:
             raise ProducerError("the producer is closed")
-        value, key = _bytes(value, "value"), _bytes(key, "key")
-        record_headers = tuple((_name(k), _bytes(v, "header value")) for k, v in headers or ())
         timestamp = now_ms() if timestamp is None else int(timestamp)
+        record = ProducerRecord.checked(value, key, headers, timestamp)
         meta = self._topic(topic)
-        size = RECORD_OVERHEAD + len(key or b"") + len(value or b"")
-        size += sum(HEADER_OVERHEAD + len(k.encode()) + len(v or b"") for k, v in record_headers)
-        record = (key, value, record_headers, timestamp)
+        bound = record_bound(record.value, record.key, record.headers)
         codec = self._codec(meta.config)
-        self._check_size(topic, meta.config, codec, size, record)
+        check_fits(topic, meta.config, codec, bound, record)
         if partition is not None:
             self._check_partition(topic, partition, meta)
-        elif key is not None:
-            partition = partition_for_key(key, meta.partitions)
+        elif record.key is not None:
+            partition = partition_for_key(record.key, meta.partitions)
         else:
             partition = self._sticky.get(topic)
-            if partition is None or self._full(topic, partition, size, meta.config):
+            pending = self._pending.get((topic, partition))
+            if partition is None or (pending is not None and pending.full(bound)):
                 partition = self._partitioner.sticky(meta.partitions)
             self._sticky[topic] = partition
-        pending = self._pending.setdefault((topic, partition), _Pending())
-        if self._full(topic, partition, size, meta.config):
-            self._close_batch(pending, codec, meta.config.max_message_bytes)
-        pending.open.append(record)
-        pending.open_bytes += size
-        self._pending_bytes += size
+        pending = self._batches(topic, partition, meta.config)
+        self._pending_bytes += pending.add(record, bound, codec, meta.config.max_message_bytes)
         if self._pending_bytes > self.buffer_memory:
             self._deliver()
         return partition
@@ -238,16 +218,11 @@ class Producer:
             )
         counts = {}
         for p, batches in encoded.items():
-            pending = self._pending.setdefault((topic, p), _Pending())
-            if pending.open:  # keep the order of the partition's records
-                self._close_batch(pending, codec, meta.config.max_message_bytes)
-            first = 0
-            for batch, info in batches:
-                pending.batches.append(batch)
-                pending.counts.append(info.last_offset + 1 - first)
-                first = info.last_offset + 1
-                self._pending_bytes += len(batch)
-            counts[p] = first
+            pending = self._batches(topic, p, meta.config)
+            # Close the open batch first: the partition's records keep their order.
+            self._pending_bytes += pending.close(codec, meta.config.max_message_bytes)
+            self._pending_bytes += pending.extend(batches)
+            counts[p] = batches[-1][1].last_offset + 1
         if self._pending_bytes > self.buffer_memory:
             self._deliver()
         return counts
@@ -262,39 +237,18 @@ class Producer:
                 f"partition {partition} of {topic!r} is not in [0, {meta.partitions})"
             )
 
-    def _full(self, topic: str, partition: int, size: int, config: TopicConfig) -> bool:
-        """Whether the partition's open batch has records and cannot take ``size`` more."""
-        pending = self._pending.get((topic, partition))
-        if pending is None or not pending.open:
-            return False
-        budget = min(self.batch_size, config.max_message_bytes) - HEADER_SIZE
-        return pending.open_bytes + size > budget
-
     def _codec(self, config: TopicConfig) -> int:
         name = config.compression_type
         return compression.BY_NAME[self.compression_type if name == "producer" else name]
 
-    @staticmethod
-    def _check_size(topic: str, config: TopicConfig, codec: int, size: int, record) -> None:
-        limit = config.max_message_bytes
-        bound = HEADER_SIZE + size
-        # Incompressible data grows a little when compressed: near the limit, encode to know.
-        if bound + (0 if codec == compression.NONE else bound // 64 + 1024) <= limit:
-            return
-        exact = len(_encode([record], codec))
-        if exact > limit:
-            raise RecordTooLargeError(
-                f"record of {exact} bytes (as a batch) exceeds max.message.bytes={limit} "
-                f"of topic {topic!r}"
+    def _batches(self, topic: str, partition: int, config: TopicConfig) -> PartitionBatches:
+        key = (topic, partition)
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = self._pending[key] = PartitionBatches(
+                self.batch_size, config.max_message_bytes
             )
-
-    def _close_batch(self, pending: _Pending, codec: int, limit: int) -> None:
-        for batch, count in _encode_within(pending.open, codec, limit):
-            pending.batches.append(batch)
-            pending.counts.append(count)
-            self._pending_bytes += len(batch)
-        self._pending_bytes -= pending.open_bytes
-        pending.open, pending.open_bytes = [], 0
+        return pending
 
     # ------------------------------------------------------------ topic metadata
 
@@ -356,7 +310,8 @@ class Producer:
         for (topic, _), pending in self._pending.items():
             if pending.open:
                 meta = self._topics.get(topic) or self._topic(topic)
-                self._close_batch(pending, self._codec(meta.config), meta.config.max_message_bytes)
+                limit = meta.config.max_message_bytes
+                self._pending_bytes += pending.close(self._codec(meta.config), limit)
         self._topics.clear()  # re-read metadata after each flush, as Kafka refreshes it
         self._sticky.clear()
         for _ in range(3):  # a mount that goes away is looked for again, then the store
@@ -413,48 +368,8 @@ class Producer:
         self._receipts.append(receipt)
 
 
-def _encode(records: Sequence[tuple], codec: int) -> bytes:
-    keys = [r[0] for r in records]
-    headers = [r[2] for r in records]
-    timestamps = [r[3] for r in records]
-    return encode_batch(
-        0,
-        [r[1] for r in records],
-        keys=keys if any(k is not None for k in keys) else None,
-        headers=headers if any(headers) else None,
-        timestamps=timestamps[0] if min(timestamps) == max(timestamps) else timestamps,
-        codec=codec,
-    )
-
-
-def _encode_within(records: Sequence[tuple], codec: int, limit: int) -> list[tuple[bytes, int]]:
-    """Batches of ``records`` (and their record counts), halved until each is at
-    most ``limit``: a compressed batch can come out larger than estimated."""
-    batch = _encode(records, codec)
-    if len(batch) <= limit or len(records) == 1:
-        return [(batch, len(records))]
-    middle = len(records) // 2
-    return _encode_within(records[:middle], codec, limit) + _encode_within(
-        records[middle:], codec, limit
-    )
-
-
 def _pick(items: Sequence | None, rows: Sequence[int]) -> Sequence | None:
     """``items`` at the indexes ``rows`` (all of them, uncopied, if rows covers them)."""
     if items is None or len(rows) == len(items):
         return items
     return [items[i] for i in rows]
-
-
-def _bytes(data, what: str) -> bytes | None:
-    if data is None or type(data) is bytes:
-        return data
-    if isinstance(data, (bytearray, memoryview)):
-        return bytes(data)
-    raise TypeError(f"a record's {what} must be bytes or None, not {type(data).__name__}")
-
-
-def _name(name) -> str:
-    if not isinstance(name, str):
-        raise TypeError(f"a header name must be a str, not {type(name).__name__}")
-    return name

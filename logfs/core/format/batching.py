@@ -3,14 +3,15 @@
 Appends are cut into batches of about `TARGET_BATCH_BYTES` (the Kafka
 producer's ``batch.size``): big enough that per-batch costs fade, small
 enough that reading one record decodes little; never over the topic's
-``max.message.bytes``. Keyless, headerless values at one timestamp, without
+``max.message.bytes``. `Cutter` is the cutting rule, here and in the
+`Producer`. Keyless, headerless values at one timestamp, without
 compression, are encoded column-wise (`encode_packed`); everything else one
 record at a time (`encode`). Both give each batch its `BatchInfo`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -111,6 +112,68 @@ def encode_packed(
     return out
 
 
+class Cutter:
+    """The one rule that cuts records into batches, for `encode` and the
+    `Producer` alike: greedy by the records' size bounds (`record_bound`), a
+    batch closed before the record that would take it past ``budget`` bytes,
+    so a record larger than the budget gets a batch of its own."""
+
+    __slots__ = ("budget", "bytes", "records")
+
+    def __init__(self, batch_bytes: int, max_message_bytes: int) -> None:
+        self.budget = min(batch_bytes, max_message_bytes) - HEADER_SIZE
+        self.bytes = 0  # size bounds of the records of the open batch
+        self.records = 0
+
+    def full(self, size: int) -> bool:
+        """Whether a record of ``size`` bytes (its bound) starts a new batch."""
+        return self.records > 0 and self.bytes + size > self.budget
+
+    def add(self, size: int) -> bool:
+        """Count a record of ``size`` bytes in; whether it starts a new batch."""
+        cut = self.full(size)
+        if cut:
+            self.bytes = self.records = 0
+        self.bytes += size
+        self.records += 1
+        return cut
+
+
+def record_bound(value: bytes | None, key: bytes | None = None, headers=()) -> int:
+    """An upper bound of the bytes a record takes in an uncompressed records section."""
+    size = RECORD_OVERHEAD + (len(value) if value is not None else 0)
+    if key is not None:
+        size += len(key)
+    for name, header_value in headers:
+        size += HEADER_OVERHEAD + len(name.encode()) + len(header_value or b"")
+    return size
+
+
+class Records(NamedTuple):
+    """Records to encode, column by column."""
+
+    values: Sequence[bytes | None]
+    keys: Sequence[bytes | None] | None  # None: no record has a key
+    headers: Sequence[Sequence[tuple[str, bytes | None]]] | None  # None: none has headers
+    timestamps: int | Sequence[int]  # one for all, or one per record
+
+    def slice(self, start: int, end: int) -> Records:
+        return Records(
+            self.values[start:end],
+            self.keys[start:end] if self.keys is not None else None,
+            self.headers[start:end] if self.headers is not None else None,
+            self.timestamps if isinstance(self.timestamps, int) else self.timestamps[start:end],
+        )
+
+    def bounds(self) -> list[int]:
+        """Each record's `record_bound`."""
+        if self.keys is None and self.headers is None:
+            return [RECORD_OVERHEAD + (len(v) if v is not None else 0) for v in self.values]
+        keys = self.keys if self.keys is not None else [None] * len(self.values)
+        headers = self.headers if self.headers is not None else [()] * len(self.values)
+        return list(map(record_bound, self.values, keys, headers))
+
+
 def encode(
     config: TopicConfig,
     base_offset: int,
@@ -123,96 +186,57 @@ def encode(
     batch_bytes: int = TARGET_BATCH_BYTES,
 ) -> list[tuple[bytes, BatchInfo]]:
     """Batches of about ``batch_bytes`` (at most max.message.bytes) holding
-    ``values`` from ``base_offset``, one record at a time (`record.encode_batch`).
+    ``values`` from ``base_offset``, one record at a time (`record.encode_batch`),
+    cut by `Cutter`.
 
     Raises:
         RecordTooLargeError: a single record does not fit max.message.bytes.
     """
-    limit = config.max_message_bytes
-    target = min(limit, batch_bytes)
-    out = []
-    base = base_offset
-    for start, end in _chunks(values, keys, headers, target - HEADER_SIZE):
-        batch = _encode_chunk(
-            base, start, end, values, keys, headers, timestamp, codec, timestamp_type
-        )
-        if len(batch) > limit:
-            if end - start == 1:
-                raise RecordTooLargeError(
-                    f"record of {len(batch)} bytes (as a batch) exceeds max.message.bytes={limit}"
-                )
-            middle = (start + end) // 2  # a compressed batch came out larger than estimated
-            out += _encode_pieces(
-                limit,
-                base,
-                start,
-                middle,
-                end,
-                values,
-                keys,
-                headers,
-                timestamp,
-                codec,
-                timestamp_type,
-            )
-        else:
-            out.append(_with_info(batch, base + end - start - 1, timestamp, values[start:end]))
-        base = out[-1][1].last_offset + 1
+    records = Records(values, keys, headers, timestamp)
+    cutter = Cutter(batch_bytes, config.max_message_bytes)
+    out: list[tuple[bytes, BatchInfo]] = []
+    start = 0
+    for i, size in enumerate(records.bounds()):
+        if cutter.add(size):
+            out += encode_within(records.slice(start, i), base_offset + start, codec,
+                                 timestamp_type, config.max_message_bytes)  # fmt: skip
+            start = i
+    out += encode_within(records.slice(start, len(values)), base_offset + start, codec,
+                         timestamp_type, config.max_message_bytes)  # fmt: skip
     return out
 
 
-def _encode_pieces(limit, base, start, middle, end, *args):
-    first = _encode_chunk(base, start, middle, *args)
-    second = _encode_chunk(base + middle - start, middle, end, *args)
-    if max(len(first), len(second)) > limit:
-        raise RecordTooLargeError(f"records do not fit max.message.bytes={limit}")
-    timestamp = args[3]
-    values = args[0]
-    return [
-        _with_info(first, base + middle - start - 1, timestamp, values[start:middle]),
-        _with_info(second, base + end - start - 1, timestamp, values[middle:end]),
-    ]
+def encode_within(
+    records: Records, base_offset: int, codec: int, timestamp_type: int, limit: int
+) -> list[tuple[bytes, BatchInfo]]:
+    """``records`` as one batch, halved until each piece is at most ``limit``
+    bytes: a compressed batch can come out larger than its records' bounds.
 
-
-def _encode_chunk(
-    base, start, end, values, keys, headers, timestamp, codec, timestamp_type
-) -> bytes:
-    return encode_batch(
-        base,
-        values[start:end],
-        keys=keys[start:end] if keys is not None else None,
-        headers=headers[start:end] if headers is not None else None,
-        timestamps=timestamp if isinstance(timestamp, int) else timestamp[start:end],
+    Raises:
+        RecordTooLargeError: a single record does not fit ``limit``.
+    """
+    batch = encode_batch(
+        base_offset,
+        records.values,
+        keys=records.keys,
+        headers=records.headers,
+        timestamps=records.timestamps,
         codec=codec,
         timestamp_type=timestamp_type,
     )
-
-
-def _with_info(batch: bytes, last_offset: int, timestamp, values) -> tuple[bytes, BatchInfo]:
-    max_ts = timestamp if isinstance(timestamp, int) else read_header(batch).max_timestamp
-    stream = sum(len(v) for v in values if v is not None) + len(values)
-    return batch, BatchInfo(len(batch), last_offset, max_ts, stream)
-
-
-def _chunks(values, keys, headers, budget: int) -> Iterator[tuple[int, int]]:
-    """Cut records into runs whose size bound fits ``budget`` bytes."""
-    if keys is None and headers is None:
-        sizes = [RECORD_OVERHEAD + (len(v) if v is not None else 0) for v in values]
-    else:
-        sizes = []
-        for i, v in enumerate(values):
-            size = RECORD_OVERHEAD + (len(v) if v is not None else 0)
-            if keys is not None and keys[i] is not None:
-                size += len(keys[i])
-            if headers is not None:
-                size += sum(
-                    HEADER_OVERHEAD + len(k.encode()) + len(hv or b"") for k, hv in headers[i]
-                )
-            sizes.append(size)
-    start, total = 0, 0
-    for i, size in enumerate(sizes):
-        if total + size > budget and i > start:
-            yield start, i
-            start, total = i, 0
-        total += size
-    yield start, len(sizes)
+    count = len(records.values)
+    if len(batch) <= limit:
+        if isinstance(records.timestamps, int):
+            max_timestamp = records.timestamps
+        else:
+            max_timestamp = read_header(batch).max_timestamp
+        stream = sum(len(v) for v in records.values if v is not None) + count
+        return [(batch, BatchInfo(len(batch), base_offset + count - 1, max_timestamp, stream))]
+    if count == 1:
+        raise RecordTooLargeError(
+            f"record of {len(batch)} bytes (as a batch) exceeds max.message.bytes={limit}"
+        )
+    middle = count // 2
+    first = encode_within(records.slice(0, middle), base_offset, codec, timestamp_type, limit)
+    second = records.slice(middle, count)
+    return first + encode_within(second, base_offset + middle, codec, timestamp_type, limit)
