@@ -3,21 +3,27 @@
 
 `record.py` is the readable reference for the RecordBatch v2 layout; this
 module does the per-record work of the hot paths in C, over many batches at
-once, and the tests hold it to the reference byte for byte:
+once, and the tests hold it to the reference byte for byte. One walker,
+`read_record`, reads a record with its strictness as a parameter: HOP (its
+length and offset: stepping to an offset), FIELDS (its key and value: the
+cleaner) or FULL (every field, as Kafka's broker checks a producer's):
 
 - `walk_records` follows the records of records sections (uncompressed), checks
   every field as Kafka's broker does, and notes where each record's key and
   value are: for decoding (columnar.py: ``stream``, ``offset/<n>``, Spark) and
-  for compressed batches once decompressed;
+  for compressed batches once decompressed (FULL);
 - `scan_batches` walks the batch headers of a .log file's bytes, CRCs
   checked (logfile.py: recovery, lookups, ``stream``, ``check``);
 - `find_record` finds one record of a batch by its offset (``offset/<n>``,
-  `Log.read`);
+  `Log.read`), hopping over the others (HOP) and checking it (FULL);
 - `check_batches` checks whole batches a producer sent, headers, CRCs and
   records (validate.py, the ``append.batches`` path);
 - `line_lengths` and `encode_plain` turn appended lines into batches (the
   ``append`` path), and `index_points` picks the batches that get index
   entries;
+- `map_keys` (the live keys of ``keys/``), `OffsetMap` (the cleaner's key
+  map, filled by the same loop) and `keep_records` (what a cleaning keeps)
+  read records' keys and values (FIELDS);
 - `gather` copies many values out of a buffer into one, each optionally
   followed by a separator byte: the lines of ``stream`` and the data buffer of
   an Arrow binary column, with its offsets.
@@ -131,6 +137,91 @@ cdef int skip_headers(
     return OK
 
 
+cpdef enum Strictness:
+    # How much of a record `read_record` reads and checks.
+    HOP = 0  # its length and timestamp and offset deltas: enough to step to an offset
+    FIELDS = 1  # also its key and value lengths, within the record (the cleaner)
+    FULL = 2  # also its headers, and its fields filling it exactly: as Kafka's broker
+
+
+cdef struct Rec:
+    # One record as `read_record` found it; positions are into its buffer.
+    Py_ssize_t start  # its length prefix
+    Py_ssize_t end
+    int64_t length
+    int64_t ts_delta
+    int64_t offset_delta
+    Py_ssize_t key
+    int64_t key_len  # -1: null
+    Py_ssize_t value
+    int64_t value_len  # -1: null
+    int64_t headers
+
+
+cdef inline int read_record(
+    const uint8_t* buf,
+    Py_ssize_t pos,
+    Py_ssize_t end,
+    int strictness,
+    int64_t want_offset_delta,
+    bint keys_required,
+    Rec* r,
+) except -1:
+    """The one record walker: the record at ``pos`` of ``buf[:end]`` into
+    ``r``, read and checked as far as ``strictness`` says; OK or the first
+    problem. ``want_offset_delta`` (unless negative) is the offset delta it
+    must have (a producer's batch: the record's index); ``keys_required``
+    refuses a null key (from FIELDS on)."""
+    cdef Py_ssize_t p
+    r.start = pos
+    p = read_varint(buf, pos, end, &r.length)
+    if p == -2:
+        return LONG_VARINT
+    if p < 0:
+        return DECLARED
+    if r.length < MIN_RECORD_BYTES:
+        return SHORT_RECORD
+    r.end = p + r.length
+    if r.length > end - p:
+        return SECTION
+    p = read_varint(buf, p + 1, r.end, &r.ts_delta)  # after the attributes byte, unused in v2
+    if p < 0:
+        return LONG_VARINT if p == -2 else TIMESTAMP_OVERRUN
+    p = read_varint(buf, p, r.end, &r.offset_delta)
+    if p < 0:
+        return LONG_VARINT if p == -2 else OFFSET_OVERRUN
+    if want_offset_delta >= 0 and r.offset_delta != want_offset_delta:
+        return OFFSET_ORDER
+    if strictness == HOP:
+        return OK
+    p = read_bytes_field(buf, p, r.end, &r.key_len)
+    if p < 0:
+        return LONG_VARINT if p == -2 else KEY_LENGTH
+    if keys_required and r.key_len < 0:
+        return NO_KEY
+    r.key = p
+    if r.key_len > 0:
+        p += r.key_len
+    p = read_bytes_field(buf, p, r.end, &r.value_len)
+    if p < 0:
+        return LONG_VARINT if p == -2 else VALUE_LENGTH
+    r.value = p
+    if strictness == FIELDS:
+        return OK
+    if r.value_len > 0:
+        p += r.value_len
+    p = read_varint(buf, p, r.end, &r.headers)
+    if p == -2:
+        return LONG_VARINT
+    if p < 0 or not 0 <= r.headers <= (r.end - p) // 2:
+        return HEADER_COUNT
+    if r.headers and skip_headers(buf, &p, r.end, r.headers) != OK:
+        return HEADERS
+    if p != r.end:
+        return UNFILLED
+    return OK
+
+
 cdef struct Walk:
     # What `walk_section` found: where a problem is, and totals of the records.
     int64_t record
@@ -152,77 +243,43 @@ cdef int walk_section(
     bint keys_required,
     Walk* w,
 ) except -1:
-    """Walk and check the ``count`` records of ``buf[pos:end]``: OK or the
-    problem, with ``w`` saying where. Unless ``fields`` is NULL, record i's
-    timestamp delta, offset delta, key start and length, value start and
-    length go to ``fields[k * stride + i]`` for k = 0..5."""
-    cdef Py_ssize_t start = pos, record_end
-    cdef int64_t n, length, value, headers
+    """Walk and check (`read_record`, FULL) the ``count`` records of
+    ``buf[pos:end]``: OK or the problem, with ``w`` saying where. Unless
+    ``fields`` is NULL, record i's timestamp delta, offset delta, key start
+    and length, value start and length go to ``fields[k * stride + i]`` for
+    k = 0..5."""
+    cdef Py_ssize_t start = pos
+    cdef int64_t n
     cdef int code
+    cdef Rec r
     w.ts_low, w.ts_high, w.value_bytes = 0, 0, 0
     for n in range(count):
         w.record = n
-        pos = read_varint(buf, pos, end, &length)
-        if pos == -2:
-            return LONG_VARINT
-        if pos < 0:
-            w.found, w.wanted = n, count
-            return DECLARED
-        if length < MIN_RECORD_BYTES:
-            w.found, w.wanted = length, MIN_RECORD_BYTES
-            return SHORT_RECORD
-        if length > end - pos:
-            w.found, w.wanted = pos + length - start, end - start
-            return SECTION
-        record_end = pos + length
-        pos += 1  # the attributes byte: unused in v2
-        pos = read_varint(buf, pos, record_end, &value)
-        if pos < 0:
-            return LONG_VARINT if pos == -2 else TIMESTAMP_OVERRUN
-        if n == 0 or value < w.ts_low:
-            w.ts_low = value
-        if n == 0 or value > w.ts_high:
-            w.ts_high = value
+        code = read_record(buf, pos, end, FULL, n if strict else -1, keys_required, &r)
+        if code != OK:
+            if code == DECLARED:
+                w.found, w.wanted = n, count
+            elif code == SHORT_RECORD:
+                w.found, w.wanted = r.length, MIN_RECORD_BYTES
+            elif code == SECTION:
+                w.found, w.wanted = r.end - start, end - start
+            elif code == OFFSET_ORDER:
+                w.found, w.wanted = r.offset_delta, n
+            return code
+        if n == 0 or r.ts_delta < w.ts_low:
+            w.ts_low = r.ts_delta
+        if n == 0 or r.ts_delta > w.ts_high:
+            w.ts_high = r.ts_delta
+        if r.value_len > 0:
+            w.value_bytes += r.value_len
         if fields != NULL:
-            fields[n] = value
-        pos = read_varint(buf, pos, record_end, &value)
-        if pos < 0:
-            return LONG_VARINT if pos == -2 else OFFSET_OVERRUN
-        if strict and value != n:
-            w.found, w.wanted = value, n
-            return OFFSET_ORDER
-        if fields != NULL:
-            fields[stride + n] = value
-        pos = read_bytes_field(buf, pos, record_end, &value)
-        if pos < 0:
-            return LONG_VARINT if pos == -2 else KEY_LENGTH
-        if keys_required and value < 0:
-            return NO_KEY
-        if fields != NULL:
-            fields[2 * stride + n] = pos
-            fields[3 * stride + n] = value
-        if value > 0:
-            pos += value
-        pos = read_bytes_field(buf, pos, record_end, &value)
-        if pos < 0:
-            return LONG_VARINT if pos == -2 else VALUE_LENGTH
-        if fields != NULL:
-            fields[4 * stride + n] = pos
-            fields[5 * stride + n] = value
-        if value > 0:
-            pos += value
-            w.value_bytes += value
-        pos = read_varint(buf, pos, record_end, &headers)
-        if pos == -2:
-            return LONG_VARINT
-        if pos < 0 or not 0 <= headers <= (record_end - pos) // 2:
-            return HEADER_COUNT
-        if headers:
-            code = skip_headers(buf, &pos, record_end, headers)
-            if code != OK:
-                return code
-        if pos != record_end:
-            return UNFILLED
+            fields[n] = r.ts_delta
+            fields[stride + n] = r.offset_delta
+            fields[2 * stride + n] = r.key
+            fields[3 * stride + n] = r.key_len
+            fields[4 * stride + n] = r.value
+            fields[5 * stride + n] = r.value_len
+        pos = r.end
     if pos != end:
         w.record, w.found, w.wanted = count, pos - start, end - start
         return SECTION
@@ -275,7 +332,8 @@ def walk_records(
 def find_record(const uint8_t[::1] body, int64_t count, int64_t delta):
     """The record with offset delta ``delta`` in a records section of
     ``count`` records, found by hopping over the others by their length
-    prefixes, and its fields checked as `walk_records` checks them.
+    prefixes (`read_record`, HOP), and its fields checked as `walk_records`
+    checks them (FULL).
 
     Returns:
         ``(start, end, timestamp_delta, key, value, header_count)``: its
@@ -284,36 +342,21 @@ def find_record(const uint8_t[::1] body, int64_t count, int64_t delta):
         the section does not parse there (``end`` is then the position).
     """
     cdef const uint8_t* b = &body[0] if body.shape[0] else NULL
-    cdef Py_ssize_t end = body.shape[0], pos = 0, start, field, record_end
-    cdef int64_t n, length, value
-    # Set by reads walk_section has already checked; zero for the compiler's sake.
-    cdef int64_t ts_delta = 0, key_length = 0, value_length = 0, headers = 0
-    cdef Walk w
-    cdef int code
+    cdef Py_ssize_t end = body.shape[0], pos = 0
+    cdef int64_t n
+    cdef Rec r
     for n in range(count):
-        start = read_varint(b, pos, end, &length)
-        if start < 0 or length < MIN_RECORD_BYTES or length > end - start:
+        if read_record(b, pos, end, HOP, -1, False, &r) != OK:
             return -2, pos, 0, None, None, 0
-        record_end = start + length
-        field = read_varint(b, start + 1, record_end, &value)  # timestamp delta
-        if field >= 0:
-            field = read_varint(b, field, record_end, &value)  # offset delta
-        if field < 0:
-            return -2, pos, 0, None, None, 0
-        if value > delta:
+        if r.offset_delta > delta:
             return -1, 0, 0, None, None, 0
-        if value == delta:
-            code = walk_section(b, pos, record_end, 1, NULL, 0, False, False, &w)
-            if code != OK:
+        if r.offset_delta == delta:
+            if read_record(b, pos, r.end, FULL, -1, False, &r) != OK:
                 return -2, pos, 0, None, None, 0
-            read_varint(b, start + 1, record_end, &ts_delta)
-            field = read_varint(b, field, record_end, &key_length)
-            key = None if key_length < 0 else b[field : field + key_length]
-            field = read_varint(b, field + max(key_length, 0), record_end, &value_length)
-            data = None if value_length < 0 else b[field : field + value_length]
-            read_varint(b, field + max(value_length, 0), record_end, &headers)
-            return pos, record_end, ts_delta, key, data, headers
-        pos = record_end
+            key = None if r.key_len < 0 else b[r.key : r.key + r.key_len]
+            value = None if r.value_len < 0 else b[r.value : r.value + r.value_len]
+            return pos, r.end, r.ts_delta, key, value, r.headers
+        pos = r.end
     return -1, 0, 0, None, None, 0
 
 
@@ -663,37 +706,6 @@ def gather(
 
 # ---------------------------------------------------------------- the log cleaner
 
-cdef struct Rec:
-    Py_ssize_t start, end, key
-    int64_t key_len, value_len, ts_delta, offset_delta
-
-
-cdef Py_ssize_t next_record(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Rec* r) noexcept:
-    """The record at ``pos`` into ``r`` (its bounds, timestamp and offset
-    deltas, key and value lengths); the position after it, or -1 if it is
-    malformed. Its headers are not looked at: the cleaner copies whole records."""
-    cdef int64_t length
-    r.start = pos
-    pos = read_varint(buf, pos, end, &length)
-    if pos < 0 or length < 1 or length > end - pos:
-        return -1
-    r.end = pos + length
-    pos = read_varint(buf, pos + 1, r.end, &r.ts_delta)  # after the attributes byte
-    if pos < 0:
-        return -1
-    pos = read_varint(buf, pos, r.end, &r.offset_delta)
-    if pos < 0:
-        return -1
-    pos = read_bytes_field(buf, pos, r.end, &r.key_len)
-    if pos < 0:
-        return -1
-    r.key = pos
-    pos = read_bytes_field(buf, pos + max(r.key_len, 0), r.end, &r.value_len)
-    if pos < 0:
-        return -1
-    return r.end
-
-
 def map_keys(
     const uint8_t[::1] body, int64_t count, int64_t base_offset, int64_t first_dirty,
     dict latest, bint live=False, set changed=None,
@@ -703,24 +715,7 @@ def map_keys(
     ``live``, a tombstone (null value) removes its key instead: the live keys
     of the ``keys/`` view; ``changed`` (if given) collects every key seen.
     Returns -1, or the index of a malformed record."""
-    cdef const uint8_t* buf = &body[0] if body.shape[0] else NULL
-    cdef Py_ssize_t pos = 0, end = body.shape[0]
-    cdef int64_t i, offset
-    cdef Rec r
-    for i in range(count):
-        pos = next_record(buf, pos, end, &r)
-        if pos < 0:
-            return i
-        offset = base_offset + r.offset_delta
-        if r.key_len >= 0 and offset >= first_dirty:
-            key = PyBytes_FromStringAndSize(<const char*>buf + r.key, r.key_len)
-            if live and r.value_len < 0:
-                latest.pop(key, None)
-            else:
-                latest[key] = offset
-            if changed is not None:
-                changed.add(key)
-    return -1
+    return note_keys(body, count, base_offset, first_dirty, None, latest, live, changed)
 
 
 cdef inline uint64_t rotl(uint64_t x, int r) noexcept nogil:
@@ -840,21 +835,41 @@ cdef class OffsetMap:
         """Note the offset of each keyed record at or after ``first_dirty`` of
         a records section (uncompressed), in order. Returns -1, or the index
         of a malformed record."""
-        cdef const uint8_t* buf = &body[0] if body.shape[0] else NULL
-        cdef Py_ssize_t pos = 0, end = body.shape[0]
-        cdef int64_t i, offset
-        cdef Rec r
-        for i in range(count):
-            pos = next_record(buf, pos, end, &r)
-            if pos < 0:
-                return i
-            offset = base_offset + r.offset_delta
-            if r.key_len >= 0 and offset >= first_dirty:
-                self.put(buf + r.key, r.key_len, offset)
-        return -1
+        return note_keys(body, count, base_offset, first_dirty, self, None, False, None)
 
     def contains(self, bytes key):
         return self.get(<const uint8_t*>PyBytes_AS_STRING(key), len(key)) >= 0
+
+
+cdef int64_t note_keys(
+    const uint8_t[::1] body, int64_t count, int64_t base_offset, int64_t first_dirty,
+    OffsetMap table, dict latest, bint live, set changed,
+) except -2:
+    """The loop of `map_keys` and `OffsetMap.map`: each keyed record at or
+    after ``first_dirty``, in order, into ``table`` if given, else into
+    ``latest`` as `map_keys` says. -1, or the index of a malformed record."""
+    cdef const uint8_t* buf = &body[0] if body.shape[0] else NULL
+    cdef Py_ssize_t pos = 0, end = body.shape[0]
+    cdef int64_t i, offset
+    cdef Rec r
+    for i in range(count):
+        if read_record(buf, pos, end, FIELDS, -1, False, &r) != OK:
+            return i
+        pos = r.end
+        offset = base_offset + r.offset_delta
+        if r.key_len < 0 or offset < first_dirty:
+            continue
+        if table is not None:
+            table.put(buf + r.key, r.key_len, offset)
+            continue
+        key = PyBytes_FromStringAndSize(<const char*>buf + r.key, r.key_len)
+        if live and r.value_len < 0:
+            latest.pop(key, None)
+        else:
+            latest[key] = offset
+        if changed is not None:
+            changed.add(key)
+    return -1
 
 
 def keep_records(
@@ -880,9 +895,9 @@ def keep_records(
     spans = np.empty((max(count, 1), 2), np.int64)
     cdef int64_t[:, ::1] span = spans
     for i in range(count):
-        pos = next_record(buf, pos, end, &r)
-        if pos < 0:
+        if read_record(buf, pos, end, FIELDS, -1, False, &r) != OK:
             return -1 - i, None, 0
+        pos = r.end
         if r.key_len < 0:
             continue
         offset = base_offset + r.offset_delta
