@@ -50,7 +50,7 @@ from logfs.core.format.record import (
     decode_records,
     read_header,
 )
-from logfs.core.format.validate import check_batches, prepare_batches, split_batches
+from logfs.core.format.validate import prepare_batches, split_batches
 from logfs.core.tools.offline import check
 from logfs.mount.operations import Operations
 
@@ -267,7 +267,7 @@ def test_the_validator_refuses(name):
 def test_oversize_batches_are_invalid_and_too_large():
     config = TopicConfig(max_message_bytes=len(GOOD) - 1)
     with pytest.raises(BatchTooLargeError, match="exceeds max.message.bytes") as e:
-        check_batches([GOOD], config)
+        prepare_batches([GOOD], config, 0, T0)
     assert isinstance(e.value, RecordTooLargeError)  # Kafka's RecordTooLargeException
     assert isinstance(e.value, InvalidBatchError)  # EINVAL through append.batches
     # a batch that fits only uncompressed is refused once the topic recompresses it
@@ -280,8 +280,8 @@ def test_oversize_batches_are_invalid_and_too_large():
 def test_compacted_topics_need_keys():
     config = dataclasses.replace(TopicConfig(), cleanup_policy="compact")
     with pytest.raises(InvalidBatchError, match="no key"):
-        check_batches([GOOD], config)  # record 0 has no key
-    check_batches([kafka_batch([(b"k", b"v", [], T0)])], config)
+        prepare_batches([GOOD], config, 0, T0)  # record 0 has no key
+    assert prepare_batches([kafka_batch([(b"k", b"v", [], T0)])], config, 0, T0)[1] == 1
 
 
 def test_split_batches_cuts_whole_batches():
@@ -328,11 +328,11 @@ def test_any_changed_byte_is_refused_unless_the_crc_does_not_cover_it(which, pos
     batch[position] ^= xor
     uncovered = position < 8 or 12 <= position < 16  # base offset, partition leader epoch
     if uncovered:
-        (checked,) = check_batches([bytes(batch)], TopicConfig())
-        assert checked.header.records_count == 20
+        _, count = prepare_batches([bytes(batch)], TopicConfig(), 0, T0)
+        assert count == 20
     else:
         with pytest.raises(InvalidBatchError):
-            check_batches([bytes(batch)], TopicConfig())
+            prepare_batches([bytes(batch)], TopicConfig(), 0, T0)
 
 
 @SETTINGS
@@ -359,7 +359,7 @@ def test_whatever_is_accepted_decodes_in_logfs_and_kafka(which, edits, count):
         kafka_batch(records), compressed, attributes=codec, records_count=n, last_offset_delta=n - 1
     )
     try:
-        (checked,) = check_batches([batch], TopicConfig())
+        ((_, info),), _ = prepare_batches([batch], TopicConfig(), 0, T0)
     except InvalidBatchError:
         event("refused")
         return
@@ -369,8 +369,8 @@ def test_whatever_is_accepted_decodes_in_logfs_and_kafka(which, edits, count):
     assert kafka.validate_crc()
     theirs = [Record(r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for r in kafka]
     assert ours == theirs
-    assert checked.stream_bytes == sum(len(r.value or b"") + 1 for r in ours)
-    assert checked.max_timestamp == max(r.timestamp for r in ours)
+    assert info.stream_bytes == sum(len(r.value or b"") + 1 for r in ours)
+    assert info.max_timestamp == max(r.timestamp for r in ours)
 
 
 @SETTINGS
@@ -587,7 +587,7 @@ def test_random_writes_to_append_batches(tmp_path, chunks):
             before, next_offset = fingerprint(data), log.next_offset
             try:
                 batches, used = split_batches(held + chunk, log.config.max_message_bytes)
-                count = sum(h.header.records_count for h in check_batches(batches, log.config))
+                _, count = prepare_batches(batches, log.config, 0, T0)
             except InvalidBatchError:
                 with pytest.raises(pyfuse3.FUSEError) as e:
                     call("write", fh, 0, chunk)

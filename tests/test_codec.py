@@ -25,7 +25,7 @@ from logfs.core.format.record import (
     varint,
     write_crc,
 )
-from logfs.core.format.validate import _PROBLEMS, check_batches
+from logfs.core.format.validate import _PROBLEMS, prepare_batches
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 record_st = st.tuples(
@@ -108,8 +108,8 @@ def test_walker_decodes_what_either_encoder_built(records, by_kafka):
     assert [r[1:] for r in walked(batch)] == [
         (1_700_000_000_000 + i * by_kafka, k, v) for i, (k, v, _) in enumerate(records)
     ]
-    (checked,) = check_batches([batch], TopicConfig())  # the strict walk accepts it too
-    assert checked.stream_bytes == sum(len(v or b"") + 1 for _, v, _ in records)
+    ((_, info),), _ = prepare_batches([batch], TopicConfig(), 0, 0)  # the strict walk too
+    assert info.stream_bytes == sum(len(v or b"") + 1 for _, v, _ in records)
 
 
 def with_body(batch: bytes, body: bytes) -> bytes:
@@ -156,7 +156,7 @@ def test_walker_and_reference_agree_on_corrupt_records(records, mutations):
     assert got == expected
     if expected is None:  # what the reference cannot read, the broker's check refuses
         with pytest.raises(InvalidBatchError):
-            check_batches([batch], TopicConfig())
+            prepare_batches([batch], TopicConfig(), 0, 0)
 
 
 def test_walker_reports_where_and_what():
@@ -235,9 +235,9 @@ def test_walker_reads_what_the_reference_reads(name, by_kafka):
     assert walk(batch) == expected
     assert [(k, v) for _, _, k, v in expected] == [(k, v) for k, v, _ in records]
     # append.batches' check accepts it, and counts what `stream` will serve
-    (checked,) = check_batches([batch], TopicConfig())
-    assert checked.max_timestamp == max(t for _, t, _, _ in expected)
-    assert checked.stream_bytes == sum(len(v or b"") + 1 for _, v, _ in records)
+    ((_, info),), _ = prepare_batches([batch], TopicConfig(), 0, 0)
+    assert info.max_timestamp == max(t for _, t, _, _ in expected)
+    assert info.stream_bytes == sum(len(v or b"") + 1 for _, v, _ in records)
 
 
 GOOD = encode([(None, b"a", [])])  # the batch put before each bad one
@@ -324,7 +324,7 @@ def test_malformed_records_are_refused_with_their_numbers(name):
     header, body, message, reference_refuses = MALFORMED[name]
     bad = with_body(header, body)
     with pytest.raises(InvalidBatchError) as e:
-        check_batches([GOOD, bad], TopicConfig())
+        prepare_batches([GOOD, bad], TopicConfig(), 0, 0)
     assert str(e.value) == message
     if reference_refuses:
         with pytest.raises(CorruptRecordError):
@@ -333,10 +333,10 @@ def test_malformed_records_are_refused_with_their_numbers(name):
 
 def test_a_compacted_topic_wants_keys():
     keyed = encode([(b"k", b"a", [])] * 2)
-    check_batches([keyed], TopicConfig(cleanup_policy="compact"))
+    prepare_batches([keyed], TopicConfig(cleanup_policy="compact"), 0, 0)
     half = encode([(b"k", b"a", []), (None, b"a", [])])
     with pytest.raises(InvalidBatchError) as e:
-        check_batches([keyed, half], TopicConfig(cleanup_policy="compact"))
+        prepare_batches([keyed, half], TopicConfig(cleanup_policy="compact"), 0, 0)
     where = f"batch at position {len(keyed)}"
     assert str(e.value) == f"{where}: record 1: no key, and the topic is compacted"
 

@@ -3,7 +3,7 @@
 
 A producer builds RecordBatch v2 batches (layout in record.py) with relative
 offsets and any base offset, usually 0, and hands them over whole. Every
-batch of one call is checked before any is appended (`check_batches`):
+batch of one call is checked before any is appended (`prepare_batches`):
 
 - framing: the length field covers exactly the bytes given, at least the 49
   header bytes after it; magic 2; CRC-32C over attributes..end;
@@ -20,7 +20,7 @@ batch of one call is checked before any is appended (`check_batches`):
 Producer id, epoch and base sequence are kept as they are: idempotence and
 sequence numbers are not enforced. The partition leader epoch is kept too.
 
-Then each batch is prepared (`prepare_batches`), as Kafka's broker does:
+Then each batch is prepared, as Kafka's broker does:
 
 - its base offset field is set to the offset it gets; the CRC does not cover
   that field, so the bytes are otherwise appended unchanged;
@@ -32,8 +32,9 @@ Then each batch is prepared (`prepare_batches`), as Kafka's broker does:
   clears the bit and makes the max timestamp its records' largest. The CRC is
   recomputed only when a covered byte changed.
 
-Every record of the call is checked in one pass of the compiled codec
-(`_codec.walk_records`).
+Every batch of the call is checked in one pass of the compiled codec
+(`_codec.check_batches`); the records of compressed batches are checked once
+decompressed (`_codec.walk_records`).
 """
 
 from __future__ import annotations
@@ -76,13 +77,16 @@ _BASE_OFFSET = struct.Struct(">q")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-class Checked(NamedTuple):
-    """A batch that passed `check_batches`, with what preparing it needs."""
+class BatchFacts(NamedTuple):
+    """What checking one batch found, in the order `_codec.check_batches`
+    fills its rows."""
 
-    batch: bytes | memoryview
-    header: BatchHeader
-    max_timestamp: int  # the largest of its records' own timestamps
-    stream_bytes: int  # value bytes (null: 0) plus one per record, see lines.py
+    records: int
+    own_max_timestamp: int  # the largest of its records' own timestamps
+    stream_bytes: int  # value bytes (null: 0) plus one per record, see storage/stream.py
+    compressed: int  # 1 if compressed (its records then checked in Python, decompressed)
+    attributes: int
+    max_timestamp: int  # its header's
 
 
 def split_batches(
@@ -91,8 +95,8 @@ def split_batches(
     """The whole batches at the start of ``data``, cut by their length fields,
     and how many bytes they cover; the rest is the start of an incomplete batch.
 
-    Nothing but the length and magic fields is looked at (`check_batches` does
-    the rest); a length that cannot be right is refused at once, so a writer
+    Nothing but the length and magic fields is looked at (`prepare_batches`
+    checks the rest); a length that cannot be right is refused at once, so a writer
     that lost its framing fails fast instead of filling a buffer.
 
     Raises:
@@ -132,11 +136,13 @@ def prepare_batches(
     each batch's bytes with its `BatchInfo`, and the number of records.
 
     Raises:
-        InvalidBatchError: a batch `check_batches` refuses, or one over
-            max.message.bytes once recompressed (`BatchTooLargeError`).
+        InvalidBatchError: the first batch that fails a check of the module
+            docstring, naming its position in ``batches`` (bytes before it) and
+            what is wrong, with the numbers; `BatchTooLargeError` for one over
+            max.message.bytes, as given or once recompressed.
     """
     data, starts, sizes = _joined(batches)  # one copy, patched in place below
-    facts = _check(data, starts, sizes, config).T.tolist()
+    facts = _check(data, starts, sizes, config)
     view = memoryview(data)
     codec = None
     if config.compression_type != "producer":
@@ -144,10 +150,9 @@ def prepare_batches(
     log_append_time = config.message_timestamp_type == "LogAppendTime"
     out: list[tuple[memoryview | bytearray, BatchInfo]] = []
     offset = base_offset
-    for start, size, (count, own_max, stream, _, attributes, max_timestamp) in zip(
-        starts.tolist(), sizes.tolist(), facts, strict=True
-    ):
+    for start, size, fact in zip(starts.tolist(), sizes.tolist(), facts, strict=True):
         batch = view[start : start + size]
+        attributes = fact.attributes
         header = None
         if codec is not None and codec != attributes & CODEC_MASK:
             batch, header = _recompressed(batch, codec)
@@ -155,8 +160,8 @@ def prepare_batches(
         if log_append_time:
             new_attributes, new_max = attributes | TIMESTAMP_TYPE_BIT, now
         else:
-            new_attributes, new_max = attributes & ~TIMESTAMP_TYPE_BIT, own_max
-        if header is not None or (new_attributes, new_max) != (attributes, max_timestamp):
+            new_attributes, new_max = attributes & ~TIMESTAMP_TYPE_BIT, fact.own_max_timestamp
+        if header is not None or (new_attributes, new_max) != (attributes, fact.max_timestamp):
             # Bytes under the CRC change: the header is rewritten and the CRC recomputed.
             header = (header or read_header(batch))._replace(
                 base_offset=offset, crc=0, attributes=new_attributes, max_timestamp=new_max
@@ -170,8 +175,8 @@ def prepare_batches(
                 f"batch at position {start}: {len(batch)} bytes once compressed with "
                 f"{config.compression_type} exceeds max.message.bytes={config.max_message_bytes}"
             )
-        last = offset + count - 1
-        out.append((batch, BatchInfo(len(batch), last, new_max, stream)))
+        last = offset + fact.records - 1
+        out.append((batch, BatchInfo(len(batch), last, new_max, fact.stream_bytes)))
         offset = last + 1
     return out, offset - base_offset
 
@@ -202,41 +207,26 @@ def _recompressed(batch: memoryview, codec: int) -> tuple[bytearray, BatchHeader
 # ---------------------------------------------------------------- checking
 
 
-def check_batches(batches: Sequence[bytes | memoryview], config: TopicConfig) -> list[Checked]:
-    """Check every batch as described in the module docstring.
-
-    Raises:
-        InvalidBatchError: the first batch that fails, naming its position in
-            ``batches`` (bytes before it) and what is wrong, with the numbers;
-            `BatchTooLargeError` for one over max.message.bytes.
-    """
-    data, starts, sizes = _joined(batches)
-    facts = _check(data, starts, sizes, config)
-    return [
-        Checked(batch, read_header(batch), own_max, stream)
-        for batch, own_max, stream in zip(
-            batches, facts[1].tolist(), facts[2].tolist(), strict=True
-        )
-    ]
-
-
 def _joined(batches: Sequence[bytes | memoryview]) -> tuple[bytearray, np.ndarray, np.ndarray]:
     """The batches in one buffer, with where each starts and its size."""
     sizes = np.fromiter(map(len, batches), np.int64, len(batches))
     return bytearray().join(batches), np.cumsum(sizes) - sizes, sizes
 
 
-def _check(data: bytearray, starts: np.ndarray, sizes: np.ndarray, config: TopicConfig):
-    """`_codec.check_batches` over the batches in ``data``; its facts array
-    (records count, records' max timestamp, stream bytes, compressed,
-    attributes, header max timestamp; a column per batch), compressed
-    batches' records checked here. Raises `InvalidBatchError` as
-    `check_batches` says."""
-    facts = np.zeros((6, len(sizes)), np.int64)
+def _check(
+    data: bytearray, starts: np.ndarray, sizes: np.ndarray, config: TopicConfig
+) -> list[BatchFacts]:
+    """`_codec.check_batches` over the batches in ``data``, compressed
+    batches' records checked here; what it found of each batch.
+
+    Raises:
+        InvalidBatchError: as `prepare_batches` says.
+    """
+    rows = np.zeros((len(BatchFacts._fields), len(sizes)), np.int64)
     keys_required = "compact" in config.cleanup_policy
     code, i, n, found, wanted = _codec.check_batches(
         data, memoryview(data), starts, sizes, crc32c, config.max_message_bytes,
-        keys_required, facts,
+        keys_required, rows,
     )  # fmt: skip
     if code == _codec.HEADER_PROBLEM:  # the Python check words it
         start = int(starts[i])
@@ -250,10 +240,13 @@ def _check(data: bytearray, starts: np.ndarray, sizes: np.ndarray, config: Topic
         problem = _PROBLEMS[code](n, found, wanted)
         raise InvalidBatchError(f"batch at position {int(starts[i])}: {problem}")
     limit = compression.append_limit(config.max_message_bytes)
-    for i in np.flatnonzero(facts[3]).tolist():
-        start = int(starts[i])
-        batch = memoryview(data)[start : start + int(sizes[i])]
-        facts[1, i], facts[2, i] = _check_compressed(batch, start, keys_required, limit)
+    facts = [BatchFacts._make(column) for column in rows.T.tolist()]
+    for i, fact in enumerate(facts):
+        if fact.compressed:
+            start = int(starts[i])
+            batch = memoryview(data)[start : start + int(sizes[i])]
+            own_max, stream = _check_compressed(batch, start, keys_required, limit)
+            facts[i] = fact._replace(own_max_timestamp=own_max, stream_bytes=stream)
     return facts
 
 
@@ -312,12 +305,13 @@ def _check_compressed(
         raise InvalidBatchError(
             f"batch at position {position}: {_PROBLEMS[code](n, found, wanted)}"
         )
-    low, high = int(fields[0].min()), int(fields[0].max())
+    ts_delta, _, _, _, _, value_len = fields
+    low, high = int(ts_delta.min()), int(ts_delta.max())
     if not INT64_MIN <= header.base_timestamp + low <= header.base_timestamp + high <= INT64_MAX:
         raise InvalidBatchError(
             f"batch at position {position}: record timestamps outside a 64-bit integer"
         )
-    return header.base_timestamp + high, int(np.maximum(fields[5], 0).sum()) + count
+    return header.base_timestamp + high, int(np.maximum(value_len, 0).sum()) + count
 
 
 # What `walk_records` reports, worded: (record, found, wanted) -> message.
