@@ -42,18 +42,10 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from crc32c import crc32c  # CRC-32C with the CPU's instructions
+
 from ..errors import CorruptRecordError
 from . import compression
-
-try:  # CRC-32C with the CPU's instructions: a dependency, ~20x crcmod's speed
-    from crc32c import crc32c
-
-    FAST_CRC = True
-except ImportError:  # pragma: no cover - the documented fallback where crc32c will not install
-    import crcmod.predefined
-
-    crc32c = crcmod.predefined.mkCrcFun("crc-32c")
-    FAST_CRC = False
 
 MAGIC = 2
 
