@@ -39,6 +39,7 @@ from logfs.core.errors import (
     RecordTooLargeError,
 )
 from logfs.core.format import compression
+from logfs.core.format.decoding import decode_records
 from logfs.core.format.record import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -47,7 +48,6 @@ from logfs.core.format.record import (
     LOG_OVERHEAD,
     Record,
     crc32c,
-    decode_records,
     read_header,
 )
 from logfs.core.format.validate import prepare_batches, split_batches

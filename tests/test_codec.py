@@ -16,9 +16,9 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from logfs.core.config import TopicConfig
 from logfs.core.errors import CorruptRecordError, InvalidBatchError
 from logfs.core.format import _codec, columnar
+from logfs.core.format.decoding import decode_records
 from logfs.core.format.record import (
     HEADER_SIZE,
-    decode_records,
     encode_batch,
     read_header,
     records_section,

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from logfs import Store
 from logfs.core.errors import CorruptRecordError
 from logfs.core.format import columnar, compression
+from logfs.core.format.decoding import decode_records
 from logfs.core.format.record import (
     CREATE_TIME,
     LOG_APPEND_TIME,
-    decode_records,
     encode_batch,
     read_header,
 )

@@ -28,17 +28,16 @@ from kafka.record.default_records import (
 from kafka.record.util import decode_varint, encode_varint
 
 from logfs.core.errors import CorruptRecordError
-from logfs.core.format import compression, record
+from logfs.core.format import compression, decoding, record
+from logfs.core.format.decoding import decode_records, record_at
 from logfs.core.format.record import (
     HEADER,
     HEADER_SIZE,
     LOG_APPEND_TIME,
     BatchHeader,
     Record,
-    decode_records,
     encode_batch,
     read_header,
-    record_at,
     verify_crc,
 )
 
@@ -236,7 +235,7 @@ def test_varint_extremes(n, size):
     encoded = record.varint(n)
     assert len(encoded) == size
     assert encoded == kafka_varint(n)
-    assert record.read_varint(encoded, 0) == (n, size)
+    assert decoding.read_varint(encoded, 0) == (n, size)
 
 
 @settings(max_examples=300)
@@ -251,12 +250,12 @@ def test_varint_matches_kafka_python(n):
 @given(INT64, st.binary(max_size=3), st.binary(max_size=3))
 def test_varint_round_trip_inside_a_buffer(n, before, after):
     buf = before + kafka_varint(n) + after
-    assert record.read_varint(buf, len(before)) == (n, len(buf) - len(after))
+    assert decoding.read_varint(buf, len(before)) == (n, len(buf) - len(after))
 
 
 def test_varint_longer_than_ten_bytes_is_corrupt():
     with pytest.raises(CorruptRecordError):
-        record.read_varint(b"\xff" * 11, 0)
+        decoding.read_varint(b"\xff" * 11, 0)
 
 
 # ---------------------------------------------------------------- CRC-32C

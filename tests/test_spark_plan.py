@@ -17,11 +17,11 @@ from logfs import Store
 from logfs.core.client import producer
 from logfs.core.errors import CorruptRecordError
 from logfs.core.format import compression
+from logfs.core.format.decoding import decode_records
 from logfs.core.format.record import (
     CREATE_TIME,
     HEADER_SIZE,
     LOG_APPEND_TIME,
-    decode_records,
     encode_batch,
     read_header,
 )

@@ -7,7 +7,8 @@ from . import compression
 from ._codec import gather, line_lengths
 from .batching import BatchInfo, max_record_bytes
 from .columnar import decode
-from .record import BatchHeader, Record, decode_records
+from .decoding import decode_records
+from .record import BatchHeader, Record
 from .validate import split_batches
 
 __all__ = [

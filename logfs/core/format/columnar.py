@@ -1,6 +1,6 @@
 """Column-wise encoding and decoding of many record batches at once.
 
-`record.encode_batch` and `record.decode_records` handle one record at a time in
+`record.encode_batch` and `decoding.decode_records` handle one record at a time in
 Python (about a microsecond each). The hot paths — appending lines through the
 mount, reading ``stream``, counting a stream's size, Spark reads — handle many
 batches at once here instead; the bytes are exactly those of `record` (tests

@@ -50,6 +50,7 @@ from ..errors import BatchTooLargeError, CorruptRecordError, InvalidBatchError
 from . import _codec, compression
 from ._codec import Problem, walk_records
 from .batching import BatchInfo
+from .decoding import decode_records
 from .record import (
     CODEC_MASK,
     HEADER,
@@ -60,7 +61,6 @@ from .record import (
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
     crc32c,
-    decode_records,
     encode_batch,
     read_header,
     records_section,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple, Protocol
 
 from ..errors import OffsetOutOfRangeError
-from ..format.record import decode_records
+from ..format.decoding import decode_records
 from ..storage.logfile import read_region
 from ..storage.segment import LogSegment
 from ..storage.stream import REGION_BYTES, Counted, batch_lines, count_loaded

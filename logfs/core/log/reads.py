@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import OffsetOutOfRangeError
-from ..format.record import BatchHeader, Record, decode_records, record_at
+from ..format.decoding import decode_records, record_at
+from ..format.record import BatchHeader, Record
 from ..storage.segment import LogSegment
 from . import lines
 from .failure import Failure

@@ -36,7 +36,8 @@ from ..client import mountinfo
 from ..config import TopicConfig
 from ..errors import CorruptIndexError, CorruptRecordError, LogfsError
 from ..format.compression import NAMES
-from ..format.record import HEADER_SIZE, BatchHeader, crc_matches, decode_records, read_header
+from ..format.decoding import decode_records
+from ..format.record import HEADER_SIZE, BatchHeader, crc_matches, read_header
 from ..log.store import RECOVERY_POINT_FILE, Store
 from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.logfile import base_offset_of, iter_batches
