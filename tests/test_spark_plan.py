@@ -40,7 +40,7 @@ from logfs.spark.plan import (
     subscribed,
 )
 from logfs.spark.read import LogfsStreamReader
-from logfs.spark.write import append_batches, write_options
+from logfs.spark.write import produce, write_options
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 TYPES = {"binary": BinaryType(), "string": StringType(), "int": IntegerType()}
@@ -308,7 +308,7 @@ def test_read_range_after_retention(tmp_path):
 # ---------------------------------------------------------------- writing without Spark
 
 
-def test_append_batches_routes_rows_like_the_kafka_sink(tmp_path):
+def test_produce_routes_rows_like_the_kafka_sink(tmp_path):
     schema = columns("key binary, value string, partition int")
     options = write_options({"path": str(tmp_path), "topic": "t"}, schema)
     with Store(tmp_path) as store:
@@ -316,7 +316,7 @@ def test_append_batches_routes_rows_like_the_kafka_sink(tmp_path):
     batch = pa.RecordBatch.from_pydict(
         {"key": [b"a", b"b", None], "value": ["1", "2", "3"], "partition": [None, None, 2]}
     )
-    counts = append_batches(options, iter([batch]))
+    counts = produce(options, iter([batch]))
     with Store(tmp_path, read_only=True) as store:
         for key, value in ((b"a", b"1"), (b"b", b"2")):
             p = (kafka_murmur2(key) & 0x7FFFFFFF) % 3
@@ -337,9 +337,9 @@ def test_each_write_task_starts_its_unkeyed_rows_at_a_random_partition(tmp_path,
     def batch(*values):
         return pa.RecordBatch.from_pydict({"value": list(values)})
 
-    assert append_batches(options, iter([batch(b"a", b"b"), batch(b"c")])) == {"t-2": 2, "t-3": 1}
-    assert append_batches(options, iter([batch(b"d")])) == {"t-3": 1}
-    assert append_batches(options, iter([batch()])) == {}  # no rows: no producer
+    assert produce(options, iter([batch(b"a", b"b"), batch(b"c")])) == {"t-2": 2, "t-3": 1}
+    assert produce(options, iter([batch(b"d")])) == {"t-3": 1}
+    assert produce(options, iter([batch()])) == {}  # no rows: no producer
 
 
 @pytest.mark.parametrize(

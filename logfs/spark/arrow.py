@@ -1,8 +1,10 @@
 """Arrow building for the Spark source: the Kafka source schema, and the record batches of one
 topic-partition offset range (the read hot path).
 
-Spark compares the first batch's Arrow schema with the source schema exactly, so the types
-here are those `pyspark.sql.pandas.types.to_arrow_schema` gives for the Kafka source schema::
+The Kafka source schema is spelled once, in Arrow types (`arrow_schema`); Spark's is made
+from it (`spark_schema`). Spark compares the first batch's Arrow schema with the source
+schema exactly, so the types are those `pyspark.sql.pandas.types.to_arrow_schema` gives back
+for it::
 
     key binary, value binary, topic string, partition int32, offset int64,
     timestamp timestamp[us, tz=UTC], timestampType int32
@@ -23,15 +25,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
 
 from ..core.format import BatchHeader, decode, decode_records, gather
 from .plan import DATA_LOSS_HINT, DataLossError, OffsetRange
@@ -49,25 +44,8 @@ BATCH_ROWS = 65536
 BATCH_BYTES = 32 << 20
 
 
-def spark_schema(include_headers: bool) -> StructType:
-    """The Kafka source schema (no DDL parsing: that needs a JVM)."""
-    schema = (
-        StructType()
-        .add("key", BinaryType())
-        .add("value", BinaryType())
-        .add("topic", StringType())
-        .add("partition", IntegerType())
-        .add("offset", LongType())
-        .add("timestamp", TimestampType())
-        .add("timestampType", IntegerType())
-    )
-    if include_headers:
-        header = StructType().add("key", StringType()).add("value", BinaryType())
-        schema = schema.add("headers", ArrayType(header))
-    return schema
-
-
 def arrow_schema(include_headers: bool) -> pa.Schema:
+    """The Kafka source schema, with ``headers`` or without."""
     fields = [
         ("key", pa.binary()),
         ("value", pa.binary()),
@@ -82,8 +60,14 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-class _Columns:
-    """Column lists of the rows gathered for the next Arrow batch."""
+def spark_schema(include_headers: bool) -> StructType:
+    """`arrow_schema` in Spark's types (made without a JVM)."""
+    return from_arrow_schema(arrow_schema(include_headers), prefer_timestamp_ntz=False)
+
+
+class _RowsWithHeaders:
+    """The decoded records (headers included) gathered for the next Arrow batch, column by
+    column."""
 
     def __init__(self) -> None:
         self.offsets: list[int] = []
@@ -231,7 +215,7 @@ def _repeat(text: str, n: int) -> pa.Array:
 
 
 def _with_headers(chunk: list, r: OffsetRange, start: int, end: int) -> pa.RecordBatch:
-    columns = _Columns()
+    columns = _RowsWithHeaders()
     for header, batch in chunk:
         records = [rec for rec in decode_records(batch, header) if start <= rec.offset < end]
         if records:

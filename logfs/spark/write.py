@@ -6,7 +6,7 @@ Columns: ``value`` (binary or string) is required; ``key`` (binary or string), `
 optional; other columns are ignored. The ``topic`` option overrides the column. A topic that
 does not exist is created, as a Kafka broker with ``auto.create.topics.enable`` does.
 
-Each write task is a Kafka producer (core/producer.py): it encodes its rows into RecordBatch
+Each write task is a Kafka producer (core/client/producer.py): it encodes its rows into RecordBatch
 v2 batches on the executor, in bulk per Arrow batch, and flushes them before it commits, so
 a committed task's rows are durable. A row with no partition is placed by Kafka's default
 partitioner: with a key on ``murmur2(key) % partitions``; without one, with the other unkeyed
@@ -33,20 +33,15 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    StringType,
-    StructType,
-)
+from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from ..core.client import Producer
 from ..core.errors import DataDirBusyError, LogfsError
+from .arrow import spark_schema
 from .plan import SparkOptionError
 
 DEFAULT_LOCK_TIMEOUT = 60.0
-_HEADERS = ArrayType(StructType().add("key", StringType()).add("value", BinaryType()))
+_HEADERS = spark_schema(include_headers=True)["headers"].dataType  # the Kafka source's
 
 
 @dataclass
@@ -105,7 +100,7 @@ def _as_bytes(items: list) -> list:
     return [v.encode() if isinstance(v, str) else v for v in items]
 
 
-def append_batches(options: WriteOptions, batches: Iterator) -> dict[str, int]:
+def produce(options: WriteOptions, batches: Iterator) -> dict[str, int]:
     """Send every row of ``batches`` (Arrow record batches) through a `Producer`
     and flush it; counts per ``topic-partition``. Nothing is opened without a row."""
     counts: dict[str, int] = {}
@@ -160,7 +155,7 @@ class LogfsWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator) -> AppendedMessage:
-        return AppendedMessage(append_batches(self.options, iterator))
+        return AppendedMessage(produce(self.options, iterator))
 
 
 class LogfsStreamWriter(DataSourceStreamArrowWriter):
@@ -168,7 +163,7 @@ class LogfsStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator) -> AppendedMessage:
-        return AppendedMessage(append_batches(self.options, iterator))
+        return AppendedMessage(produce(self.options, iterator))
 
     def commit(self, messages: list, batchId: int) -> None:
         pass  # every task's producer flushed: its records are durable

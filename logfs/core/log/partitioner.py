@@ -19,10 +19,10 @@ class Partitioner:
     Args:
         start: where the round robin of unkeyed appends begins (taken modulo
             the partition count). A store has one partitioner and starts at 0.
-            A Spark write opens one store per task, each with a fresh
-            partitioner: it passes a random ``start`` so that the tasks do not
-            all put their first unkeyed rows on partition 0, as each Kafka
-            producer's sticky partitioner starts on a random partition.
+            Each `Producer` (a Spark write task runs one) has its own and
+            passes a random ``start``, so that producers do not all put their
+            first unkeyed records on partition 0: a Kafka producer's sticky
+            partitioner starts on a random partition too.
     """
 
     def __init__(self, start: int = 0) -> None:

@@ -10,9 +10,10 @@ an optional check that each points where it should.
 - batches that do not validate (header, size, CRC) or whose offsets go back;
 - offset index (``.index``) entries that do not name a batch of the log: each
   entry must be a batch's last offset and that batch's position;
-- either index file failing to load (a size that is not whole entries, entries
-  out of order), an offset index entry past the log's end, or a time index
-  entry for an offset past the log's last.
+- what loading the segment would refuse: either index file failing to load
+  (a size that is not whole entries, entries out of order), an offset index
+  entry pointing outside the log, or a time index entry for an offset past
+  the log's last.
 
 The time index (``.timeindex``) is only loaded and sanity-checked like that,
 not compared with the log's timestamps. `check(repair=True)` forgets the
@@ -233,8 +234,9 @@ def _walk_log(log_path: Path, base: int, next_offset: int | None) -> _Walked:
     """Walk a ``.log`` once: its first problem (bad CRC, offsets going back
     from ``next_offset``, an unreadable batch) and where its batches are.
 
-    The walk goes on past a bad CRC or offset, as loading the segment does
-    (it checks neither), so the indexes are compared with the same batches.
+    The walk goes on past a bad CRC or an offset going back, so the indexes
+    are compared with every readable batch: loading a segment checks no CRC
+    (recovery does) and offsets only past its last index entry.
     """
     problem, end_offset, positions = "", base, {}
     for position, header, batch, unusable in _batches(log_path):
