@@ -64,6 +64,11 @@ class Receipt(NamedTuple):
     last_offset: int
 
 
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
 class _Topic(NamedTuple):
     partitions: int
     config: TopicConfig
@@ -112,7 +117,7 @@ class Producer:
         self._partitioner = Partitioner(random.randrange(1 << 16))
         self._topics: dict[str, _Topic] = {}
         self._sticky: dict[str, int] = {}
-        self._pending: dict[tuple[str, int], PartitionBatches] = {}
+        self._pending: dict[TopicPartition, PartitionBatches] = {}
         self._pending_bytes = 0
         self._receipts: list[Receipt] = []
         self._closed = False
@@ -160,7 +165,7 @@ class Producer:
             partition = partition_for_key(record.key, meta.partitions)
         else:
             partition = self._sticky.get(topic)
-            pending = self._pending.get((topic, partition))
+            pending = self._pending.get(TopicPartition(topic, partition))
             if partition is None or (pending is not None and pending.full(bound)):
                 partition = self._partitioner.sticky(meta.partitions)
             self._sticky[topic] = partition
@@ -242,7 +247,7 @@ class Producer:
         return compression.BY_NAME[self.compression_type if name == "producer" else name]
 
     def _batches(self, topic: str, partition: int, config: TopicConfig) -> PartitionBatches:
-        key = (topic, partition)
+        key = TopicPartition(topic, partition)
         pending = self._pending.get(key)
         if pending is None:
             pending = self._pending[key] = PartitionBatches(
@@ -307,9 +312,9 @@ class Producer:
         self.close()
 
     def _deliver(self) -> None:
-        for (topic, _), pending in self._pending.items():
+        for key, pending in self._pending.items():
             if pending.open:
-                meta = self._topics.get(topic) or self._topic(topic)
+                meta = self._topics.get(key.topic) or self._topic(key.topic)
                 limit = meta.config.max_message_bytes
                 self._pending_bytes += pending.close(self._codec(meta.config), limit)
         self._topics.clear()  # re-read metadata after each flush, as Kafka refreshes it
@@ -329,7 +334,7 @@ class Producer:
                     self._through_mount(writer.mountpoint, key)
         raise ProducerError(f"the mount of {self.data} keeps going away")
 
-    def _through_mount(self, mountpoint: str, key: tuple[str, int]) -> None:
+    def _through_mount(self, mountpoint: str, key: TopicPartition) -> None:
         batches = self._pending[key].batches
         try:
             appended = append_through_mount(
@@ -337,7 +342,9 @@ class Producer:
                 mountpoint,
                 *key,
                 batches,
-                lambda p, first, last: self._done((key[0], p), first, last - first + 1),
+                lambda p, first, last: self._done(
+                    TopicPartition(key.topic, p), first, last - first + 1
+                ),
                 self.mount_timeout,
             )
         except MountGone:
@@ -347,20 +354,22 @@ class Producer:
             raise
         _, count = self._take(key)
         if appended != count:
-            raise ProducerError(f"{key[0]}-{key[1]}: {appended} of {count} records acknowledged")
+            raise ProducerError(
+                f"{key.topic}-{key.partition}: {appended} of {count} records acknowledged"
+            )
 
-    def _take(self, key: tuple[str, int]) -> tuple[list[bytes], int]:
+    def _take(self, key: TopicPartition) -> tuple[list[bytes], int]:
         """Remove a partition's batches from the pending ones; with their record count."""
         pending = self._pending.pop(key)
         self._pending_bytes -= sum(map(len, pending.batches))
         return pending.batches, sum(pending.counts)
 
-    def _done(self, key: tuple[str, int], first: int, count: int) -> None:
+    def _done(self, key: TopicPartition, first: int, count: int) -> None:
         """Record a receipt, merged into the partition's last if contiguous."""
         receipt = Receipt(*key, first, first + count - 1)
         for i in range(len(self._receipts) - 1, -1, -1):
             last = self._receipts[i]
-            if last[:2] == key:
+            if (last.topic, last.partition) == key:
                 if last.last_offset + 1 == first:
                     self._receipts[i] = last._replace(last_offset=receipt.last_offset)
                     return
