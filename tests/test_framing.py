@@ -7,7 +7,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from logfs.core.errors import LogfsError
-from logfs.mount.framing import FramingError, LengthFramer, LineFramer, TooLargeError, frame
+from logfs.mount.framing import (
+    PACKED_BYTES,
+    FramingError,
+    LengthFramer,
+    LineFramer,
+    Packed,
+    TooLargeError,
+    frame,
+)
 
 
 def feed_all(framer, chunks):
@@ -38,6 +46,17 @@ def test_feed_does_not_commit():
     framer = LineFramer(max_bytes=100)
     framed, tail = framer.feed(b"a\nb")
     assert framed.values == [b"a"] and tail == b"b" and framer.pending == b""
+
+
+def test_many_unkeyed_lines_come_packed():
+    lines = [b"%d" % i * (i % 7) for i in range(PACKED_BYTES // 8)]
+    text = b"".join(line + b"\n" for line in lines)
+    packed, tail = LineFramer(max_bytes=100).feed(text + b"half")
+    assert isinstance(packed, Packed) and tail == b"half"
+    assert bytes(packed.data) == text
+    assert packed.lengths.tolist() == [len(line) for line in lines]
+    with pytest.raises(TooLargeError):
+        LineFramer(max_bytes=10).feed(text)
 
 
 def test_keys():

@@ -69,14 +69,6 @@ class Packed(NamedTuple):
     data: memoryview
     lengths: np.ndarray
 
-    @property
-    def values(self) -> list[bytes]:
-        return bytes(self.data).split(b"\n")[:-1]
-
-    @property
-    def keys(self) -> list[None]:
-        return [None] * len(self.lengths)
-
 
 class LineFramer:
     """Console-producer framing: one record per line.
