@@ -172,6 +172,28 @@ def test_walker_reports_where_and_what():
     assert fields[:, 0].tolist() == [0, 0, 5, -1, 6, 3]  # ts, offset, key at/len, value at/len
 
 
+def test_one_walker_three_strictnesses():
+    """Record 0 claims 60 headers it does not hold: the broker's check (FULL) refuses it,
+    the cleaner's loops (FIELDS: keys and values) read past it, and a lookup (HOP) steps
+    over it to a later record but refuses to return it."""
+    body = bytearray(encode([(b"k%d" % i, b"v", []) for i in range(3)])[HEADER_SIZE:])
+    first_length = body[0] >> 1
+    assert body[first_length] == 0  # record 0's header count, its last byte
+    body[first_length] = 2 * 60
+    data = np.frombuffer(bytes(body), np.uint8)
+    one = np.array([0], np.int64), np.array([len(body)], np.int64), np.array([3], np.int64)
+    fields = np.zeros((6, 3), np.int64)
+    assert _codec.walk_records(data, *one, fields)[:3] == (_codec.Problem.HEADER_COUNT, 0, 0)
+    latest: dict = {}
+    assert _codec.map_keys(bytes(body), 3, 100, 0, latest) == -1
+    assert latest == {b"k0": 100, b"k1": 101, b"k2": 102}
+    offsets = _codec.OffsetMap()
+    assert offsets.map(bytes(body), 3, 100, 0) == -1 and len(offsets) == 3
+    start, end, _, key, value, _ = _codec.find_record(bytes(body), 3, 2)
+    assert (key, value) == (b"k2", b"v") and end == len(body)
+    assert _codec.find_record(bytes(body), 3, 0)[0] == -2
+
+
 @given(st.lists(st.one_of(st.none(), st.binary(max_size=20)), max_size=50), st.integers(-1, 255))
 def test_gather(values, separator):
     buf = b"".join(v or b"" for v in values) + b"tail"

@@ -30,6 +30,7 @@ from logfs.core.errors import (
     UnknownTopicError,
 )
 from logfs.core.format import compression
+from logfs.core.format.batching import Cutter
 from logfs.core.format.record import HEADER_SIZE
 
 pytestmark = pytest.mark.timeout(180)
@@ -226,6 +227,20 @@ def test_batches_are_cut_at_batch_size(target):
     assert [b.records_count for b in kafka_batches(target.data, "one", 0)] == [1] * 5
 
 
+@pytest.mark.parametrize(
+    "batch_bytes, max_message_bytes, bounds, starts",
+    [
+        (HEADER_SIZE + 100, 1 << 20, [40, 40, 40, 20], [False, False, True, False]),
+        (HEADER_SIZE + 100, 1 << 20, [150, 10, 100], [False, True, True]),  # a big one alone
+        (1 << 20, HEADER_SIZE + 100, [60, 40, 1], [False, False, True]),  # max.message.bytes
+        (0, 1 << 20, [1, 1, 1], [False, True, True]),  # batch.size 0: one record a batch
+    ],
+)
+def test_the_one_cutting_rule(batch_bytes, max_message_bytes, bounds, starts):
+    cutter = Cutter(batch_bytes, max_message_bytes)
+    assert [cutter.add(size) for size in bounds] == starts
+
+
 def test_compression_follows_the_topic(target):
     target.start(
         {
@@ -358,6 +373,9 @@ def test_send_many_gives_the_records_send_gives(target, codec):
         assert producer.send_many("many", plain, partition=2, timestamp=T0) == {2: 1000}
         producer.flush()
     assert kafka_records(target.data, "many", 1) == kafka_records(target.data, "one", 1)
+    # one cutting rule: the same records make the same batches either way
+    cut = [b.records_count for b in kafka_batches(target.data, "many", 1)]
+    assert len(cut) > 1 and cut == [b.records_count for b in kafka_batches(target.data, "one", 1)]
     assert [r[3] for r in kafka_records(target.data, "many", 2)] == plain
     wanted = compression.BY_NAME[codec]
     assert {b.compression_type for b in kafka_batches(target.data, "many", 1)} == {wanted}
