@@ -7,7 +7,7 @@ from logfs.core.config import TopicConfig
 from logfs.core.log import lines
 from logfs.core.log.partition import Log
 from logfs.core.storage import stream
-from logfs.mount.files import StreamFile
+from logfs.mount.files import ReadAhead
 
 
 def whole_stream(log) -> bytes:
@@ -62,8 +62,8 @@ def test_stream_starts_at_a_log_start_inside_the_first_segment(tmp_path):
     expected = b"".join(v + b"\n" for v in values[123:])
     assert lines.size(log) == len(expected)
     assert lines.locate(log, 0) == (123, 0)
-    reader = StreamFile("t", 0)
+    reader = ReadAhead()
     got = b"".join(bytes(reader.read(log, pos, 1000)) for pos in range(0, len(expected), 1000))
     assert got == expected
-    assert bytes(StreamFile("t", 0).read(log, 10, 20)) == expected[10:30]
+    assert bytes(ReadAhead().read(log, 10, 20)) == expected[10:30]
     log.close()

@@ -24,7 +24,7 @@ from logfs.core.tools.offline import check
 from logfs.mount.errnos import ERRNOS, errno_for
 from logfs.mount.framing import frame
 from logfs.mount.operations import Operations
-from logfs.mount.view import OFFSET_LISTING
+from logfs.mount.tree import OFFSET_LISTING
 
 
 class FS:

@@ -1,5 +1,6 @@
 """Errors as the mount's clients see them: the one table from store errors to
-errnos, and `fuse_errors`, which every request handler wears.
+errnos (core/client/names.py, with the framing errors added), and
+`fuse_errors`, which every request handler wears.
 
 Only a `pyfuse3.FUSEError` may leave a handler: anything else would reach
 libfuse as a crash. Clients never see ``EINTR`` or an errno at or above 512
@@ -14,46 +15,24 @@ import logging
 
 import pyfuse3
 
-from ..core.errors import (
-    CorruptIndexError,
-    CorruptRecordError,
-    InvalidBatchError,
-    InvalidConfigError,
-    InvalidRecordError,
-    InvalidTopicError,
-    LogFailedError,
-    LogfsError,
-    OffsetOutOfRangeError,
-    ReadOnlyError,
-    RecordTooLargeError,
-    TopicExistsError,
-    UnknownTopicError,
-    UnsupportedCodecError,
-)
+from ..core.client import names
+from ..core.errors import CorruptIndexError, CorruptRecordError, InvalidBatchError, LogfsError
 from .framing import FramingError, TooLargeError
 
 logger = logging.getLogger(__name__)
 
-# The one table from store errors to errnos; the first match along the MRO wins.
+# The one table from errors to errnos (names.py, shared with the writers that
+# read errnos back), and the framing errors the mount's append files add.
 ERRNOS: dict[type[BaseException], int] = {
-    OffsetOutOfRangeError: errno.ENOENT,
-    UnknownTopicError: errno.ENOENT,
-    InvalidTopicError: errno.EINVAL,
-    # BatchTooLargeError too: its MRO has InvalidBatchError before RecordTooLargeError
-    InvalidBatchError: errno.EINVAL,
-    InvalidRecordError: errno.EINVAL,
-    InvalidConfigError: errno.EINVAL,
-    TopicExistsError: errno.EEXIST,
-    RecordTooLargeError: errno.EMSGSIZE,
+    **names.ERRNOS,
     TooLargeError: errno.EMSGSIZE,
     FramingError: errno.EINVAL,
-    ReadOnlyError: errno.EROFS,
-    CorruptRecordError: errno.EIO,
-    CorruptIndexError: errno.EIO,
-    LogFailedError: errno.EIO,
-    UnsupportedCodecError: errno.EIO,
-    LogfsError: errno.EIO,
 }
+
+
+def fail(code: int) -> pyfuse3.FUSEError:
+    """The error a handler raises to answer ``code``."""
+    return pyfuse3.FUSEError(code)
 
 
 def errno_for(exc: BaseException) -> int:

@@ -1,10 +1,10 @@
 """What the mount keeps per open file, and the text of the generated files.
 
-Each ``open()`` of a mount file gets one of these; the FUSE layer finds it by
-file handle. They hold only per-open state (framing buffers, receipts, read
-cursors, snapshots); the data is in the store, which their methods are handed
-(`AppendFile.write` routes records to partitions, `ConfigFile.write` applies
-settings, `StreamFile.read` reads a `Log`'s stream).
+Each ``open()`` of a mount file gets an `OpenFile` (view.py) of its kind; the
+FUSE layer finds it by file handle and hands it every read, write, flush and
+fsync. These hold only per-open state (snapshots, edited copies, read
+cursors); the data is in the store, reached through the `View` they were
+opened with. The append files are in appendfile.py.
 """
 
 from __future__ import annotations
@@ -13,138 +13,31 @@ import json
 
 from ..core.config import TopicConfig, read_properties, write_properties
 from ..core.format import max_record_bytes
-from ..core.log import FromStream, Log, Store
-from .framing import Batches, BatchFramer, Framed, LengthFramer, LineFramer, Packed, TooLargeError
+from ..core.log import FromStream, Log
+from .framing import TooLargeError
+from .view import OpenFile, View
 
-# At most this many bytes of unread receipts are kept per open append file:
-# a reader of receipts reads them as it goes, others never open for reading.
-MAX_RECEIPT_BYTES = 1 << 20
 # A stream is decoded this many bytes of log at a time, doubling while the
 # reader reads on: numpy's per-call costs fade over big regions; a reader of
 # one line (tail, head) still decodes little.
 READ_AHEAD_MIN, READ_AHEAD_MAX = 1 << 20, 16 << 20
 
 
-class AppendFile:
-    """An open ``append`` / ``append.bin`` / ``append.batches``: framing state
-    and receipts.
-
-    ``framing`` is ``"lines"`` (console-producer lines), ``"frames"``
-    (length-prefixed binary values) or ``"batches"`` (whole RecordBatch v2
-    batches; partition files only). A receipt is one line
-    ``<partition> <first offset> <last offset>\\n`` per append made through
-    this open file; they are kept only when the file was opened for reading
-    too (``O_RDWR``), and reading returns and consumes them.
-    """
-
-    def __init__(
-        self,
-        topic: str,
-        partition: int | None,
-        config: TopicConfig,
-        *,
-        framing: str,
-        receipts: bool,
-    ):
-        self.topic = topic
-        self.partition = partition  # None: the topic's append file, records spread over partitions
-        self.framer: LineFramer | LengthFramer | BatchFramer
-        if framing == "batches":
-            self.framer = BatchFramer(max_bytes=config.max_message_bytes)
-        elif framing == "frames":
-            self.framer = LengthFramer(max_bytes=max_record_bytes(config))
-        else:
-            self.framer = LineFramer(
-                max_bytes=max_record_bytes(config),
-                parse_key=config.parse_key,
-                separator=config.key_separator.encode(),
-            )
-        self.receipts = bytearray() if receipts else None
-
-    def write(self, store: Store, data: bytes) -> None:
-        """Append the records ``data`` completes. The framer's new pending tail
-        is committed only once they are in the log: a rejected write() leaves
-        the file as it was."""
-        framed, tail = self.framer.feed(data)
-        self.append(store, framed)
-        self.framer.pending = tail
-
-    def finish(self, store: Store) -> None:
-        """close(): the pending partial line becomes a record. The tail is
-        dropped even when that fails (the error reaches close())."""
-        try:
-            self.append(store, self.framer.finish())
-        finally:
-            self.framer.pending = b""
-
-    def append(self, store: Store, framed: Framed | Packed | Batches) -> None:
-        """Append ``framed`` to this file's partition, or spread it over the
-        topic's partitions as Kafka's default partitioner does; one receipt
-        per partition appended to."""
-        if isinstance(framed, Packed):
-            self._append_packed(store, framed)
-            return
-        if isinstance(framed, Batches):
-            if framed.batches:  # whole batches: checked and given offsets by the log
-                log = store.log(self.topic, self.partition)
-                first = log.append_batches(framed.batches)
-                self.add_receipt(self.partition, first, log.next_offset - first)
-            return
-        if not framed.values:
-            return
-        if self.partition is not None:
-            log = store.log(self.topic, self.partition)
-            keys = framed.keys if any(k is not None for k in framed.keys) else None
-            first = log.append(framed.values, keys=keys)
-            self.add_receipt(self.partition, first, len(framed.values))
-            return
-        for partition, first, count in store.append_to_topic(
-            self.topic, framed.values, framed.keys
-        ):
-            self.add_receipt(partition, first, count)
-
-    def _append_packed(self, store: Store, packed: Packed) -> None:
-        """Unkeyed lines: one partition (the topic's append: the sticky one)."""
-        count = len(packed.lengths)
-        if not count:
-            return
-        if self.partition is None:
-            receipt = store.append_packed_to_topic(self.topic, packed.data, packed.lengths)
-        else:
-            log = store.log(self.topic, self.partition)
-            receipt = self.partition, log.append_packed(packed.data, packed.lengths), count
-        self.add_receipt(*receipt)
-
-    def logs(self, store: Store) -> list[Log]:
-        """The logs this file appends to: its partition's, or all of its topic's."""
-        if self.partition is not None:
-            return [store.log(self.topic, self.partition)]
-        return [store.log(self.topic, p) for p in range(store.topics().get(self.topic, 0))]
-
-    def add_receipt(self, partition: int, first: int, count: int) -> None:
-        if self.receipts is not None and len(self.receipts) < MAX_RECEIPT_BYTES:
-            self.receipts += f"{partition} {first} {first + count - 1}\n".encode()
-
-    def read_receipts(self, size: int) -> bytes:
-        if not self.receipts:
-            return b""
-        out = bytes(self.receipts[:size])
-        del self.receipts[:size]
-        return out
-
-
-class SnapshotFile:
+class SnapshotFile(OpenFile):
     """A file read from the bytes it had at open: ``state`` and ``config``
-    (generated text) and ``offset/<n>`` (a record's value, immutable)."""
+    (generated text) and ``offset/<n>`` (a record's value). An ``immutable``
+    one may stay in the page cache across opens (a record never changes)."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, *, immutable: bool = False) -> None:
         self.data = data
+        if immutable:
+            self.direct_io = False
 
-    def read(self, offset: int, size: int) -> bytes:
+    async def read(self, offset: int, size: int) -> bytes:
         return self.data[offset : offset + size]
 
 
-class KeyFile(SnapshotFile):
+class KeyFile(OpenFile):
     """An open ``<topic>/keys/<name>`` of a compacted topic.
 
     Reads see the value at open; writes edit a copy (empty with ``O_TRUNC``
@@ -153,20 +46,37 @@ class KeyFile(SnapshotFile):
     partition Kafka's default partitioner picks for it: ``echo v > keys/k``,
     ``cp``, and editors that save in place all work. Nothing is appended if
     nothing was written (or truncated).
+
+    Held per open file: the copy being edited.
     """
 
     def __init__(
-        self, topic: str, key: bytes, path: tuple, data: bytes, *, changed: bool = False
+        self,
+        view: View,
+        key: bytes,
+        path: tuple[str, ...],
+        data: bytes,
+        *,
+        writing: bool,
+        changed: bool = False,
     ) -> None:
-        super().__init__(data)
-        self.topic, self.key, self.path = topic, key, path
+        self.view = view
+        self.key, self.path = key, path
         self.buffer = bytearray(data)
         self.changed = changed
+        # Read-only opens go through the page cache, refreshed at each open so
+        # that nothing is read past the end of a value that shrank.
+        self.direct_io = self.keep_cache = writing
 
-    def read(self, offset: int, size: int) -> bytes:
+    @property
+    def topic(self) -> str:
+        return self.path[0]
+
+    async def read(self, offset: int, size: int) -> bytes:
         return bytes(self.buffer[offset : offset + size])
 
-    def write(self, offset: int, data: bytes, limit: int) -> None:
+    async def write(self, offset: int, data: bytes) -> None:
+        limit = max_record_bytes(self.view.store.topic_config(self.topic)) - len(self.key)
         end = offset + len(data)
         if end > limit:
             raise TooLargeError(f"a value of {end} bytes is over max.message.bytes")
@@ -180,11 +90,15 @@ class KeyFile(SnapshotFile):
         self.buffer.extend(bytes(size - len(self.buffer)))
         self.changed = True
 
-    def finish(self, store: Store) -> None:
+    async def flush(self) -> None:
         """close(): append the content as the key's new value, once per change."""
-        if self.changed:
-            self.changed = False
-            store.append_to_topic(self.topic, [bytes(self.buffer)], [self.key])
+        try:
+            if self.changed:
+                self.changed = False
+                self.view.store.append_to_topic(self.topic, [bytes(self.buffer)], [self.key])
+        finally:
+            self.view.keys.pending.discard(self.path)
+            self.view.refresh_keys(self.topic)
 
 
 class ConfigFile(SnapshotFile):
@@ -196,31 +110,35 @@ class ConfigFile(SnapshotFile):
     mentioned go back to their defaults. Every write that completes a line is
     validated and applied at once, so a bad key or value fails that write()
     with EINVAL and changes nothing.
+
+    Held per open file: the text at open and the text written.
     """
 
-    def __init__(self, topic: str, data: bytes, *, merge: bool) -> None:
-        super().__init__(data)
+    def __init__(self, view: View, topic: str, *, merge: bool) -> None:
+        super().__init__(config_text(view.store.topic_config(topic)))
+        self.view = view
         self.topic = topic
         self.merge = merge
         self.written = b""
 
-    def write(self, store: Store, data: bytes) -> None:
+    async def write(self, offset: int, data: bytes) -> None:
         """Apply the lines written so far once ``data`` completes one or more."""
         written = self.written + bytes(data)
         complete = written[: written.rfind(b"\n") + 1]
         if complete:
-            self.apply(store, complete)
+            self.apply(complete)
         self.written = written
 
-    def finish(self, store: Store) -> None:
+    async def flush(self) -> None:
         """close(): an unterminated last line counts as a line."""
         if self.written and not self.written.endswith(b"\n"):
             self.written += b"\n"
-            self.apply(store, self.written)
+            self.apply(self.written)
 
-    def apply(self, store: Store, written: bytes) -> None:
+    def apply(self, written: bytes) -> None:
         """Make the complete lines in ``written`` the topic's configuration
         (see `overrides`); the store is written only when something changed."""
+        store = self.view.store
         current = store.topic_overrides(self.topic)
         overrides = self.overrides(written, current, store.defaults)
         if overrides != current:
@@ -242,8 +160,28 @@ class ConfigFile(SnapshotFile):
         return {k: effective[k] for k in merged if effective[k] != baseline[k]}
 
 
-class StreamFile:
-    """An open ``stream`` or ``from/<n>`` (``source``): decoded lines read ahead of the reader.
+class StreamFile(OpenFile):
+    """An open ``stream`` or ``from/<n>`` (``source``): its lines, read ahead
+    of the reader (`ReadAhead`)."""
+
+    def __init__(
+        self, view: View, topic: str, partition: int, source: FromStream | None = None
+    ) -> None:
+        self.view = view
+        self.topic = topic
+        self.partition = partition
+        self.source = source  # from/<n>'s lines; None: the whole stream
+        self.ahead = ReadAhead(source)
+
+    async def read(self, offset: int, size: int) -> bytes | memoryview:
+        log = self.view.store.log(self.topic, self.partition)
+        await self.view.count_streams(log, self.source)
+        return self.ahead.read(log, offset, size)
+
+
+class ReadAhead:
+    """Decoded lines of a log's stream (or of ``source``, a ``from/<n>``) read
+    ahead of a reader.
 
     ``buf`` holds the stream's bytes from position ``pos``, ending just before
     record ``offset``; a sequential reader is served from it and it is refilled
@@ -251,10 +189,8 @@ class StreamFile:
     elsewhere starts over from the mark before it (`PartitionStream.locate`).
     """
 
-    def __init__(self, topic: str, partition: int, source: FromStream | None = None) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.source = source  # from/<n>'s lines; None: the whole stream
+    def __init__(self, source: FromStream | None = None) -> None:
+        self.source = source
         self.key: tuple | None = None
         self.buf = memoryview(b"")
         self.pos = 0

@@ -20,8 +20,8 @@ middle of a frame is an error and the incomplete frame is dropped.
 
 ``append.batches`` — whole Kafka RecordBatch v2 batches, as a producer
 builds them, cut by their length fields (`BatchFramer`, with
-`core.validate.split_batches`); the log checks each and assigns its offsets.
-A batch may be split over write() calls; a file closed inside one is an
+`split_batches` of core/format/validate.py); the log checks each and assigns
+its offsets. A batch may be split over write() calls; a file closed inside one is an
 error and the incomplete batch is dropped.
 
 All three framers are transactional per write: `feed` returns the complete

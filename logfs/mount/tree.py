@@ -1,105 +1,57 @@
-"""The mount's tree: node kinds by path, the inode table.
+"""The mount's tree: its directories, and paths resolved to nodes.
 
-Paths are tuples of names below the mount point::
+Paths are tuples of names below the mount point (file names: core/client/names.py)::
 
-    ()                                   ROOT
-    (topic,)                             TOPIC            directory
-    (topic, "append" | "append.bin")     TOPIC_APPEND[_BIN]
-    (topic, "config")                    CONFIG
-    (topic, "keys")                      KEYS_DIR         directory (compacted topics)
-    (topic, "keys", name)                KEY              a key's latest value (core/keys.py)
-    (topic, "<p>")                       PARTITION        directory
+    ()                                   Root
+    (topic,)                             Topic            directory
+    (topic, "append" | "append.bin")     TopicAppend[Bin]
+    (topic, "config")                    Config
+    (topic, "keys")                      KeysDir          directory (compacted topics)
+    (topic, "keys", name)                Key              a key's latest value (core/log/keys.py)
+    (topic, "<p>")                       Partition        directory
     (topic, "<p>", "append" | "append.bin" | "append.batches" | "stream" | "state")
     (topic, "<p>", "offset" | "time" | "segments" | "from")   directories
-    (topic, "<p>", "offset", "<n>")      OFFSET           one record's value
-    (topic, "<p>", "time", "<ms>")       TIME             symlink to ../offset/<n>
-    (topic, "<p>", "from", "<n>")        FROM             the records' lines from offset n on
-    (topic, "<p>", "segments", name)     SEGMENT          symlink into DATA
+    (topic, "<p>", "offset", "<n>")      Offset           one record's value
+    (topic, "<p>", "time", "<ms>")       Time             symlink to ../offset/<n>
+    (topic, "<p>", "from", "<n>")        From             the records' lines from offset n on
+    (topic, "<p>", "segments", name)     Segment          symlink into DATA
 
-`kind_of` answers from the path's shape alone; whether the topic, partition
-or offset exists is the store's to say. Numbers must be canonical decimals
-(``7``, not ``07``), so every record has exactly one path.
-
-Inodes are handed out on lookup and dropped when the kernel forgets them, so
-``offset/<n>`` files cost memory only while the kernel holds them.
+Each directory's class names the kind of each child (`Node.child`), so
+`node_class` answers from the path's shape alone; whether the topic,
+partition or offset exists is the store's to say (`resolve`). Numbers must be
+canonical decimals (``7``, not ``07``), so every record has exactly one path.
+The file kinds are in nodes.py.
 """
 
 from __future__ import annotations
 
-import enum
-from typing import TYPE_CHECKING
+import errno
+import json
+import os
+import stat
 
-import pyfuse3
+from ..core.client import names
+from .errnos import fail
+from .files import KeyFile
+from .nodes import (
+    Append,
+    AppendBatches,
+    AppendBin,
+    Config,
+    From,
+    Key,
+    Offset,
+    Segment,
+    State,
+    Stream,
+    Time,
+    TopicAppend,
+    TopicAppendBin,
+)
+from .view import Node, OpenFile, Stat, View
 
-if TYPE_CHECKING:
-    from ..core.format import Record
-    from ..core.log import FromStream
-
-ROOT_INODE = pyfuse3.ROOT_INODE
-
-
-class Kind(enum.Enum):
-    ROOT = "root"
-    TOPIC = "topic"
-    TOPIC_APPEND = "topic append"
-    TOPIC_APPEND_BIN = "topic append.bin"
-    CONFIG = "config"
-    PARTITION = "partition"
-    APPEND = "append"
-    APPEND_BIN = "append.bin"
-    APPEND_BATCHES = "append.batches"
-    STREAM = "stream"
-    STATE = "state"
-    OFFSET_DIR = "offset/"
-    OFFSET = "offset"
-    TIME_DIR = "time/"
-    TIME = "time"
-    SEGMENT_DIR = "segments/"
-    SEGMENT = "segment"
-    KEYS_DIR = "keys/"
-    KEY = "key"
-    FROM_DIR = "from/"
-    FROM = "from"
-
-
-DIRECTORIES = {
-    Kind.ROOT,
-    Kind.TOPIC,
-    Kind.PARTITION,
-    Kind.OFFSET_DIR,
-    Kind.TIME_DIR,
-    Kind.SEGMENT_DIR,
-    Kind.KEYS_DIR,
-    Kind.FROM_DIR,
-}
-# The append files and how each frames what is written (see framing.py).
-FRAMINGS = {
-    Kind.APPEND: "lines",
-    Kind.APPEND_BIN: "frames",
-    Kind.APPEND_BATCHES: "batches",
-    Kind.TOPIC_APPEND: "lines",
-    Kind.TOPIC_APPEND_BIN: "frames",
-}
-APPENDS = set(FRAMINGS)
-TOPIC_APPENDS = {Kind.TOPIC_APPEND, Kind.TOPIC_APPEND_BIN}
-
-TOPIC_CHILDREN = {
-    "append": Kind.TOPIC_APPEND,
-    "append.bin": Kind.TOPIC_APPEND_BIN,
-    "config": Kind.CONFIG,
-    "keys": Kind.KEYS_DIR,
-}
-PARTITION_CHILDREN = {
-    "append": Kind.APPEND,
-    "append.bin": Kind.APPEND_BIN,
-    "append.batches": Kind.APPEND_BATCHES,
-    "from": Kind.FROM_DIR,
-    "offset": Kind.OFFSET_DIR,
-    "segments": Kind.SEGMENT_DIR,
-    "state": Kind.STATE,
-    "stream": Kind.STREAM,
-    "time": Kind.TIME_DIR,
-}
+OFFSET_LISTING = 100  # `ls offset/` shows the newest this many offsets
+DIRECTORY = Stat(stat.S_IFDIR | 0o755)
 
 
 def number(name: str) -> int | None:
@@ -109,109 +61,216 @@ def number(name: str) -> int | None:
     return int(name)
 
 
-def kind_of(path: tuple[str, ...]) -> Kind | None:
-    """The kind of node a path names, from its shape alone (None: no such node)."""
-    depth = len(path)
-    if depth == 0:
-        return Kind.ROOT
-    if depth == 1:
-        return Kind.TOPIC
-    if depth == 2:
-        return TOPIC_CHILDREN.get(path[1]) or (
-            Kind.PARTITION if number(path[1]) is not None else None
-        )
-    if path[1] == "keys":
-        return Kind.KEY if depth == 3 else None
-    if number(path[1]) is None:
-        return None
-    if depth == 3:
-        return PARTITION_CHILDREN.get(path[2])
-    if depth == 4:
-        if path[2] == "offset" and number(path[3]) is not None:
-            return Kind.OFFSET
-        if path[2] == "time" and number(path[3]) is not None:
-            return Kind.TIME
-        if path[2] == "from" and number(path[3]) is not None:
-            return Kind.FROM
-        if path[2] == "segments":
-            return Kind.SEGMENT
-    return None
+class Directory(Node):
+    """A directory: fixed attributes, cached for a second; no listing unless
+    the kind has one (``time/`` and ``from/``: every number is a name)."""
+
+    __slots__ = ()
+    directory = True
+
+    def stat(self, view: View) -> Stat:
+        return DIRECTORY
+
+    def entries(self, view: View) -> list[str]:
+        return []
 
 
-class Node:
-    """One inode: its path, kind, kernel lookup count and cached content."""
+class Numbered(Directory):
+    """``time/`` and ``from/``: a child per canonical number."""
 
-    __slots__ = ("inode", "path", "kind", "lookups", "content")
+    __slots__ = ()
+    in_partition = True
+    kind: type[Node]
 
-    def __init__(self, inode: int, path: tuple[str, ...], kind: Kind) -> None:
-        self.inode = inode
-        self.path = path
-        self.kind = kind
-        self.lookups = 0
-        # What `View.resolve` found: for offset/<n> the Record, read once (records
-        # are immutable); for time/<ms> and segments/<name> the symlink's target,
-        # set on every resolve (a time's first offset and the segments change);
-        # for keys/<k> the key's latest Record; for from/<n> its FromStream.
-        self.content: Record | FromStream | str | None = None
-
-    @property
-    def topic(self) -> str:
-        return self.path[0]
-
-    @property
-    def partition(self) -> int:
-        return int(self.path[1])
-
-    def __repr__(self) -> str:
-        return (
-            f"Node({self.inode}, /{'/'.join(self.path)}, {self.kind.name}, lookups={self.lookups})"
-        )
+    @classmethod
+    def child(cls, name: str) -> type[Node] | None:
+        return cls.kind if number(name) is not None else None
 
 
-class InodeTable:
-    """Inodes by number and by path; a path keeps its inode while the kernel
-    remembers it, and gets a fresh one after its topic is deleted."""
+class TimeDir(Numbered):
+    __slots__ = ()
+    kind = Time
 
-    def __init__(self) -> None:
-        root = Node(ROOT_INODE, (), Kind.ROOT)
-        self._nodes: dict[int, Node] = {ROOT_INODE: root}
-        self._by_path: dict[tuple[str, ...], int] = {(): ROOT_INODE}
-        self._next = ROOT_INODE + 1
 
-    def __len__(self) -> int:
-        return len(self._nodes)
+class FromDir(Numbered):
+    __slots__ = ()
+    kind = From
 
-    def get(self, inode: int) -> Node | None:
-        return self._nodes.get(inode)
 
-    def inode_of(self, path: tuple[str, ...]) -> int | None:
-        """The inode the kernel knows ``path`` by, if any."""
-        return self._by_path.get(path)
+class OffsetDir(Numbered):
+    __slots__ = ()
+    kind = Offset
 
-    def node(self, path: tuple[str, ...], kind: Kind) -> Node:
-        """The node for ``path``, created if new; the caller counts the lookup."""
-        inode = self._by_path.get(path)
-        if inode is not None:
-            return self._nodes[inode]
-        node = Node(self._next, path, kind)
-        self._next += 1
-        self._nodes[node.inode] = node
-        self._by_path[path] = node.inode
-        return node
+    def entries(self, view: View) -> list[str]:
+        log = view.log(self)
+        first = max(log.log_start_offset, log.next_offset - OFFSET_LISTING)
+        return [str(n) for n in range(first, log.next_offset)]
 
-    def forget(self, inode: int, count: int) -> None:
-        node = self._nodes.get(inode)
-        if node is None or inode == ROOT_INODE:
-            return
-        node.lookups -= count
-        if node.lookups <= 0:
-            del self._nodes[inode]
-            if self._by_path.get(node.path) == inode:
-                del self._by_path[node.path]
 
-    def unlink_prefix(self, prefix: tuple[str, ...]) -> None:
-        """Forget the paths under ``prefix`` (a deleted topic): later lookups
-        get new inodes, so no cached page of the old topic is ever served."""
-        n = len(prefix)
-        for path in [p for p in self._by_path if p[:n] == prefix and p]:
-            del self._by_path[path]
+class SegmentDir(Directory):
+    __slots__ = ()
+    in_partition = True
+
+    @classmethod
+    def child(cls, name: str) -> type[Node] | None:
+        return Segment
+
+    def entries(self, view: View) -> list[str]:
+        return sorted(view.log(self).segment_files())
+
+
+class Partition(Directory):
+    __slots__ = ()
+    in_partition = True
+    children: dict[str, type[Node]] = {
+        names.APPEND: Append,
+        names.APPEND_BIN: AppendBin,
+        names.APPEND_BATCHES: AppendBatches,
+        names.FROM: FromDir,
+        names.OFFSET: OffsetDir,
+        names.SEGMENTS: SegmentDir,
+        names.STATE: State,
+        names.STREAM: Stream,
+        names.TIME: TimeDir,
+    }
+
+    @classmethod
+    def child(cls, name: str) -> type[Node] | None:
+        return cls.children.get(name)
+
+    def entries(self, view: View) -> list[str]:
+        return list(self.children)
+
+
+class KeysDir(Directory):
+    """``<topic>/keys/`` of a compacted topic: a file per live key."""
+
+    __slots__ = ()
+    compacted_only = True
+
+    @classmethod
+    def child(cls, name: str) -> type[Node] | None:
+        return Key
+
+    def entries(self, view: View) -> list[str]:
+        return view.keys.names(self.topic)
+
+    def create(self, view: View, name: str) -> tuple[Node, OpenFile]:
+        """A new key, written at close (empty if nothing is written); ``name``
+        must name a key."""
+        if view.store.read_only:
+            raise fail(errno.EROFS)
+        path = (*self.path, name)
+        key = view.keys.key_of(self.topic, name)
+        if key is None:
+            raise fail(errno.EINVAL)  # a name no key has (see docs/compaction.md)
+        view.keys.pending.add(path)
+        return resolve(view, path), KeyFile(view, key, path, b"", writing=True, changed=True)
+
+    def unlink(self, view: View, name: str) -> None:
+        """``rm keys/<k>`` appends a tombstone for the key."""
+        if view.store.read_only:
+            raise fail(errno.EROFS)
+        key = view.keys.key_of(self.topic, name)
+        if key is None or view.keys.latest(self.topic, key) is None:
+            raise fail(errno.ENOENT)
+        view.store.append_to_topic(self.topic, [None], [key])
+        view.refresh_keys(self.topic)
+
+
+class Topic(Directory):
+    __slots__ = ()
+    children: dict[str, type[Node]] = {
+        names.APPEND: TopicAppend,
+        names.APPEND_BIN: TopicAppendBin,
+        names.CONFIG: Config,
+        names.KEYS: KeysDir,
+    }
+
+    @classmethod
+    def child(cls, name: str) -> type[Node] | None:
+        return cls.children.get(name) or (Partition if number(name) is not None else None)
+
+    def entries(self, view: View) -> list[str]:
+        count = view.store.topics().get(self.topic, 0)
+        children = list(self.children)
+        if not view.store.topic_config(self.topic).compact:
+            children.remove(names.KEYS)
+        return [str(p) for p in range(count)] + children
+
+    def mkdir(self, view: View, name: str, partitions: int) -> None:
+        """``mkdir <topic>/<n>``: partitions up to n."""
+        n = number(name)
+        if n is None:
+            raise fail(errno.EINVAL)
+        if n < view.store.topics().get(self.topic, 0):
+            raise fail(errno.EEXIST)
+        view.store.add_partitions(self.topic, n + 1)
+
+
+class Root(Directory):
+    __slots__ = ()
+
+    @classmethod
+    def child(cls, name: str) -> type[Node] | None:
+        return Topic
+
+    def entries(self, view: View) -> list[str]:
+        return list(view.store.topics())
+
+    def mkdir(self, view: View, name: str, partitions: int) -> None:
+        view.store.create_topic(name, partitions=partitions)
+
+    def rmdir(self, view: View, name: str) -> None:
+        view.store.delete_topic(name)
+        view.forget_topic(name)
+
+    def xattrs(self, view: View) -> dict[str, bytes]:
+        """The daemon's pid, DATA, and the mount's health with why."""
+        store = view.store
+        if not view.is_ready():
+            health, failures = "recovering", {}
+        else:
+            offline = store.failures()
+            failures = dict(offline)
+            if store.checkpoint_failure:
+                failures["checkpoints"] = f"writing failed: {store.checkpoint_failure}"
+            health = "failed" if offline else "degraded" if failures else "ok"
+        return {
+            names.PID_XATTR: str(os.getpid()).encode(),
+            names.DATA_XATTR: os.fsencode(os.path.abspath(store.path)),
+            names.HEALTH_XATTR: health.encode(),
+            names.FAILURES_XATTR: json.dumps(failures, sort_keys=True).encode(),
+        }
+
+
+def node_class(path: tuple[str, ...]) -> type[Node] | None:
+    """The kind of node ``path`` names, from its shape alone (None: no such node)."""
+    cls: type[Node] | None = Root
+    for name in path:
+        cls = cls.child(name)
+        if cls is None:
+            return None
+    return cls
+
+
+def resolve(view: View, path: tuple[str, ...]) -> Node:
+    """The node at ``path`` if it exists in the store now; ENOENT if not.
+
+    A path the kernel knows keeps its node (and inode); a new one gets an
+    inode only once it is found to exist.
+    """
+    cls = node_class(path)
+    if cls is None:
+        raise fail(errno.ENOENT)
+    if path:
+        topics = view.store.topics()
+        if path[0] not in topics:
+            raise fail(errno.ENOENT)
+        if cls.in_partition and number(path[1]) >= topics[path[0]]:
+            raise fail(errno.ENOENT)
+        if cls.compacted_only and not view.store.topic_config(path[0]).compact:
+            raise fail(errno.ENOENT)
+    node = view.inodes.at(path) or cls(path)
+    node.refresh(view)
+    return view.inodes.add(node)

@@ -1,42 +1,42 @@
-"""The mount's nodes as the store sees them: existence, listings, attributes.
+"""What the mount's handlers, nodes and open files share, and what every kind
+of them is.
 
-`View` answers the questions every handler asks first — does this path exist
-now, what is in this directory, what are this node's attributes and extended
-attributes — from the store's current state, without opening anything. The
-handlers in operations.py add the per-open-file behaviour.
+`View` is the mount's state over a store: the inode table, the live keys,
+the owner and modes it shows, the streams being counted, and how a log is
+made durable (the flusher's worker thread, else in line). `Node` is one
+path below the mount point and `OpenFile` one open() of it; a subclass per
+kind (tree.py for directories, nodes.py for files, files.py and appendfile.py
+for open files) says what that kind does. These base classes answer the errno
+of "not this kind" for the rest, so the FUSE handlers never ask which kind a
+node or a file is.
+
+Inodes are handed out on lookup and dropped when the kernel forgets them, so
+``offset/<n>`` files cost memory only while the kernel holds them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
-import json
 import os
 import stat
 import time
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, NamedTuple
 
 import pyfuse3
 import trio
 
-from ..core.errors import OffsetOutOfRangeError
-from ..core.log import FromStream, Log, PartitionStream, Store, Uncounted, key_name, name_key
-from .files import config_text, state_text
-from .tree import (
-    APPENDS,
-    DIRECTORIES,
-    PARTITION_CHILDREN,
-    TOPIC_CHILDREN,
-    InodeTable,
-    Kind,
-    Node,
-    kind_of,
-    number,
-)
+from ..core.client import names
+from ..core.config import flush_messages_reached
+from ..core.log import FromStream, Log, PartitionStream, Store, Uncounted
+from .errnos import fail
+from .keys import Keys
 
-BLOCK_SIZE = 1 << 20  # tools size their writes by st_blksize: 1 MiB is max_write
-OFFSET_LISTING = 100  # `ls offset/` shows the newest this many offsets
-XATTR = "user.logfs."
+if TYPE_CHECKING:
+    from .flusher import Flusher
+
+ROOT_INODE = pyfuse3.ROOT_INODE
 
 
 class Ownership(NamedTuple):
@@ -50,16 +50,211 @@ class Ownership(NamedTuple):
 DATA_OWNER = Ownership()  # no options: DATA's owner, group and modes
 
 
-def fail(code: int) -> pyfuse3.FUSEError:
-    return pyfuse3.FUSEError(code)
+class Stat(NamedTuple):
+    """What a node says of itself in stat(2); `View.attrs` adds the mount's
+    owner, group and permission bits."""
+
+    mode: int  # the file type, and 0o644 (writable) or 0o444 for regular files
+    size: int = 0
+    mtime_ns: int | None = None  # None: when the mount started
+    timeout: float = 1.0  # how long the kernel may cache the entry and attributes
+
+
+class OpenFile:
+    """One open() of a node: what it holds until release().
+
+    The class attributes are the `pyfuse3.FileInfo` flags it is opened with
+    (an instance may set its own): ``direct_io`` sends every read and write to
+    the daemon as-is, ``keep_cache`` lets the page cache keep the file across
+    opens, ``nonseekable`` refuses lseek.
+    """
+
+    direct_io = True
+    keep_cache = True
+    nonseekable = False
+
+    def info(self, fh: int) -> pyfuse3.FileInfo:
+        return pyfuse3.FileInfo(
+            fh=fh,
+            direct_io=self.direct_io,
+            keep_cache=self.keep_cache,
+            nonseekable=self.nonseekable,
+        )
+
+    async def read(self, offset: int, size: int) -> bytes | memoryview:
+        raise fail(errno.EBADF)
+
+    async def write(self, offset: int, data: bytes) -> None:
+        raise fail(errno.EBADF)
+
+    async def flush(self) -> None:
+        """close(): what the file still holds takes effect; errors reach close()."""
+
+    async def fsync(self) -> None:
+        """fsync(): returns once what was written through this file is durable."""
+
+    def truncate(self, size: int) -> None:
+        raise fail(errno.EBADF)
+
+    def unmount(self) -> None:
+        """At unmount: what must not be lost of what this file holds."""
+
+
+class Node:
+    """One path below the mount point, by the kernel's inode number.
+
+    Class attributes say where a kind lives: ``in_partition`` nodes need their
+    partition to exist, ``compacted_only`` ones a compacted topic (`tree.resolve`
+    checks both). Subclasses keep what their kind shows (a record, a link
+    target, a stream) in slots of their own.
+    """
+
+    __slots__ = ("inode", "path", "lookups")
+
+    in_partition = False
+    compacted_only = False
+    directory = False
+    writable = False
+
+    def __init__(self, path: tuple[str, ...]) -> None:
+        self.inode = 0  # given by `InodeTable.add`
+        self.path = path
+        self.lookups = 0
+
+    @property
+    def topic(self) -> str:
+        return self.path[0]
+
+    @property
+    def partition(self) -> int:
+        return int(self.path[1])
+
+    @classmethod
+    def child(cls, name: str) -> type[Node] | None:
+        """The kind of node ``name`` in this directory is, by its name alone."""
+        return None
+
+    def refresh(self, view: View) -> None:
+        """Read what this node shows from the store now; ENOENT if it is gone.
+        Called on every lookup of its path, before it has an inode."""
+
+    async def count(self, view: View) -> None:
+        """Count what `stat` needs counted first (a stream's segments)."""
+
+    def stat(self, view: View) -> Stat:
+        raise NotImplementedError
+
+    def open(self, view: View, flags: int) -> OpenFile:
+        """A new open file: EACCES when writing to a read-only kind, EROFS when
+        writing to a read-only mount."""
+        if flags & os.O_ACCMODE != os.O_RDONLY:
+            if not self.writable:
+                raise fail(errno.EACCES)
+            if view.store.read_only:
+                raise fail(errno.EROFS)
+        return self.opened(view, flags)
+
+    def opened(self, view: View, flags: int) -> OpenFile:
+        raise fail(errno.EISDIR)
+
+    def truncate(self, view: View, size: int, file: OpenFile | None) -> None:
+        """truncate(2) to ``size`` (``file``: the open file it came through)."""
+        raise fail(errno.EACCES)
+
+    def readlink(self) -> str:
+        raise fail(errno.EINVAL)
+
+    def xattrs(self, view: View) -> dict[str, bytes]:
+        return {}
+
+    def entries(self, view: View) -> list[str]:
+        """The names in this directory, in listing order."""
+        raise fail(errno.ENOTDIR)
+
+    def mkdir(self, view: View, name: str, partitions: int) -> None:
+        raise fail(errno.EPERM)
+
+    def rmdir(self, view: View, name: str) -> None:
+        raise fail(errno.EPERM)
+
+    def create(self, view: View, name: str) -> tuple[Node, OpenFile]:
+        """A new file ``name`` in this directory, and the open file it is written through."""
+        raise fail(errno.EPERM)
+
+    def unlink(self, view: View, name: str) -> None:
+        raise fail(errno.EPERM)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inode}, /{'/'.join(self.path)}, {self.lookups})"
+
+
+class InodeTable:
+    """Nodes by inode and by path; a path keeps its inode while the kernel
+    remembers it, and gets a fresh one after its topic is deleted."""
+
+    def __init__(self, root: Node) -> None:
+        root.inode = ROOT_INODE
+        self._nodes: dict[int, Node] = {ROOT_INODE: root}
+        self._by_path: dict[tuple[str, ...], int] = {(): ROOT_INODE}
+        self._next = ROOT_INODE + 1
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def get(self, inode: int) -> Node | None:
+        return self._nodes.get(inode)
+
+    def inode_of(self, path: tuple[str, ...]) -> int | None:
+        """The inode the kernel knows ``path`` by, if any."""
+        return self._by_path.get(path)
+
+    def at(self, path: tuple[str, ...]) -> Node | None:
+        """The node the kernel knows ``path`` by, if any."""
+        inode = self._by_path.get(path)
+        return None if inode is None else self._nodes[inode]
+
+    def add(self, node: Node) -> Node:
+        """Give ``node`` an inode, once; the caller counts the lookup."""
+        if not node.inode:
+            node.inode = self._next
+            self._next += 1
+            self._nodes[node.inode] = node
+            self._by_path[node.path] = node.inode
+        return node
+
+    def forget(self, inode: int, count: int) -> None:
+        node = self._nodes.get(inode)
+        if node is None or inode == ROOT_INODE:
+            return
+        node.lookups -= count
+        if node.lookups <= 0:
+            del self._nodes[inode]
+            if self._by_path.get(node.path) == inode:
+                del self._by_path[node.path]
+
+    def unlink_prefix(self, prefix: tuple[str, ...]) -> None:
+        """Forget the paths under ``prefix`` (a deleted topic): later lookups
+        get new inodes, so no cached page of the old topic is ever served."""
+        n = len(prefix)
+        for path in [p for p in self._by_path if p[:n] == prefix and p]:
+            del self._by_path[path]
 
 
 class View:
-    """Nodes over ``store``: the inode table, stream indexes and attributes."""
+    """The mount over ``store``, with ``root`` its root node; ``flusher``
+    (optional) runs fsyncs off the loop."""
 
-    def __init__(self, store: Store, owner: Ownership = DATA_OWNER) -> None:
+    def __init__(
+        self,
+        store: Store,
+        root: Node,
+        owner: Ownership = DATA_OWNER,
+        flusher: Flusher | None = None,
+    ) -> None:
         self.store = store
-        self.inodes = InodeTable()
+        self.flusher = flusher
+        self.inodes = InodeTable(root)
+        self.keys = Keys(store)
         self._counting: dict[Uncounted, trio.Event] = {}
         # The mount shows DATA's owner, group and permission bits, so that with
         # -o allow_other,default_permissions the kernel lets other users do through
@@ -71,9 +266,7 @@ class View:
         self._perm = stat.S_IMODE(data.st_mode) if owner.umask is None else 0o777 & ~owner.umask
         # chown and chmod of a path, remembered for the mount's life: (uid, gid, mode bits)
         self.changed_owner: dict[tuple[str, ...], tuple[int, int, int]] = {}
-        self._started_ns = time.time_ns()
-        self.pending: set[tuple[str, ...]] = set()  # keys/<name> created, not yet written
-        self.keys_in_use: set[str] = set()  # topics whose keys/ the kernel may cache
+        self.started_ns = time.time_ns()
         self.is_ready: Callable[[], bool] = lambda: True  # the store recovered (operations.py)
 
     def node(self, inode: int) -> Node:
@@ -85,188 +278,17 @@ class View:
     def log(self, node: Node) -> Log:
         return self.store.log(node.topic, node.partition)
 
-    def resolve(self, path: tuple[str, ...]) -> Node:
-        """The node at ``path`` if it exists in the store now; ENOENT if not."""
-        kind = kind_of(path)
-        if kind is None:
-            raise fail(errno.ENOENT)
-        if kind is not Kind.ROOT:
-            topics = self.store.topics()
-            if path[0] not in topics:
-                raise fail(errno.ENOENT)
-            in_partition = len(path) > 1 and kind not in (*TOPIC_CHILDREN.values(), Kind.KEY)
-            if in_partition and number(path[1]) >= topics[path[0]]:
-                raise fail(errno.ENOENT)
-            if kind in (Kind.KEYS_DIR, Kind.KEY) and not self.store.topic_config(path[0]).compact:
-                raise fail(errno.ENOENT)
-        if kind is Kind.KEY:
-            return self._resolve_key(path)
-        node = self.inodes.node(path, kind)
-        if kind is Kind.OFFSET and node.content is None:
-            node.content = self.log(node).read(int(path[3]))
-        elif kind is Kind.FROM:
-            node.content = self._from_stream(node, int(path[3]))
-        elif kind is Kind.TIME:
-            offset = self.log(node).offset_for_time(int(path[3]))
-            if offset is None:
-                raise fail(errno.ENOENT)
-            node.content = f"../offset/{offset}"
-        elif kind is Kind.SEGMENT:
-            target = self.log(node).segment_files().get(path[3])
-            if target is None:
-                raise fail(errno.ENOENT)
-            node.content = target
-        return node
-
-    def _from_stream(self, node: Node, start: int) -> FromStream:
-        """``from/<n>``'s lines (lines.py), made again when retention or a
-        cleaning replaced the segment it started in; ENOENT below the log
-        start and past the log end (the log end itself is an empty file)."""
-        log = self.log(node)
-        if not log.log_start_offset <= start <= log.next_offset:
-            raise fail(errno.ENOENT)
-        stream = node.content
-        if stream is not None and stream.log is log:
-            try:
-                stream.size()
-                return stream
-            except OffsetOutOfRangeError:
-                pass
-        return FromStream(log, start)
-
-    def _resolve_key(self, path: tuple[str, ...]) -> Node:
-        """``keys/<name>``: the key's latest record, read now (values change);
-        a key created but not yet written (`pending`) has none."""
-        key = self.key_of(path[0], path[2])
-        found = None if key is None else self.latest(path[0], key)
-        if found is None and path not in self.pending:
-            raise fail(errno.ENOENT)
-        node = self.inodes.node(path, Kind.KEY)
-        if found is None:
-            node.content = None
-        elif node.content is None or node.content.offset != found[1]:
-            node.content = found[0].read(found[1])  # read again only when it changed
-        return node
-
-    def live_keys(self, topic: str) -> list[dict[bytes, int]]:
-        """Each partition's live keys (`Log.live_keys`); from now on the logs
-        note the keys appended to, for `changed_keys`."""
-        out = []
-        for p in range(self.store.topics().get(topic, 0)):
-            out.append(self.store.log(topic, p).live_keys(watch=True))
-        self.keys_in_use.add(topic)
-        return out
-
-    def changed_keys(self, topic: str) -> list[tuple[int, str]]:
-        """(inode, name) of the ``keys/`` files the kernel may hold whose key
-        was appended to since the last call."""
-        if topic not in self.keys_in_use:
-            return []
-        out = []
-        for p in range(self.store.topics().get(topic, 0)):
-            for key in self.store.log(topic, p).take_changed_keys():
-                name = key_name(key)
-                inode = self.inodes.inode_of((topic, "keys", name))
-                if inode is not None:
-                    out.append((inode, name))
-        return out
-
-    def key_of(self, topic: str, name: str) -> bytes | None:
-        """The key ``keys/<name>`` names, if any (core/keys.py)."""
-        key = name_key(name)
-        if key is None and "%~" in name:  # a long key's hashed name: look among the keys
-            for live in self.live_keys(topic):
-                for candidate in live:
-                    if key_name(candidate) == name:
-                        return candidate
-        return key
-
-    def latest(self, topic: str, key: bytes) -> tuple[Log, int] | None:
-        """The log and offset of ``key``'s latest record in ``topic``, if live."""
-        for p, live in enumerate(self.live_keys(topic)):
-            offset = live.get(key)
-            if offset is not None:
-                return self.store.log(topic, p), offset
-        return None
-
-    def entries(self, node: Node) -> list[str]:
-        """The names in a directory, in listing order."""
-        if node.kind is Kind.ROOT:
-            return list(self.store.topics())
-        if node.kind is Kind.TOPIC:
-            count = self.store.topics().get(node.topic, 0)
-            children = list(TOPIC_CHILDREN)
-            if not self.store.topic_config(node.topic).compact:
-                children.remove("keys")
-            return [str(p) for p in range(count)] + children
-        if node.kind is Kind.KEYS_DIR:
-            live = set()
-            for keys in self.live_keys(node.topic):
-                live.update(keys)
-            return sorted(key_name(k) for k in live)
-        if node.kind is Kind.PARTITION:
-            return list(PARTITION_CHILDREN)
-        if node.kind is Kind.OFFSET_DIR:
-            log = self.log(node)
-            first = max(log.log_start_offset, log.next_offset - OFFSET_LISTING)
-            return [str(n) for n in range(first, log.next_offset)]
-        if node.kind is Kind.SEGMENT_DIR:
-            return sorted(self.log(node).segment_files())
-        return []  # time/ and from/: every number is a name; none is listed
-
-    # ------------------------------------------------------------ attributes
-
-    def attrs(self, node: Node, *, listing: bool = False) -> pyfuse3.EntryAttributes:
-        """stat(2) for ``node``; also how long the kernel may cache it.
-
-        A stream's size needs its segments counted (`count_streams`); until
-        then (only readdirplus, ``ls -l``, gets here first) it reads as 0.
-        """
+    def attrs(self, node: Node) -> pyfuse3.EntryAttributes:
+        """stat(2) for ``node`` (`Node.stat`) with the mount's owner and modes;
+        also how long the kernel may cache it."""
+        st = node.stat(self)
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = node.inode
         attrs.generation = 0
         attrs.st_uid, attrs.st_gid = self._uid, self._gid
-        attrs.st_blksize = BLOCK_SIZE
-        attrs.st_nlink = 1
-        mtime = self._started_ns
-        kind = node.kind
-        size = 0
-        timeout = 1.0
-        if kind in DIRECTORIES:
-            mode = stat.S_IFDIR | 0o755
-            attrs.st_nlink = 2
-        elif kind in (Kind.TIME, Kind.SEGMENT):
-            mode = stat.S_IFLNK | 0o777
-            size = len(node.content)
-            timeout = 0 if kind is Kind.TIME else 1.0
-        elif kind is Kind.OFFSET:
-            mode = stat.S_IFREG | 0o444
-            size = len(node.content.value or b"")
-            mtime = max(node.content.timestamp, 0) * 1_000_000
-            timeout = 60.0
-        elif kind is Kind.KEY:  # its latest value: the mount invalidates it when it changes
-            mode = stat.S_IFREG | 0o644
-            if node.content is not None:
-                size = len(node.content.value or b"")
-                mtime = max(node.content.timestamp, 0) * 1_000_000
-        elif kind in APPENDS:
-            mode = stat.S_IFREG | 0o644
-            timeout = 0
-        elif kind is Kind.CONFIG:
-            mode = stat.S_IFREG | 0o644
-            size = len(config_text(self.store.topic_config(node.topic)))
-            timeout = 0
-        elif kind in (Kind.STREAM, Kind.FROM):
-            mode = stat.S_IFREG | 0o444
-            stream = node.content if kind is Kind.FROM else self.log(node).stream
-            size = stream.size() or 0
-            mtime = time.time_ns()
-            timeout = 0
-        else:  # STATE
-            mode = stat.S_IFREG | 0o444
-            size = len(state_text(self.log(node)))
-            mtime = time.time_ns()
-            timeout = 0
+        attrs.st_blksize = names.MAX_WRITE  # tools size their writes by st_blksize
+        mode = st.mode
+        attrs.st_nlink = 2 if stat.S_ISDIR(mode) else 1
         if stat.S_ISDIR(mode):
             mode = stat.S_IFDIR | self._perm
         elif stat.S_ISREG(mode):
@@ -278,15 +300,25 @@ class View:
         if self.store.read_only:
             mode &= ~0o222
         attrs.st_mode = mode
-        attrs.st_size = size
-        attrs.st_blocks = (size + 511) // 512
+        attrs.st_size = st.size
+        attrs.st_blocks = (st.size + 511) // 512
+        mtime = self.started_ns if st.mtime_ns is None else st.mtime_ns
         attrs.st_atime_ns = attrs.st_ctime_ns = attrs.st_mtime_ns = mtime
-        attrs.entry_timeout = attrs.attr_timeout = timeout
+        attrs.entry_timeout = attrs.attr_timeout = st.timeout
         return attrs
 
     def forget_topic(self, topic: str) -> None:
         """After a topic is deleted: fresh inodes next time."""
         self.inodes.unlink_prefix((topic,))
+
+    def refresh_keys(self, topic: str) -> None:
+        """The kernel keeps a ``keys/`` file's attributes for a second: after
+        appends to a compacted topic, forget those of the keys written."""
+        for name in self.keys.changed(topic):
+            inode = self.inodes.inode_of((topic, names.KEYS, name))
+            if inode is not None:
+                with contextlib.suppress(OSError):  # the kernel no longer holds it
+                    pyfuse3.invalidate_inode(inode, attr_only=True)
 
     async def count_streams(self, log: Log, stream: FromStream | None = None) -> None:
         """Count the stream bytes of ``log``'s segments loaded from disk (those
@@ -307,51 +339,19 @@ class View:
                 del self._counting[uncounted]
                 event.set()
 
-    def xattrs(self, node: Node) -> dict[str, bytes]:
-        """The root's pid, data dir and health; a record's offset, timestamp, key, headers."""
-        if node.kind is Kind.ROOT and not self.is_ready():
-            return {
-                XATTR + "pid": str(os.getpid()).encode(),
-                XATTR + "data": os.fsencode(os.path.abspath(self.store.path)),
-                XATTR + "health": b"recovering",
-                XATTR + "failures": b"{}",
-            }
-        if node.kind is Kind.ROOT:
-            offline = self.store.failures()
-            failures = dict(offline)
-            if self.store.checkpoint_failure:
-                failures["checkpoints"] = f"writing failed: {self.store.checkpoint_failure}"
-            health = "failed" if offline else "degraded" if failures else "ok"
-            return {
-                XATTR + "pid": str(os.getpid()).encode(),
-                XATTR + "data": os.fsencode(os.path.abspath(self.store.path)),
-                XATTR + "health": health.encode(),
-                XATTR + "failures": json.dumps(failures, sort_keys=True).encode(),
-            }
-        if node.kind is Kind.KEY and node.content is not None:
-            record = node.content
-            found = self.latest(node.topic, record.key)
-            return {
-                XATTR + "offset": str(record.offset).encode(),
-                XATTR + "timestamp": str(record.timestamp).encode(),
-                XATTR + "partition": str(found[0].partition if found else "").encode(),
-                XATTR + "key": record.key,
-            }
-        if node.kind is not Kind.OFFSET:
-            return {}
-        record = node.content
-        out = {
-            XATTR + "offset": str(record.offset).encode(),
-            XATTR + "timestamp": str(record.timestamp).encode(),
-            XATTR + "headers": json.dumps(
-                [
-                    [k, None if v is None else v.decode("utf-8", "backslashreplace")]
-                    for k, v in record.headers
-                ]
-            ).encode(),
-        }
-        if record.key is not None:
-            out[XATTR + "key"] = record.key
-        for name, value in record.headers:
-            out.setdefault(f"{XATTR}header.{name}", value or b"")
-        return out
+    async def sync(self, log: Log) -> None:
+        """Make ``log`` durable: fsync in the flusher's worker thread, else here."""
+        if self.flusher is not None:
+            await self.flusher.flush_log(log)
+        else:
+            log.flush()
+
+    async def sync_due(self, logs: Iterable[Log]) -> None:
+        """flush.messages: a write() that leaves a partition with at least that
+        many unflushed records (`flush_messages_reached`) returns once they are
+        durable, as Kafka flushes in its append path; leaving it to the
+        flusher's next tick would acknowledge records a power failure can still
+        take."""
+        for log in logs:
+            if flush_messages_reached(log.config, unflushed=log.unflushed_messages):
+                await self.sync(log)

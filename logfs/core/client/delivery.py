@@ -26,28 +26,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from ..config import TopicConfig
-from ..errors import (
-    DataDirBusyError,
-    InvalidBatchError,
-    LogfsError,
-    ReadOnlyError,
-    RecordTooLargeError,
-    TopicExistsError,
-    UnknownTopicError,
-)
+from ..errors import DataDirBusyError, LogfsError, TopicExistsError
 from ..log.store import Store
 from . import mountinfo
+from .names import APPEND_BATCHES, ERRORS, MAX_WRITE
 
-MAX_WRITE = 1 << 20  # FUSE's max_write: bytes per write() to append.batches
-BATCHES_FILE = "append.batches"
 # What a mount answers once its daemon is gone.
 GONE = {errno.ENOTCONN, errno.ECONNABORTED}
-ERRORS = {  # errno of append.batches -> the error the store would have raised
-    errno.EINVAL: InvalidBatchError,  # BatchTooLargeError too: the store's message says which
-    errno.EMSGSIZE: RecordTooLargeError,
-    errno.ENOENT: UnknownTopicError,
-    errno.EROFS: ReadOnlyError,
-}
 
 
 class ProducerError(LogfsError):
@@ -140,7 +125,7 @@ def append_through_mount(
         ProducerError: it went away during the writes (their fate is unknown).
         LogfsError: the class the store would have raised for what the mount refused.
     """
-    path = os.path.join(mountpoint, topic, str(partition), BATCHES_FILE)
+    path = os.path.join(mountpoint, topic, str(partition), APPEND_BATCHES)
     try:
         fd = os.open(path, os.O_RDWR)
     except OSError as e:

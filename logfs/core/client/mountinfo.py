@@ -49,11 +49,11 @@ import time
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from .names import PID_XATTR
+
 RECORD_FILE = "logfs-mount.json"
 VERSION = 1
 FSTYPE = "fuse.logfs"
-PID_XATTR = "user.logfs.pid"
-FAILURES_XATTR = "user.logfs.failures"  # JSON: offline partitions (and checkpoints) -> why
 XATTR_TIMEOUT = 5.0  # seconds; a live daemon answers in well under a millisecond
 
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from ..client import mountinfo
+from ..client import mountinfo, names
 from ..config import TopicConfig
 from ..errors import CorruptIndexError, CorruptRecordError, LogfsError
 from ..format.compression import NAMES
@@ -184,7 +184,7 @@ def _offline_in_mount(path: Path) -> list[str]:
     if mountpoint is None:
         return []
     try:
-        failures = json.loads(os.getxattr(mountpoint, mountinfo.FAILURES_XATTR))
+        failures = json.loads(os.getxattr(mountpoint, names.FAILURES_XATTR))
     except (OSError, ValueError):
         return []
     return [
