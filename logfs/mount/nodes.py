@@ -172,6 +172,7 @@ class Key(Node):
         return record_stat(WRITABLE, self.record, 1.0)
 
     def opened(self, view: View, flags: int) -> OpenFile:
+        self.placed(view, self.path)
         self.refresh(view)  # its value now (attributes are cached)
         writing = flags & os.O_ACCMODE != os.O_RDONLY
         truncate = writing and bool(flags & os.O_TRUNC)

@@ -74,6 +74,9 @@ class Directory(Node):
     def entries(self, view: View) -> list[str]:
         return []
 
+    def open(self, view: View, flags: int) -> OpenFile:
+        raise fail(errno.EISDIR)
+
 
 class Numbered(Directory):
     """``time/`` and ``from/``: a child per canonical number."""
@@ -263,14 +266,7 @@ def resolve(view: View, path: tuple[str, ...]) -> Node:
     cls = node_class(path)
     if cls is None:
         raise fail(errno.ENOENT)
-    if path:
-        topics = view.store.topics()
-        if path[0] not in topics:
-            raise fail(errno.ENOENT)
-        if cls.in_partition and number(path[1]) >= topics[path[0]]:
-            raise fail(errno.ENOENT)
-        if cls.compacted_only and not view.store.topic_config(path[0]).compact:
-            raise fail(errno.ENOENT)
+    cls.placed(view, path)
     node = view.inodes.at(path) or cls(path)
     node.refresh(view)
     return view.inodes.add(node)

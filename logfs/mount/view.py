@@ -104,9 +104,9 @@ class Node:
     """One path below the mount point, by the kernel's inode number.
 
     Class attributes say where a kind lives: ``in_partition`` nodes need their
-    partition to exist, ``compacted_only`` ones a compacted topic (`tree.resolve`
-    checks both). Subclasses keep what their kind shows (a record, a link
-    target, a stream) in slots of their own.
+    partition to exist, ``compacted_only`` ones a compacted topic (`placed`).
+    Subclasses keep what their kind shows (a record, a link target, a stream)
+    in slots of their own.
     """
 
     __slots__ = ("inode", "path", "lookups")
@@ -134,6 +134,20 @@ class Node:
         """The kind of node ``name`` in this directory is, by its name alone."""
         return None
 
+    @classmethod
+    def placed(cls, view: View, path: tuple[str, ...]) -> None:
+        """ENOENT unless the topic (and partition) ``path`` of this kind lives
+        in exists now (and is compacted, for ``compacted_only`` kinds)."""
+        if not path:
+            return
+        topics = view.store.topics()
+        if path[0] not in topics:
+            raise fail(errno.ENOENT)
+        if cls.in_partition and int(path[1]) >= topics[path[0]]:
+            raise fail(errno.ENOENT)
+        if cls.compacted_only and not view.store.topic_config(path[0]).compact:
+            raise fail(errno.ENOENT)
+
     def refresh(self, view: View) -> None:
         """Read what this node shows from the store now; ENOENT if it is gone.
         Called on every lookup of its path, before it has an inode."""
@@ -155,7 +169,8 @@ class Node:
         return self.opened(view, flags)
 
     def opened(self, view: View, flags: int) -> OpenFile:
-        raise fail(errno.EISDIR)
+        """The open file of this kind, once `open` allowed the flags."""
+        raise NotImplementedError
 
     def truncate(self, view: View, size: int, file: OpenFile | None) -> None:
         """truncate(2) to ``size`` (``file``: the open file it came through)."""
