@@ -36,6 +36,7 @@ LINK = stat.S_IFLNK | 0o777
 
 
 def lines(config: TopicConfig) -> LineFramer:
+    """kafka-console-producer's lines, keyed with ``parse.key``."""
     return LineFramer(
         max_bytes=max_record_bytes(config),
         parse_key=config.parse_key,
@@ -44,10 +45,12 @@ def lines(config: TopicConfig) -> LineFramer:
 
 
 def frames(config: TopicConfig) -> LengthFramer:
+    """Length-prefixed binary values."""
     return LengthFramer(max_bytes=max_record_bytes(config))
 
 
 def batches(config: TopicConfig) -> BatchFramer:
+    """Whole RecordBatch v2 batches, each up to max.message.bytes."""
     return BatchFramer(max_bytes=config.max_message_bytes)
 
 

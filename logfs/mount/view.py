@@ -150,7 +150,7 @@ class Node:
 
     def refresh(self, view: View) -> None:
         """Read what this node shows from the store now; ENOENT if it is gone.
-        Called on every lookup of its path, before it has an inode."""
+        Called on every lookup of its path; a new path gets its inode after."""
 
     async def count(self, view: View) -> None:
         """Count what `stat` needs counted first (a stream's segments)."""
