@@ -152,6 +152,15 @@ def cmd_mount(args) -> int:
     return mount(args.data, args.mountpoint, options, foreground=args.foreground)
 
 
+def cmd_serve(args) -> int:
+    from .mount.network import serve
+
+    options: dict[str, str] = {}
+    for item in args.options or []:
+        options.update(_key_values(item))
+    return serve(args.data, args.listen, options)
+
+
 def cmd_umount(args) -> int:
     from .mount.daemon import umount
 
@@ -202,6 +211,12 @@ examples:
   logfs mount -f /srv/logfs/data /mnt/logs        stay in the foreground, log to stderr"""
 
 EXAMPLES = {
+    "serve": (
+        "examples:\n"
+        "  logfs serve /srv/logfs/data --listen 9092            loopback only\n"
+        "  logfs serve /srv/logfs/data --listen 127.0.0.1:9092 -o partitions=3\n"
+        "docs/kafka.md tells what is served."
+    ),
     "umount": "examples:\n  logfs umount /mnt/logs",
     "create": (
         "examples:\n"
@@ -276,6 +291,20 @@ def build_parser() -> argparse.ArgumentParser:
         "partition is flushed and the checkpoints are written.",
     )
     p.add_argument("mountpoint", metavar="MOUNTPOINT", help="where DATA is mounted")
+
+    p = command(
+        "serve",
+        cmd_serve,
+        "serve Kafka's protocol over a data directory, without FUSE",
+        "Serve Kafka's wire protocol over DATA without mounting it: Kafka's clients "
+        "produce, fetch, list offsets and manage topics. Holds DATA's lock like a mount "
+        "and runs until SIGINT or SIGTERM.",
+    )
+    p.add_argument("data", metavar="DATA", help=DATA_HELP + "; created if missing")
+    p.add_argument("--listen", required=True, metavar="[HOST:]PORT",
+                   help="where to listen (without HOST: loopback only)")  # fmt: skip
+    p.add_argument("-o", dest="options", action="append", metavar="KEY=VALUE,...",
+                   help="mount options that apply (partitions=, ro, topic defaults)")  # fmt: skip
 
     p = command(
         "create",

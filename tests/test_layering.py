@@ -1,6 +1,7 @@
 """The rooms import one way (docs/architecture.md).
 
-Between the faces: core <- mount, core <- spark, everything <- cli; core never imports trio,
+Between the faces: core <- mount, core <- spark, core <- kafka <- mount (the daemon starts the
+listener), everything <- cli; core never imports trio,
 pyfuse3 or Spark; spark never imports trio or pyfuse3 (it runs in Spark's Python workers).
 Inside core: errors and config <- format <- storage <- log <- client <- tools. A face imports
 what a room exports (its ``__init__``), never a room's modules. No import circle anywhere,
@@ -20,10 +21,11 @@ FORBIDDEN = {
     "core": ("logfs.mount", "logfs.spark", "logfs.cli", "trio", "pyfuse3", "pyspark", "pyarrow"),
     "mount": ("logfs.spark", "logfs.cli", "pyspark", "pyarrow"),
     "spark": ("logfs.mount", "logfs.cli", "trio", "pyfuse3"),
+    "kafka": ("logfs.mount", "logfs.spark", "logfs.cli", "pyspark", "pyarrow"),
 }
 # core's inner rooms, lowest first; a module may import its own floor and the ones below.
 FLOORS = ("errors", "config", "format", "storage", "log", "client", "tools")
-FACES = ("mount", "spark", "cli")
+FACES = ("mount", "spark", "kafka", "cli")
 
 
 def imported(path: Path, module: str) -> set[str]:

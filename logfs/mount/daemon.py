@@ -43,6 +43,7 @@ from ..core.errors import LogfsError
 from ..core.log import Store
 from .cleaning import Cleaner
 from .flusher import Flusher
+from .network import address_of, kafka_listener
 from .operations import Operations
 from .options import MountOptions, parse_options
 
@@ -87,6 +88,7 @@ def serve(
     # wait for an answer from this very thread.
     real_mountpoint = os.path.realpath(mountpoint)
     try:
+        listener = kafka_listener(store, options, ops.ready)
         pyfuse3.init(ops, mountpoint, fuse_options)
     except BaseException:
         store.close()
@@ -95,13 +97,13 @@ def serve(
 
     def on_recovered() -> None:
         if not options.read_only:
-            _write_mount_record(data, real_mountpoint, options)
+            _write_mount_record(data, real_mountpoint, options, address_of(listener))
         if ready is not None:
             ready()
 
     try:
         cleaner_or_none = None if options.read_only else log_cleaner
-        trio.run(_run, store, ops, flusher, cleaner_or_none, on_recovered)
+        trio.run(_run, store, ops, flusher, cleaner_or_none, on_recovered, listener)
     finally:
         with contextlib.ExitStack() as teardown:  # runs bottom-up, each step even if one fails
             teardown.callback(store.close)
@@ -115,12 +117,14 @@ def serve(
     return 1 if ops.failed_to_recover else 0
 
 
-def _write_mount_record(data: str, mountpoint: str, options: MountOptions) -> None:
+def _write_mount_record(
+    data: str, mountpoint: str, options: MountOptions, kafka: str | None = None
+) -> None:
     """The record producers find the mount by. Without it they fall back to the
     store and wait for its lock, so failing to write it does not fail the mount."""
     try:
         mountinfo.write_record(
-            data, mountpoint, partitions=options.partitions, defaults=options.defaults
+            data, mountpoint, partitions=options.partitions, defaults=options.defaults, kafka=kafka
         )
     except OSError as e:
         logger.warning("cannot write the mount record %s: %s", mountinfo.record_path(data), e)
@@ -139,9 +143,12 @@ async def _run(
     flusher: Flusher,
     log_cleaner: Cleaner | None,
     on_recovered: Callable[[], None],
+    listener=None,
 ) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_stop_on_signal)
+        if listener is not None:  # requests wait for the recovery (ops.ready)
+            await nursery.start(listener.run)
         nursery.start_soon(_recover, store, ops, flusher, log_cleaner, on_recovered, nursery)
         await pyfuse3.main()  # returns on pyfuse3.terminate() or an external unmount
         nursery.cancel_scope.cancel()

@@ -51,12 +51,13 @@ class MountOptions(NamedTuple):
     log: str | None  # the daemon's log file
     tasks: dict[str, dict[str, float]]  # "flusher"/"cleaner" -> arguments (BROKER_OPTIONS)
     owner: Ownership  # uid=, gid=, umask=
+    kafka: str | None = None  # kafka=[HOST:]PORT: also serve Kafka's protocol there
 
 
 def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     """Sort ``-o`` options; raises LogfsError for an unknown one or a bad value."""
     fuse, defaults, tasks = set(), {}, {"flusher": {}, "cleaner": {}}
-    partitions, log = 1, None
+    partitions, log, kafka = 1, None, None
     owner = Ownership()
     for key, value in options.items():
         if key in FUSE_OPTIONS:
@@ -69,6 +70,8 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
             partitions = int(value)
         elif key == "log":
             log = value or None
+        elif key == "kafka":
+            kafka = _listen_value(value or "")
         elif key in ("uid", "gid", "umask"):
             owner = owner._replace(**{key: _owner_value(key, value or "")})
         elif key in BROKER_OPTIONS:
@@ -87,7 +90,17 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
         # Without the kernel's permission checks every user could append, create and
         # delete topics; with them, DATA's owner and modes apply (docs/operations.md).
         fuse.add("default_permissions")
-    return MountOptions(frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks, owner)
+    return MountOptions(
+        frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks, owner, kafka
+    )
+
+
+def _listen_value(value: str) -> str:
+    """``kafka=[HOST:]PORT``, checked now so a typo fails the mount, not the daemon."""
+    host, _, port = value.rpartition(":")
+    if not port.isdigit() or int(port) > 65535:
+        raise LogfsError(f"kafka={value}: expected [HOST:]PORT with a port number 0-65535")
+    return value
 
 
 def _owner_value(key: str, value: str) -> int:

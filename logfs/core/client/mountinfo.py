@@ -68,6 +68,7 @@ class MountRecord(NamedTuple):
     started_ms: int
     partitions: int = 1
     defaults: Mapping[str, str] = {}
+    kafka: str | None = None  # HOST:PORT of the daemon's Kafka listener, if it has one
 
 
 class MountEntry(NamedTuple):
@@ -150,6 +151,7 @@ def write_record(
     *,
     partitions: int = 1,
     defaults: Mapping[str, str] | None = None,
+    kafka: str | None = None,
 ) -> MountRecord:
     """Write this process's record for a mount of ``data`` on ``mountpoint``.
 
@@ -160,7 +162,7 @@ def write_record(
     """
     pid = os.getpid()
     record = MountRecord(
-        mountpoint=os.path.abspath(mountpoint),
+        mountpoint=os.path.abspath(mountpoint) if mountpoint else "",
         data=os.path.abspath(data),
         pid=pid,
         pid_start_ticks=process_start_ticks(pid) or 0,
@@ -168,6 +170,7 @@ def write_record(
         started_ms=int(time.time() * 1000),
         partitions=partitions,
         defaults=dict(defaults or {}),
+        kafka=kafka,
     )
     path = record_path(data)
     tmp = f"{path}.{pid}.tmp"

@@ -157,6 +157,29 @@ class LogReads:
                 if low <= record.offset < high:
                     yield record
 
+    def file_region(self, offset: int, max_bytes: int) -> tuple[int, int, int] | None:
+        """Where the batches from the one holding ``offset`` lie in a segment
+        file, as Kafka's broker sends them to a fetcher: ``(fd, position,
+        size)`` of whole batches, at least one, then more while within
+        ``max_bytes``; None when no record is at or after ``offset``. The fd
+        is the segment's own: duplicate it before the loop may run retention.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is below the log start or past the end.
+            LogFailedError: an offline partition's offset at or past its recovery point.
+        """
+        if not self.log_start_offset <= offset <= self.next_offset:
+            self._check_range(offset)
+        if offset == self.next_offset:
+            return None
+        self.check_readable(offset)
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        for segment in self.segments[i:]:
+            position, size = segment.extent(max(offset, segment.base_offset), max_bytes)
+            if size:
+                return segment.fileno(), position, size
+        return None
+
     def offset_for_time(self, timestamp_ms: int) -> int | None:
         """The first offset whose timestamp is >= ``timestamp_ms`` (Kafka's
         offsetsForTimes), or None when every record is older."""

@@ -279,6 +279,21 @@ class LogSegment:
                 return BatchAt(pos, header, batch)
         return None
 
+    def extent(self, offset: int, max_bytes: int) -> tuple[int, int]:
+        """(position, size) of the whole batches from the one holding ``offset``
+        on: at least that batch, then more while the total stays within
+        ``max_bytes`` (Kafka's fetch sizing). Headers only: the record bytes are
+        never read, so a caller can hand the range to ``sendfile``. Size 0 when
+        no batch at or after ``offset`` is in this segment."""
+        position, _ = self._position_of(offset)
+        end, size = position, self.size
+        while size - end >= HEADER_SIZE:
+            batch = self._header_at(end).size
+            if end > position and end - position + batch > max_bytes:
+                break
+            end += batch
+        return position, min(end, size) - position
+
     @property
     def first_timestamp(self) -> int:
         """The first batch's max timestamp (what segment.ms rolls on)."""

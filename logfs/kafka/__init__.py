@@ -1,0 +1,12 @@
+"""Kafka's own wire protocol over the store: a trio TCP listener that Kafka's
+clients (kcat, kafka-python, librdkafka, KafkaJS) produce to and fetch from,
+beside a mount (``-o kafka=[HOST:]PORT``) or alone (``logfs serve``).
+
+Imports what core's rooms export and never another face; the daemon starts
+it. Messages are kio's, generated from Kafka's JSON schemas (protocol.py).
+"""
+
+from .broker import Broker
+from .server import Listener, parse_listen
+
+__all__ = ["Broker", "Listener", "parse_listen"]

@@ -1,0 +1,90 @@
+"""The broker: one node (id 0) that leads every partition of the store, and
+the table from API key to the module that answers it.
+
+Every handler runs on the event loop, where the store is touched (as the
+mount's handlers do), so a record produced here is in the mount at once and
+the other way round. A handler returns the response (or a `Reply` carrying
+file regions), or None for a produce with acks=0, which Kafka never answers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any
+
+import trio
+
+from ..core.log import Store
+from . import admin, fetch, metadata, offsets, produce, producers, protocol
+from .protocol import BadRequest, Reply, Request
+
+logger = logging.getLogger(__name__)
+
+HANDLERS = {
+    protocol.API_VERSIONS: metadata.api_versions,
+    protocol.METADATA: metadata.metadata,
+    protocol.PRODUCE: produce.produce,
+    protocol.FETCH: fetch.fetch,
+    protocol.LIST_OFFSETS: offsets.list_offsets,
+    protocol.CREATE_TOPICS: admin.create_topics,
+    protocol.DELETE_TOPICS: admin.delete_topics,
+    protocol.CREATE_PARTITIONS: admin.create_partitions,
+    protocol.DESCRIBE_CONFIGS: admin.describe_configs,
+    protocol.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
+    protocol.INIT_PRODUCER_ID: producers.init_producer_id,
+}
+
+
+class Broker:
+    """What the handlers share: the store and the broker's settings.
+
+    Args:
+        store: the data directory's store (the mount's own, when beside a mount).
+        partitions: partitions of a topic created without a count (auto-created).
+        auto_create: create a topic a Metadata request names (Kafka's
+            ``auto.create.topics.enable``).
+        ready: set once the store's partitions are recovered; requests wait for it.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        partitions: int = 1,
+        auto_create: bool = True,
+        ready: trio.Event | None = None,
+    ) -> None:
+        self.store = store
+        self.partitions = partitions
+        self.auto_create = auto_create and not store.read_only
+        self.ready = ready
+        self.producers = producers.Producers()
+        self.appended = trio.Event()  # set (and replaced) by every produce: wakes fetchers
+
+    def notify_appended(self) -> None:
+        self.appended.set()
+        self.producers = producers.Producers()
+        self.appended = trio.Event()
+
+    async def handle(self, request: Request, advertised: tuple[str, int]) -> Reply | None:
+        """The reply to ``request``; None for one Kafka does not answer.
+
+        Raises:
+            BadRequest: an API Kafka's schemas do not know (nothing can answer it).
+        """
+        if self.ready is not None:
+            await self.ready.wait()
+        if request.body is None:
+            body = protocol.unsupported(request.api_key, request.version)
+            if request.api_key == protocol.API_VERSIONS:
+                body = metadata.api_versions_unsupported()
+            if body is None:
+                raise BadRequest(f"unknown API key {request.api_key}")
+            return Reply(body)
+        result: Any = HANDLERS[request.api_key](self, request, advertised)
+        if inspect.isawaitable(result):
+            result = await result
+        if result is None or isinstance(result, Reply):
+            return result
+        return Reply(result)

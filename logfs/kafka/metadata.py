@@ -1,0 +1,93 @@
+"""ApiVersions and Metadata: what this broker serves, and the store's topics
+with this node as the one broker and the leader of every partition."""
+
+from __future__ import annotations
+
+import uuid
+
+from ..core.errors import LogfsError
+from .codes import CLUSTER_ID, NO_THROTTLE, NODE_ID, error_code
+from .protocol import API_VERSIONS, METADATA, SERVED, ErrorCode, make, schema
+
+NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+def _api_keys(m) -> tuple:
+    return tuple(
+        make(m.ApiVersion, api_key=key, min_version=low, max_version=high)
+        for key, (low, high) in sorted(SERVED.items())
+    )
+
+
+def api_versions(broker, request, advertised):
+    m = schema(API_VERSIONS, request.version)
+    return make(
+        m.ApiVersionsResponse,
+        error_code=ErrorCode.none,
+        api_keys=_api_keys(m),
+        throttle_time=NO_THROTTLE,
+    )
+
+
+def api_versions_unsupported():
+    """Kafka's answer to an ApiVersions version it does not serve: version 0's
+    layout, UNSUPPORTED_VERSION and the versions it does serve, so that the
+    client retries with one of them."""
+    m = schema(API_VERSIONS, 0)
+    return m.ApiVersionsResponse(error_code=ErrorCode.unsupported_version, api_keys=_api_keys(m))
+
+
+def metadata(broker, request, advertised):
+    m = schema(METADATA, request.version)
+    store = broker.store
+    wanted = request.body.topics
+    if wanted is None or (request.version == 0 and not wanted):
+        names = list(store.topics())  # all topics (v0: an empty list means all)
+    else:
+        names = [t.name for t in wanted if t.name is not None]
+    allow = getattr(request.body, "allow_auto_topic_creation", True)
+    topics = []
+    for name in names:
+        code = ErrorCode.none
+        count = store.topics().get(name, 0)
+        if not count and allow and broker.auto_create:
+            try:
+                store.create_topic(name, partitions=broker.partitions)
+                count = broker.partitions
+            except LogfsError as e:
+                code = error_code(e)
+        if not count and code == ErrorCode.none:
+            code = ErrorCode.unknown_topic_or_partition
+        partitions = tuple(
+            make(
+                m.MetadataResponsePartition,
+                error_code=ErrorCode.none,
+                partition_index=p,
+                leader_id=NODE_ID,
+                leader_epoch=0,
+                replica_nodes=(NODE_ID,),
+                isr_nodes=(NODE_ID,),
+                offline_replicas=(),
+            )
+            for p in range(count)
+        )
+        topics.append(
+            make(
+                m.MetadataResponseTopic,
+                error_code=code,
+                name=name,
+                topic_id=NO_TOPIC_ID,
+                is_internal=False,
+                partitions=partitions,
+            )
+        )
+    host, port = advertised
+    broker_entry = make(m.MetadataResponseBroker, node_id=NODE_ID, host=host, port=port)
+    return make(
+        m.MetadataResponse,
+        throttle_time=NO_THROTTLE,
+        brokers=(broker_entry,),
+        cluster_id=CLUSTER_ID,
+        controller_id=NODE_ID,
+        topics=tuple(topics),
+    )

@@ -1,0 +1,70 @@
+"""ListOffsets: the earliest (-2) and latest (-1) offsets, the first offset
+at or after a timestamp, and the offset of the largest timestamp (-3)."""
+
+from __future__ import annotations
+
+from ..core.errors import LogfsError
+from ..core.format import decode_records
+from .codes import NO_THROTTLE, error_code
+from .protocol import LIST_OFFSETS, ErrorCode, make, schema
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+def _max_timestamp(log) -> tuple[int, int]:
+    """(timestamp, offset) of the first record with the log's largest timestamp."""
+    best = None
+    for header, _ in log.raw_batches():
+        if not header.is_control and (best is None or header.max_timestamp > best.max_timestamp):
+            best = header
+    if best is None:
+        return -1, -1
+    for header, batch in log.raw_batches(best.base_offset, best.next_offset):
+        if header.base_offset == best.base_offset:
+            for record in decode_records(batch, header):
+                if record.timestamp == header.max_timestamp:
+                    return record.timestamp, record.offset
+    return best.max_timestamp, best.last_offset
+
+
+def _lookup(log, timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset) answering a ListOffsets query."""
+    if timestamp == LATEST:
+        return -1, log.next_offset
+    if timestamp == EARLIEST:
+        return -1, log.log_start_offset
+    if timestamp == MAX_TIMESTAMP:
+        return _max_timestamp(log)
+    offset = log.offset_for_time(timestamp)
+    if offset is None:
+        return -1, -1
+    return log.read(offset).timestamp, offset
+
+
+def list_offsets(broker, request, advertised):
+    m = schema(LIST_OFFSETS, request.version)
+    topics = []
+    for topic in request.body.topics:
+        partitions = []
+        for p in topic.partitions:
+            code, timestamp, offset = ErrorCode.none, -1, -1
+            try:
+                timestamp, offset = _lookup(
+                    broker.store.log(topic.name, p.partition_index), p.timestamp
+                )
+            except (LogfsError, OSError) as e:
+                code = error_code(e)
+            partitions.append(
+                make(
+                    m.ListOffsetsPartitionResponse,
+                    partition_index=p.partition_index,
+                    error_code=code,
+                    timestamp=timestamp,
+                    offset=offset,
+                    leader_epoch=0,
+                )
+            )
+        topics.append(
+            make(m.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(partitions))
+        )
+    return make(m.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -1,0 +1,247 @@
+"""Kafka's request and response frames, with the message classes `kio`
+generates from Kafka's own JSON schemas (no struct here is written by hand).
+
+A frame is a 4-byte big-endian length and that many bytes: a request header
+(v1, or v2 for a flexible request version) and the request; a response header
+(v0 for ApiVersions and non-flexible versions, else v1) and the response.
+
+Which API versions are served is `SERVED`; ApiVersions lists exactly these.
+A request for any other API or version is answered with a response of that
+API and version (when Kafka's schemas know it) whose error codes are all
+``UNSUPPORTED_VERSION``, never by dropping the connection.
+
+Records in a Fetch response are not serialized here: `encode_response`
+writes a marker where a partition's records go and `Reply.parts` splits the
+frame there, so the server sends those bytes from the segment file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import os
+import struct
+import types
+import typing
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+__all__ = ["ErrorCode", "SERVED"]
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID = 18, 19, 20, 22
+DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 37, 44
+
+# API key -> (lowest, highest) version served. Produce from v3 and Fetch from v4 carry
+# RecordBatch v2; Fetch v13+ and Produce v13 name topics by id, which logfs has not.
+SERVED: dict[int, tuple[int, int]] = {
+    PRODUCE: (3, 12),
+    FETCH: (4, 12),
+    LIST_OFFSETS: (1, 7),
+    METADATA: (0, 12),
+    API_VERSIONS: (0, 3),
+    CREATE_TOPICS: (2, 7),
+    DELETE_TOPICS: (1, 5),
+    CREATE_PARTITIONS: (0, 3),
+    DESCRIBE_CONFIGS: (1, 4),
+    INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    INIT_PRODUCER_ID: (0, 4),
+}
+
+_SIZE = struct.Struct(">i")
+MARKER_SIZE = 16
+
+
+class BadRequest(Exception):
+    """A frame that does not parse: the connection it came on is closed."""
+
+
+class Request(NamedTuple):
+    """A parsed request: its header, and its body (None when not served)."""
+
+    api_key: int
+    version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+
+def _read(entity_type, frame: bytes | memoryview, offset: int):
+    try:
+        return entity_reader(entity_type)(frame, offset)
+    except Exception as e:  # noqa: BLE001 - any parse failure is the client's bad frame
+        raise BadRequest(f"cannot parse {entity_type.__name__}: {e}") from None
+
+
+def read_request(frame: bytes) -> Request:
+    """Parse one request frame (without its length field).
+
+    Raises:
+        BadRequest: the header or a served request does not parse, or bytes follow it.
+    """
+    header, used = _read(RequestHeaderV1, frame, 0)
+    key, version = header.request_api_key, header.request_api_version
+    low, high = SERVED.get(key, (1, 0))
+    body = None
+    if low <= version <= high:
+        request_type = load_request_schema(key, version)
+        if request_type.__flexible__:
+            header, used = _read(RequestHeaderV2, frame, 0)
+        body, size = _read(request_type, frame, used)
+        if used + size != len(frame):
+            raise BadRequest(f"{len(frame) - used - size} bytes after the request")
+    return Request(key, version, header.correlation_id, header.client_id, body)
+
+
+# ---------------------------------------------------------------- building responses
+
+
+def schema(api_key: int, version: int) -> types.ModuleType:
+    """The module of ``api_key``'s response classes at ``version``."""
+    return load_payload_module(api_key, version, EntityType.response)
+
+
+def make(cls: type, **values: Any) -> Any:
+    """An instance of a kio message class from the values its version has:
+    fields the version lacks are dropped, so one handler serves every version."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def unsupported(api_key: int, version: int) -> Any | None:
+    """A response of ``api_key`` at ``version`` saying UNSUPPORTED_VERSION
+    everywhere it has an error code, or None when Kafka's schemas have no such
+    response."""
+    try:
+        return _filled(load_response_schema(api_key, version))
+    except Exception:  # noqa: BLE001 - kio knows no such API or version
+        return None
+
+
+def _filled(cls: type) -> Any:
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            continue
+        values[f.name] = _zero(hints[f.name])
+    return cls(**values)
+
+
+def _zero(hint: Any) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        return None if type(None) in args else _zero(args[0])
+    if origin is tuple:
+        return ()
+    if hint is ErrorCode:
+        return ErrorCode.unsupported_version
+    if isinstance(hint, type):
+        if issubclass(hint, datetime.timedelta):
+            return datetime.timedelta(0)
+        if issubclass(hint, bool):
+            return False
+        if issubclass(hint, int | float):
+            return hint(0)
+        if issubclass(hint, str | bytes):
+            return hint()
+        if dataclasses.is_dataclass(hint):
+            return _filled(hint)
+    return None
+
+
+# ---------------------------------------------------------------- encoding responses
+
+
+class Region(NamedTuple):
+    """Bytes of an open file, sent with ``sendfile``."""
+
+    fd: int
+    position: int
+    size: int
+
+
+class Reply:
+    """A response and the file regions its records come from."""
+
+    def __init__(self, body: Any) -> None:
+        self.body = body
+        self.regions: dict[bytes, Region] = {}
+
+    def records(self, region: Region | None) -> bytes:
+        """What to put in a partition's ``records``: a marker standing for
+        ``region`` (empty bytes for none)."""
+        if region is None or region.size == 0:
+            return b""
+        marker = os.urandom(MARKER_SIZE)
+        self.regions[marker] = region
+        return marker
+
+    def close(self) -> None:
+        for region in self.regions.values():
+            os.close(region.fd)
+        self.regions.clear()
+
+
+def encode_response(request: Request, reply: Reply) -> list[bytes | Region]:
+    """The response frame as parts: bytes, and file regions where records go."""
+    cls = type(reply.body)
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    if request.api_key == API_VERSIONS or not cls.__flexible__:
+        entity_writer(ResponseHeaderV0)(
+            buffer, ResponseHeaderV0(correlation_id=request.correlation_id)
+        )
+    else:
+        entity_writer(ResponseHeaderV1)(
+            buffer, ResponseHeaderV1(correlation_id=request.correlation_id)
+        )
+    entity_writer(cls)(buffer, reply.body)
+    frame = buffer.getbuffer()
+    parts = list(_split(bytes(frame), reply.regions, cls.__flexible__))
+    total = sum(len(p) if isinstance(p, bytes) else p.size for p in parts) - 4
+    parts[0] = _SIZE.pack(total) + parts[0][4:]
+    return parts
+
+
+def _split(frame: bytes, regions: dict[bytes, Region], flexible: bool) -> Iterable[bytes | Region]:
+    """Cut ``frame`` at each marker and its length field, which is rewritten
+    for the region's size (compact bytes: varint of size + 1; else int32)."""
+    if not regions:
+        yield frame
+        return
+    found = sorted((frame.index(marker), marker) for marker in regions)
+    start = 0
+    for at, marker in found:
+        region = regions[marker]
+        prefix = 1 if flexible else 4  # the marker's own length field
+        yield frame[start : at - prefix] + (
+            _uvarint(region.size + 1) if flexible else _SIZE.pack(region.size)
+        )
+        yield region
+        start = at + MARKER_SIZE
+    yield frame[start:]
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def frame_size(prefix: bytes) -> int:
+    """The length field of a frame's first four bytes."""
+    return _SIZE.unpack(prefix)[0]

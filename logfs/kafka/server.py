@@ -1,0 +1,176 @@
+"""The listener: a trio TCP server, one task per connection, requests of a
+connection answered one at a time and in order (as Kafka's broker does).
+
+Bounds per connection (PRODUCT §11): a request frame is at most
+``max_request_bytes`` (Kafka's ``socket.request.max.bytes``); a frame once
+begun must arrive within ``request_timeout`` seconds (a slow client cannot
+hold a request open forever); at most ``max_connections`` connections are
+served at once, further ones are closed at once. A frame that does not parse
+closes its connection only; nothing a client sends stops the listener.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+
+import trio
+
+from . import protocol
+from .broker import Broker
+from .protocol import BadRequest, Region
+
+logger = logging.getLogger(__name__)
+
+MAX_REQUEST_BYTES = 100 * 1024 * 1024
+REQUEST_TIMEOUT = 30.0
+MAX_CONNECTIONS = 1000
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``[HOST:]PORT`` -> (host, port); without HOST, loopback only.
+
+    Raises:
+        ValueError: not a port number 0-65535.
+    """
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{text!r}: expected [HOST:]PORT with a port number 0-65535")
+    return host, int(port)
+
+
+class Listener:
+    """Kafka's protocol for ``broker`` on ``host:port``."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        host: str,
+        port: int,
+        *,
+        max_request_bytes: int = MAX_REQUEST_BYTES,
+        request_timeout: float = REQUEST_TIMEOUT,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
+        self.broker = broker
+        self.host, self.port = host, port
+        self.max_request_bytes = max_request_bytes
+        self.request_timeout = request_timeout
+        self.max_connections = max_connections
+        self.connections = 0
+        self.closed_bad = 0  # connections closed for a bad frame
+        self.socket: socket.socket | None = None
+        self.address: tuple[str, int] | None = None  # once bound
+
+    def bind(self) -> tuple[str, int]:
+        """Bind and listen now (so a taken port fails the caller at once); the address."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        self.socket = socket.create_server((self.host, self.port), family=family, backlog=128)
+        self.address = self.socket.getsockname()[:2]
+        return self.address
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Serve on the bound socket (`bind` first if not yet) until cancelled."""
+        if self.socket is None:
+            self.bind()
+        listener = trio.SocketListener(trio.socket.from_stdlib_socket(self.socket))
+        logger.info("serving Kafka's protocol on %s:%d", *self.address)
+        task_status.started(self.address)
+        await trio.serve_listeners(self._connection, [listener])
+
+    async def _connection(self, stream: trio.SocketStream) -> None:
+        if self.connections >= self.max_connections:
+            await stream.aclose()
+            return
+        self.connections += 1
+        try:
+            await Connection(self, stream).serve()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            pass  # the client went away
+        except BadRequest as e:
+            self.closed_bad += 1
+            logger.info("closing a Kafka connection: %s", e)
+        finally:
+            self.connections -= 1
+            await trio.aclose_forcefully(stream)
+
+
+class Connection:
+    """One client's connection: read a frame, answer it, repeat."""
+
+    def __init__(self, listener: Listener, stream: trio.SocketStream) -> None:
+        self.listener = listener
+        self.stream = stream
+        self.buffer = bytearray()
+        host, port = stream.socket.getsockname()[:2]
+        self.advertised = (host, port)
+
+    async def serve(self) -> None:
+        broker = self.listener.broker
+        while True:
+            head = await self._receive(4, first=True)
+            if head is None:
+                return
+            size = protocol.frame_size(head)
+            if not 0 < size <= self.listener.max_request_bytes:
+                raise BadRequest(
+                    f"a request of {size} bytes (at most {self.listener.max_request_bytes})"
+                )
+            with trio.move_on_after(self.listener.request_timeout) as scope:
+                frame = await self._receive(size)
+            if scope.cancelled_caught or frame is None:
+                raise BadRequest(
+                    f"a request of {size} bytes did not arrive within "
+                    f"{self.listener.request_timeout:g} s"
+                )
+            request = protocol.read_request(frame)
+            reply = await broker.handle(request, self.advertised)
+            if reply is None:  # acks=0: Kafka's broker does not answer
+                continue
+            try:
+                await self._send(protocol.encode_response(request, reply))
+            finally:
+                reply.close()
+
+    async def _receive(self, n: int, first: bool = False) -> bytes | None:
+        """``n`` bytes; None at a clean end of the stream before the first."""
+        while len(self.buffer) < n:
+            chunk = await self.stream.receive_some(max(65536, n - len(self.buffer)))
+            if not chunk:
+                if first and not self.buffer:
+                    return None
+                raise BadRequest("the connection closed inside a request")
+            self.buffer += chunk
+        data = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        return data
+
+    async def _send(self, parts: list[bytes | Region]) -> None:
+        for part in parts:
+            if isinstance(part, Region):
+                await self._sendfile(part)
+            elif part:
+                await self.stream.send_all(part)
+
+    async def _sendfile(self, region: Region) -> None:
+        """The region's bytes from the page cache to the socket, never through Python."""
+        sock = self.stream.socket
+        position, left = region.position, region.size
+        while left:
+            try:
+                sent = os.sendfile(sock.fileno(), region.fd, position, left)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(sock)
+                continue
+            except OSError as e:
+                if e.errno in (errno.EPIPE, errno.ECONNRESET):
+                    raise trio.BrokenResourceError from e
+                raise
+            if sent == 0:  # the file shrank under us (retention): the frame cannot be finished
+                raise trio.BrokenResourceError("the segment file ended early")
+            position += sent
+            left -= sent
+            await trio.lowlevel.checkpoint()

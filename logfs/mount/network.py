@@ -1,0 +1,107 @@
+"""The daemon's Kafka listener: started beside a mount (``-o kafka=[HOST:]PORT``)
+or alone, without FUSE (``logfs serve DATA --listen [HOST:]PORT``).
+
+Alone, the daemon is a mount without the file system: it holds DATA's lock,
+recovers the partitions, runs the flusher and the log cleaner, writes the
+mount record (with no mount point, and the listener's address) and serves
+until SIGINT/SIGTERM; then it flushes, checkpoints and releases the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import sys
+
+import trio
+
+from ..core.client import mountinfo
+from ..core.errors import LogfsError
+from ..core.log import Store
+from ..kafka import Broker, Listener, parse_listen
+from .cleaning import Cleaner
+from .flusher import Flusher
+from .options import MountOptions, parse_options
+
+logger = logging.getLogger("logfs")
+
+
+def kafka_listener(
+    store: Store, options: MountOptions, ready: trio.Event | None = None
+) -> Listener | None:
+    """The bound listener ``options`` ask for, or None. Binding now makes a taken
+    port fail the mount before it is made.
+
+    Raises:
+        LogfsError: the address is not [HOST:]PORT or cannot be bound.
+    """
+    if options.kafka is None:
+        return None
+    try:
+        host, port = parse_listen(options.kafka)
+        broker = Broker(store, partitions=options.partitions, ready=ready)
+        listener = Listener(broker, host, port)
+        listener.bind()
+    except (ValueError, OSError) as e:
+        raise LogfsError(f"kafka={options.kafka}: {getattr(e, 'strerror', None) or e}") from None
+    return listener
+
+
+def address_of(listener: Listener | None) -> str | None:
+    """``HOST:PORT`` as the mount record keeps it."""
+    if listener is None or listener.address is None:
+        return None
+    host, port = listener.address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def serve(data: str, listen: str, options: dict[str, str | None]) -> int:
+    """``logfs serve``: 0 after a clean shutdown, else 1 with a one-line reason."""
+    logging.basicConfig(level=logging.INFO, format="logfs: %(levelname)s: %(message)s")
+    try:
+        opts = parse_options({**options, "kafka": listen})
+        if opts.read_only:
+            store = Store(data, defaults=opts.defaults, read_only=True)
+        else:
+            store = Store(data, defaults=opts.defaults)
+    except (LogfsError, OSError) as e:
+        print(f"logfs serve: {e}", file=sys.stderr)
+        return 1
+    with contextlib.ExitStack() as teardown:  # runs bottom-up, each step even if one fails
+        teardown.callback(store.close)
+        if not opts.read_only:
+            teardown.callback(store.checkpoint)
+            teardown.callback(store.flush)
+        try:
+            listener = kafka_listener(store, opts)
+        except LogfsError as e:
+            print(f"logfs serve: {e}", file=sys.stderr)
+            return 1
+        if not opts.read_only:
+            mountinfo.write_record(
+                data, "", partitions=opts.partitions, defaults=opts.defaults,
+                kafka=address_of(listener),
+            )  # fmt: skip
+            teardown.callback(_remove_record, data)
+        print(f"serving {data} on {address_of(listener)}", flush=True)
+        trio.run(_run, store, opts, listener)
+    return 0
+
+
+def _remove_record(data: str) -> None:
+    with contextlib.suppress(OSError):
+        mountinfo.remove_record(data)
+
+
+async def _run(store: Store, options: MountOptions, listener: Listener) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            if not options.read_only:
+                await nursery.start(Flusher(store, **options.tasks["flusher"]).run)
+                await nursery.start(Cleaner(store, **options.tasks["cleaner"]).run)
+            await nursery.start(listener.run)
+            async for signum in signals:
+                logger.info("%s: stopping", signal.Signals(signum).name)
+                break
+            nursery.cancel_scope.cancel()
