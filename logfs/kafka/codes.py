@@ -30,10 +30,10 @@ def error_code(e: Exception) -> ErrorCode:
     """Kafka's error code for a logfs error."""
     if isinstance(e, BatchTooLargeError | RecordTooLargeError):
         return ErrorCode.message_too_large
-    if isinstance(e, CorruptRecordError):
-        return ErrorCode.corrupt_message
-    if isinstance(e, InvalidBatchError | InvalidRecordError):
-        return ErrorCode.invalid_record
+    if isinstance(e, CorruptRecordError | InvalidBatchError):
+        return ErrorCode.corrupt_message  # as Kafka's LogValidator: CRC, framing, counts
+    if isinstance(e, InvalidRecordError):
+        return ErrorCode.invalid_record  # a keyless record for a compacted topic
     if isinstance(e, UnknownTopicError):
         return ErrorCode.unknown_topic_or_partition
     if isinstance(e, OffsetOutOfRangeError):

@@ -11,10 +11,18 @@ set), so a daemon killed after the answer loses nothing it acknowledged.
 from __future__ import annotations
 
 from ..core.errors import InvalidBatchError, LogfsError
-from ..core.format import read_header, split_batches
+from ..core.format import decode_records, read_header, split_batches
 from .codes import NO_THROTTLE, error_code
 from .producers import SequenceError
 from .protocol import PRODUCE, ErrorCode, make, schema
+
+
+def _keyless(batches) -> bool:
+    """Whether a record of ``batches`` has no key (False if they do not decode)."""
+    try:
+        return any(r.key is None for b in batches for r in decode_records(b, read_header(b)))
+    except (LogfsError, ValueError):
+        return False
 
 
 def _append(
@@ -22,6 +30,7 @@ def _append(
 ) -> tuple[int, int, str | None]:
     """(error code, base offset, message) of one partition's append. Retried
     batches of an idempotent producer are acknowledged, not appended again."""
+    log, batches = None, []
     try:
         log = broker.store.log(topic, partition)
         if not records:
@@ -40,6 +49,11 @@ def _append(
         return ErrorCode.none, base if known[0] is None else known[0], None
     except SequenceError as e:
         return e.code, -1, str(e)
+    except InvalidBatchError as e:
+        code = error_code(e)
+        if log is not None and log.config.compact and _keyless(batches):
+            code = ErrorCode.invalid_record  # Kafka's answer to a keyless compacted record
+        return code, -1, str(e).splitlines()[0]
     except (LogfsError, OSError) as e:
         return error_code(e), -1, str(e).splitlines()[0] if str(e) else None
 

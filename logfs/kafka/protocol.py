@@ -87,7 +87,7 @@ def read_request(frame: bytes) -> Request:
     """Parse one request frame (without its length field).
 
     Raises:
-        BadRequest: the header or a served request does not parse, or bytes follow it.
+        BadRequest: the header or a served request does not parse.
     """
     header, used = _read(RequestHeaderV1, frame, 0)
     key, version = header.request_api_key, header.request_api_version
@@ -97,9 +97,9 @@ def read_request(frame: bytes) -> Request:
         request_type = load_request_schema(key, version)
         if request_type.__flexible__:
             header, used = _read(RequestHeaderV2, frame, 0)
-        body, size = _read(request_type, frame, used)
-        if used + size != len(frame):
-            raise BadRequest(f"{len(frame) - used - size} bytes after the request")
+        # Bytes after the request are ignored, as Kafka's broker does: librdkafka's
+        # Metadata v12 carries three.
+        body, _ = _read(request_type, frame, used)
     return Request(key, version, header.correlation_id, header.client_id, body)
 
 
