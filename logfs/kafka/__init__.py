@@ -7,6 +7,13 @@ it. Messages are kio's, generated from Kafka's JSON schemas (protocol.py).
 """
 
 from .broker import Broker
-from .server import Listener, parse_listen
+from .server import MAX_CONNECTIONS, MAX_REQUEST_BYTES, REQUEST_TIMEOUT, Listener, parse_listen
 
-__all__ = ["Broker", "Listener", "parse_listen"]
+__all__ = [
+    "MAX_CONNECTIONS",
+    "MAX_REQUEST_BYTES",
+    "REQUEST_TIMEOUT",
+    "Broker",
+    "Listener",
+    "parse_listen",
+]

@@ -19,7 +19,14 @@ import trio
 from ..core.client import mountinfo
 from ..core.errors import LogfsError
 from ..core.log import Store
-from ..kafka import Broker, Listener, parse_listen
+from ..kafka import (
+    MAX_CONNECTIONS,
+    MAX_REQUEST_BYTES,
+    REQUEST_TIMEOUT,
+    Broker,
+    Listener,
+    parse_listen,
+)
 from .cleaning import Cleaner
 from .flusher import Flusher
 from .options import MountOptions, parse_options
@@ -40,8 +47,21 @@ def kafka_listener(
         return None
     try:
         host, port = parse_listen(options.kafka)
-        broker = Broker(store, partitions=options.partitions, ready=ready)
-        listener = Listener(broker, host, port)
+        settings = options.kafka_settings
+        broker = Broker(
+            store,
+            partitions=options.partitions,
+            auto_create=settings.get("kafka.auto.create.topics", True),
+            ready=ready,
+        )
+        listener = Listener(
+            broker,
+            host,
+            port,
+            max_request_bytes=settings.get("kafka.max.request.bytes", MAX_REQUEST_BYTES),
+            request_timeout=settings.get("kafka.request.timeout.ms", REQUEST_TIMEOUT * 1000) / 1000,
+            max_connections=settings.get("kafka.max.connections", MAX_CONNECTIONS),
+        )
         listener.bind()
     except (ValueError, OSError) as e:
         raise LogfsError(f"kafka={options.kafka}: {getattr(e, 'strerror', None) or e}") from None

@@ -40,6 +40,14 @@ BROKER_OPTIONS = {
     "log.cleaner.io.max.bytes.per.second": ("cleaner", "io_rate", 1),
 }
 
+# The Kafka listener's bounds and behaviour (docs/kafka.md): option -> its parser.
+KAFKA_OPTIONS = {
+    "kafka.max.request.bytes": "positive",
+    "kafka.request.timeout.ms": "positive",
+    "kafka.max.connections": "positive",
+    "kafka.auto.create.topics": "bool",
+}
+
 
 class MountOptions(NamedTuple):
     """``-o`` options, sorted by who consumes them."""
@@ -52,12 +60,13 @@ class MountOptions(NamedTuple):
     tasks: dict[str, dict[str, float]]  # "flusher"/"cleaner" -> arguments (BROKER_OPTIONS)
     owner: Ownership  # uid=, gid=, umask=
     kafka: str | None = None  # kafka=[HOST:]PORT: also serve Kafka's protocol there
+    kafka_settings: Mapping[str, int | bool] = {}  # KAFKA_OPTIONS
 
 
 def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     """Sort ``-o`` options; raises LogfsError for an unknown one or a bad value."""
     fuse, defaults, tasks = set(), {}, {"flusher": {}, "cleaner": {}}
-    partitions, log, kafka = 1, None, None
+    partitions, log, kafka, kafka_settings = 1, None, None, {}
     owner = Ownership()
     for key, value in options.items():
         if key in FUSE_OPTIONS:
@@ -72,6 +81,8 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
             log = value or None
         elif key == "kafka":
             kafka = _listen_value(value or "")
+        elif key in KAFKA_OPTIONS:
+            kafka_settings[key] = _kafka_value(key, value or "")
         elif key in ("uid", "gid", "umask"):
             owner = owner._replace(**{key: _owner_value(key, value or "")})
         elif key in BROKER_OPTIONS:
@@ -91,8 +102,19 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
         # delete topics; with them, DATA's owner and modes apply (docs/operations.md).
         fuse.add("default_permissions")
     return MountOptions(
-        frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks, owner, kafka
-    )
+        frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks, owner, kafka,
+        kafka_settings,
+    )  # fmt: skip
+
+
+def _kafka_value(key: str, value: str) -> int | bool:
+    if KAFKA_OPTIONS[key] == "bool":
+        if value not in ("true", "false"):
+            raise LogfsError(f"{key}={value}: expected true or false")
+        return value == "true"
+    if not value.isdigit() or int(value) < 1:
+        raise LogfsError(f"{key}={value}: expected a positive integer")
+    return int(value)
 
 
 def _listen_value(value: str) -> str:
