@@ -9,7 +9,8 @@
 #    codec), venv, systemd-analyze (the suite verifies the systemd unit), and a
 #    Java runtime for Spark when there is no java; with LOGFS_TEST_TOOLS=1 (set
 #    by test.sh) also what only the suite runs: libfiu's fiu-utils (fault
-#    injection) and nginx (a service logging through the mount).
+#    injection), nginx (a service logging through the mount), kcat (a Kafka
+#    client) and strace (the Kafka listener's sendfile).
 #    `apt-get update` runs only when something is missing.
 # 2. A virtual environment in the checkout (.venv) holding logfs with its test and Spark
 #    extras, installed by pip as users install it (`pip install -e '.[test,spark]'`),
@@ -68,6 +69,9 @@ if [[ ${LOGFS_TEST_TOOLS:-0} == 1 ]]; then  # set by test.sh: tools only the sui
     [[ -e /usr/lib/fiu/fiu_posix_preload.so ]] && command -v fiu-ctrl >/dev/null 2>&1 || need fiu-utils
     # a real service logging through the mount (tests/test_services.py)
     [[ -x /usr/sbin/nginx ]] || need nginx
+    # Kafka clients and tracing for the Kafka listener's tests (tests/test_kafka_*.py)
+    command -v kcat >/dev/null 2>&1 || need kcat
+    command -v strace >/dev/null 2>&1 || need strace
 fi
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || need ca-certificates  # pip's HTTPS
 java_missing=0
