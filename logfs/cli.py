@@ -193,6 +193,8 @@ MOUNT_EPILOG = """mount options (-o, comma-separated or repeated):
   umask=NNN                   modes 0777/0666/0444 less this octal mask (default: DATA's modes)
   partitions=N                partitions of a topic made with mkdir (default 1)
   log=PATH                    the detached daemon's log file (default DATA/logfs.log)
+  kafka=[HOST:]PORT           also serve Kafka's wire protocol there (no HOST: loopback only;
+                              kafka.* options and everything else in docs/kafka.md)
   log.retention.check.interval.ms=N          how often retention runs (ms, default 300000)
   log.flush.offset.checkpoint.interval.ms=N  how often checkpoints are written (ms, 60000)
   log.cleaner.backoff.ms=N                   how often the cleaner looks for work (ms, 15000)

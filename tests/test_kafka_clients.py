@@ -167,3 +167,33 @@ def test_confluent_kafka_idempotent_producer(tmp_path):
         assert [(r.key, r.value, r.headers) for r in records] == [
             (f"{i % 3}".encode(), values[i], (("seq", str(i).encode()),)) for i in range(500)
         ]
+
+
+def test_topics_made_and_deleted_over_the_protocol_show_in_the_mount(tmp_path):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    with mounted(data, mnt, "partitions=1") as (_, bootstrap):
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        assert admin.create_topics([NewTopic("made", 3, 1)])["made"].result(10) is None
+        assert sorted(p.name for p in (mnt / "made").iterdir() if p.name.isdigit()) == [
+            "0",
+            "1",
+            "2",
+        ]
+        kcat("-b", bootstrap, "-P", "-t", "made", "-p", "1", input=b"first\n")
+        kept = open(mnt / "made" / "1" / "stream", "rb")  # noqa: SIM115 - held across the delete
+        try:
+            assert kept.read() == b"first\n"
+            assert admin.delete_topics(["made"])["made"].result(10) is None
+            assert not (mnt / "made").exists()
+            assert admin.create_topics([NewTopic("made", 2, 1)])["made"].result(10) is None
+            assert not (mnt / "made" / "1" / "offset" / "0").exists()
+            kcat("-b", bootstrap, "-P", "-t", "made", "-p", "1", input=b"second\n")
+            assert (mnt / "made" / "1" / "offset" / "0").read_bytes() == b"second"
+            try:  # the old descriptor never reaches the new topic
+                assert b"second" not in kept.read()
+            except OSError:
+                pass
+        finally:
+            kept.close()

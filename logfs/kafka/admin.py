@@ -74,7 +74,10 @@ def delete_topics(broker, request, advertised):
     results = []
     for name in names:
         code, message = _outcome(lambda name=name: broker.store.delete_topic(name))
-        broker.producers.forget(name)
+        if code == ErrorCode.none:
+            broker.producers.forget(name)
+            if broker.topic_deleted is not None:
+                broker.topic_deleted(name)
         results.append(
             make(m.DeletableTopicResult, name=name, error_code=code, error_message=message)
         )

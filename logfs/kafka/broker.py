@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -45,6 +46,8 @@ class Broker:
         auto_create: create a topic a Metadata request names (Kafka's
             ``auto.create.topics.enable``).
         ready: set once the store's partitions are recovered; requests wait for it.
+        topic_deleted: called with a topic's name after DeleteTopics removed it
+            (the mount forgets the topic's inodes, as after ``rmdir``).
     """
 
     def __init__(
@@ -54,11 +57,13 @@ class Broker:
         partitions: int = 1,
         auto_create: bool = True,
         ready: trio.Event | None = None,
+        topic_deleted: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
         self.partitions = partitions
         self.auto_create = auto_create and not store.read_only
         self.ready = ready
+        self.topic_deleted = topic_deleted
         self.producers = producers.Producers()
         self.appended = trio.Event()  # set (and replaced) by every produce: wakes fetchers
 

@@ -88,7 +88,7 @@ def serve(
     # wait for an answer from this very thread.
     real_mountpoint = os.path.realpath(mountpoint)
     try:
-        listener = kafka_listener(store, options, ops.ready)
+        listener = kafka_listener(store, options, ops.ready, ops.view.forget_topic)
         pyfuse3.init(ops, mountpoint, fuse_options)
     except BaseException:
         store.close()

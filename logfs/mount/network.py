@@ -13,6 +13,7 @@ import contextlib
 import logging
 import signal
 import sys
+from collections.abc import Callable
 
 import trio
 
@@ -35,10 +36,14 @@ logger = logging.getLogger("logfs")
 
 
 def kafka_listener(
-    store: Store, options: MountOptions, ready: trio.Event | None = None
+    store: Store,
+    options: MountOptions,
+    ready: trio.Event | None = None,
+    topic_deleted: Callable[[str], None] | None = None,
 ) -> Listener | None:
     """The bound listener ``options`` ask for, or None. Binding now makes a taken
-    port fail the mount before it is made.
+    port fail the mount before it is made. ``ready`` and ``topic_deleted``: see
+    `Broker`.
 
     Raises:
         LogfsError: the address is not [HOST:]PORT or cannot be bound.
@@ -53,6 +58,7 @@ def kafka_listener(
             partitions=options.partitions,
             auto_create=settings.get("kafka.auto.create.topics", True),
             ready=ready,
+            topic_deleted=topic_deleted,
         )
         listener = Listener(
             broker,

@@ -14,8 +14,12 @@ instead of waiting for its lock::
       "boot_id": "0f6e...",                  /proc/sys/kernel/random/boot_id at mount time
       "started_ms": 1732230000000,           when the mount became ready, epoch ms
       "partitions": 1,                       partitions of a topic made by mkdir (-o partitions=N)
-      "defaults": {"flush.ms": "500"}        the mount-wide topic defaults (-o key=value)
+      "defaults": {"flush.ms": "500"},       the mount-wide topic defaults (-o key=value)
+      "kafka": "127.0.0.1:9092"              the daemon's Kafka listener (docs/kafka.md), or null
     }
+
+`logfs serve` (Kafka's protocol without FUSE) writes one too, with an empty
+mount point: never live for writers, it tells where the listener is.
 
 It is written atomically (a temporary file renamed over it) once the mount is
 in the mount table, and removed first thing at a clean shutdown. A daemon that
