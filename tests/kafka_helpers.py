@@ -30,15 +30,17 @@ SERVING = re.compile(r"^serving .* on (\S+):(\d+)$", re.M)
 class Served:
     """``logfs serve DATA --listen 127.0.0.1:0`` as a child process."""
 
-    def __init__(self, data: Path, *options: str):
+    def __init__(self, data: Path, *options: str, listen: str = "127.0.0.1:0"):
+        """``listen``: where; a wildcard address is reached through 127.0.0.1."""
         self.data = Path(data)
         self.options = options
+        self.listen = listen
         self.log = self.data.parent / "serve.log"
         self.proc: subprocess.Popen | None = None
         self.address: tuple[str, int] | None = None
 
     def start(self, timeout: float = 60) -> Served:
-        cmd = [*LOGFS, "serve", str(self.data), "--listen", "127.0.0.1:0"]
+        cmd = [*LOGFS, "serve", str(self.data), "--listen", self.listen]
         if self.options:
             cmd += ["-o", ",".join(self.options)]
         self.log.write_bytes(b"")
@@ -52,7 +54,8 @@ class Served:
                 raise RuntimeError(f"logfs serve exited {self.proc.returncode}: {self.output()}")
             assert time.monotonic() < deadline, "logfs serve did not start"
             time.sleep(0.02)
-        self.address = (found.group(1), int(found.group(2)))
+        host = found.group(1)
+        self.address = ("127.0.0.1" if host == "0.0.0.0" else host, int(found.group(2)))
         return self
 
     @property
@@ -155,6 +158,19 @@ def call(address: tuple[str, int] | str, api_key: int, version: int, body, sock=
             return call(address, api_key, version, body, sock)
     sock.sendall(encode_request(api_key, version, body))
     return decode_response(api_key, version, receive_frame(sock))[1]
+
+
+def closed(sock: socket.socket, timeout: float = 10) -> bool:
+    """Whether the listener closed ``sock`` (reads EOF) within ``timeout``."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+    return True
 
 
 def connect(address: tuple[str, int] | str, timeout: float = 30) -> socket.socket:

@@ -7,7 +7,15 @@ it. Messages are kio's, generated from Kafka's JSON schemas (protocol.py).
 """
 
 from .broker import Broker
-from .server import MAX_CONNECTIONS, MAX_REQUEST_BYTES, REQUEST_TIMEOUT, Listener, parse_listen
+from .sasl import read_credentials
+from .server import (
+    MAX_CONNECTIONS,
+    MAX_REQUEST_BYTES,
+    REQUEST_TIMEOUT,
+    Listener,
+    check_exposure,
+    parse_listen,
+)
 
 __all__ = [
     "MAX_CONNECTIONS",
@@ -15,5 +23,7 @@ __all__ = [
     "REQUEST_TIMEOUT",
     "Broker",
     "Listener",
+    "check_exposure",
     "parse_listen",
+    "read_credentials",
 ]

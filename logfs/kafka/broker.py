@@ -48,6 +48,7 @@ class Broker:
         ready: set once the store's partitions are recovered; requests wait for it.
         topic_deleted: called with a topic's name after DeleteTopics removed it
             (the mount forgets the topic's inodes, as after ``rmdir``).
+        users: SASL/PLAIN credentials (sasl.py); None serves clients unauthenticated.
     """
 
     def __init__(
@@ -58,12 +59,14 @@ class Broker:
         auto_create: bool = True,
         ready: trio.Event | None = None,
         topic_deleted: Callable[[str], None] | None = None,
+        users: dict[str, str] | None = None,
     ) -> None:
         self.store = store
         self.partitions = partitions
         self.auto_create = auto_create and not store.read_only
         self.ready = ready
         self.topic_deleted = topic_deleted
+        self.users = users
         self.producers = producers.Producers()
         self.appended = trio.Event()  # set (and replaced) by every produce: wakes fetchers
 

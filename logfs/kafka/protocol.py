@@ -41,6 +41,7 @@ __all__ = ["ErrorCode", "SERVED"]
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID = 18, 19, 20, 22
 DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 37, 44
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 # API key -> (lowest, highest) version served. Produce from v3 and Fetch from v4 carry
 # RecordBatch v2; Fetch v13+ and Produce v13 name topics by id, which logfs has not.
@@ -56,6 +57,8 @@ SERVED: dict[int, tuple[int, int]] = {
     DESCRIBE_CONFIGS: (1, 4),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     INIT_PRODUCER_ID: (0, 4),
+    SASL_HANDSHAKE: (0, 1),
+    SASL_AUTHENTICATE: (0, 2),
 }
 
 _SIZE = struct.Struct(">i")

@@ -12,15 +12,17 @@ closes its connection only; nothing a client sends stops the listener.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import logging
 import os
 import socket
 
 import trio
 
-from . import protocol
+from ..core.errors import LogfsError
+from . import protocol, sasl
 from .broker import Broker
-from .protocol import BadRequest, Region
+from .protocol import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, BadRequest, Region, Reply
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,29 @@ def parse_listen(text: str) -> tuple[str, int]:
     if not port.isdigit() or int(port) > 65535:
         raise ValueError(f"{text!r}: expected [HOST:]PORT with a port number 0-65535")
     return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` names is a loopback one."""
+    try:
+        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return False
+    return all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in found)
+
+
+def check_exposure(host: str, users: dict | None, allow_anonymous: bool) -> None:
+    """A listener other programs' machines can reach needs SASL credentials,
+    unless anonymous access is asked for explicitly.
+
+    Raises:
+        LogfsError: a non-loopback ``host`` without either.
+    """
+    if users is None and not allow_anonymous and not is_loopback(host):
+        raise LogfsError(
+            f"{host} is not a loopback address: give SASL credentials "
+            "(-o kafka.sasl.users=FILE) or allow anonymous clients (-o kafka.allow.anonymous=true)"
+        )
 
 
 class Listener:
@@ -107,6 +132,10 @@ class Connection:
         self.buffer = bytearray()
         host, port = stream.socket.getsockname()[:2]
         self.advertised = (host, port)
+        self.users = listener.broker.users  # None: no authentication
+        self.user: str | None = None
+        self.mechanism_chosen = False
+        self.raw_token_expected = False  # after SaslHandshake v0
 
     async def serve(self) -> None:
         broker = self.listener.broker
@@ -126,14 +155,45 @@ class Connection:
                     f"a request of {size} bytes did not arrive within "
                     f"{self.listener.request_timeout:g} s"
                 )
+            if self.raw_token_expected:  # SaslHandshake v0: a bare token, a bare answer
+                self.raw_token_expected = False
+                self.user = sasl.check_plain(frame, self.users)
+                if self.user is None:
+                    raise BadRequest("SASL authentication failed")
+                await self.stream.send_all(b"\0\0\0\0")
+                continue
             request = protocol.read_request(frame)
-            reply = await broker.handle(request, self.advertised)
+            refused = None
+            if request.api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) and request.body is not None:
+                reply, refused = self._sasl(request)
+            elif self.users is not None and self.user is None and request.api_key != API_VERSIONS:
+                raise BadRequest(f"request {request.api_key} before SASL authentication")
+            else:
+                reply = await broker.handle(request, self.advertised)
             if reply is None:  # acks=0: Kafka's broker does not answer
                 continue
             try:
                 await self._send(protocol.encode_response(request, reply))
             finally:
                 reply.close()
+            if refused:
+                raise BadRequest(refused)
+
+    def _sasl(self, request) -> tuple[Reply, str | None]:
+        """SaslHandshake or SaslAuthenticate: the reply, and why to close the
+        connection after it (a failed authentication), if so."""
+        if request.api_key == SASL_HANDSHAKE:
+            body, served = sasl.handshake(request)
+            self.mechanism_chosen = served and self.users is not None
+            self.raw_token_expected = self.mechanism_chosen and request.version == 0
+            return Reply(body), None
+        if not self.mechanism_chosen or self.user is not None:
+            raise BadRequest("SaslAuthenticate without a SaslHandshake for PLAIN")
+        body, self.user = sasl.authenticate(request, self.users)
+        if self.user is None:
+            return Reply(body), "SASL authentication failed"
+        logger.info("Kafka client authenticated as %s", self.user)
+        return Reply(body), None
 
     async def _receive(self, n: int, first: bool = False) -> bytes | None:
         """``n`` bytes; None at a clean end of the stream before the first."""

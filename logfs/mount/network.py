@@ -26,7 +26,9 @@ from ..kafka import (
     REQUEST_TIMEOUT,
     Broker,
     Listener,
+    check_exposure,
     parse_listen,
+    read_credentials,
 )
 from .cleaning import Cleaner
 from .flusher import Flusher
@@ -53,12 +55,17 @@ def kafka_listener(
     try:
         host, port = parse_listen(options.kafka)
         settings = options.kafka_settings
+        users = None
+        if "kafka.sasl.users" in settings:
+            users = read_credentials(settings["kafka.sasl.users"])
+        check_exposure(host, users, settings.get("kafka.allow.anonymous", False))
         broker = Broker(
             store,
             partitions=options.partitions,
             auto_create=settings.get("kafka.auto.create.topics", True),
             ready=ready,
             topic_deleted=topic_deleted,
+            users=users,
         )
         listener = Listener(
             broker,

@@ -46,6 +46,8 @@ KAFKA_OPTIONS = {
     "kafka.request.timeout.ms": "positive",
     "kafka.max.connections": "positive",
     "kafka.auto.create.topics": "bool",
+    "kafka.allow.anonymous": "bool",
+    "kafka.sasl.users": "path",
 }
 
 
@@ -60,7 +62,7 @@ class MountOptions(NamedTuple):
     tasks: dict[str, dict[str, float]]  # "flusher"/"cleaner" -> arguments (BROKER_OPTIONS)
     owner: Ownership  # uid=, gid=, umask=
     kafka: str | None = None  # kafka=[HOST:]PORT: also serve Kafka's protocol there
-    kafka_settings: Mapping[str, int | bool] = {}  # KAFKA_OPTIONS
+    kafka_settings: Mapping[str, int | bool | str] = {}  # KAFKA_OPTIONS
 
 
 def parse_options(options: Mapping[str, str | None]) -> MountOptions:
@@ -107,7 +109,11 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     )  # fmt: skip
 
 
-def _kafka_value(key: str, value: str) -> int | bool:
+def _kafka_value(key: str, value: str) -> int | bool | str:
+    if KAFKA_OPTIONS[key] == "path":
+        if not value:
+            raise LogfsError(f"{key}=: expected a file")
+        return value
     if KAFKA_OPTIONS[key] == "bool":
         if value not in ("true", "false"):
             raise LogfsError(f"{key}={value}: expected true or false")
