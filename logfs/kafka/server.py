@@ -129,7 +129,6 @@ class Connection:
     def __init__(self, listener: Listener, stream: trio.SocketStream) -> None:
         self.listener = listener
         self.stream = stream
-        self.buffer = bytearray()
         host, port = stream.socket.getsockname()[:2]
         self.advertised = (host, port)
         self.users = listener.broker.users  # None: no authentication
@@ -195,18 +194,19 @@ class Connection:
         logger.info("Kafka client authenticated as %s", self.user)
         return Reply(body), None
 
-    async def _receive(self, n: int, first: bool = False) -> bytes | None:
-        """``n`` bytes; None at a clean end of the stream before the first."""
-        while len(self.buffer) < n:
-            chunk = await self.stream.receive_some(max(65536, n - len(self.buffer)))
-            if not chunk:
-                if first and not self.buffer:
+    async def _receive(self, n: int, first: bool = False) -> memoryview | None:
+        """``n`` bytes, received straight into their buffer; None at a clean end
+        of the stream before the first."""
+        data = bytearray(n)
+        view, got = memoryview(data), 0
+        while got < n:
+            count = await self.stream.socket.recv_into(view[got:])
+            if not count:
+                if first and not got:
                     return None
                 raise BadRequest("the connection closed inside a request")
-            self.buffer += chunk
-        data = bytes(self.buffer[:n])
-        del self.buffer[:n]
-        return data
+            got += count
+        return view.toreadonly()
 
     async def _send(self, parts: list[bytes | Region]) -> None:
         for part in parts:

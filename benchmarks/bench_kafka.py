@@ -1,0 +1,249 @@
+"""The Kafka listener against its physical limits, side by side in one run
+(one mount daemon with ``-o kafka=127.0.0.1:0``, interleaved rounds, medians):
+
+- **fetch**: a client issuing Fetch requests (1 MiB per partition) over one
+  connection and discarding the record bytes, reading a whole partition of
+  16 KiB batches, vs ``sendfile`` of the same segment file to a loopback
+  socket drained by a reader (the physical limit of the bytes' path);
+- **produce**: 16 KiB batches, 64 per Produce request (acks=1), over one
+  connection, vs the same batches written to ``append.batches`` of the mount
+  in 1 MiB ``write()`` calls;
+- **kcat**: ``kcat -C -e`` of a partition of 1 M (``--records``) 100-byte
+  records end to end, vs ``cat`` of the same partition's ``stream``.
+
+    python benchmarks/bench_kafka.py [--mib 256] [--records 1000000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from mounts import logfs_mount
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
+from kafka_helpers import decode_response, encode_request  # noqa: E402
+from kio.index import load_request_schema  # noqa: E402
+
+from logfs.core.client import mountinfo  # noqa: E402
+from logfs.core.log import Store  # noqa: E402
+
+BATCH_BYTES = 16 * 1024
+PER_REQUEST = 64  # batches per Produce request / per append.batches write
+FETCH_BYTES = int(os.environ.get("FETCH_BYTES", 1 << 20))  # partition_max_bytes of a Fetch
+
+
+def one_batch(record_bytes: int = 100) -> bytes:
+    """A 16 KiB RecordBatch of 100-byte values, as a producer builds it."""
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    i = 0
+    while builder.size() < BATCH_BYTES - record_bytes - 20:
+        builder.append(i, timestamp=int(time.time() * 1000), key=None,
+                       value=b"%099d" % i, headers=[])  # fmt: skip
+        i += 1
+    return bytes(builder.build())
+
+
+def fill(data: Path, topic: str, batch: bytes, total: int) -> None:
+    with Store(data) as store:
+        store.create_topic(topic, 1, {"segment.bytes": str(1 << 30)})
+        log = store.log(topic, 0)
+        for _ in range(total // (len(batch) * PER_REQUEST)):
+            log.append_batches([batch] * PER_REQUEST)
+        store.flush()
+
+
+def fill_small(data: Path, topic: str, records: int) -> None:
+    with Store(data) as store:
+        store.create_topic(topic, 1)
+        log = store.log(topic, 0)
+        value = b"x" * 100
+        for i in range(0, records, 100_000):
+            log.append([value] * min(100_000, records - i))
+        store.flush()
+
+
+# ---------------------------------------------------------------- fetch
+
+
+def receive_frame(sock: socket.socket) -> memoryview:
+    """One response frame, received straight into its buffer."""
+    head = bytearray(4)
+    sock.recv_into(head, 4, socket.MSG_WAITALL)
+    (size,) = struct.unpack(">i", head)
+    frame = memoryview(bytearray(size))
+    got = 0
+    while got < size:
+        got += sock.recv_into(frame[got:])
+    return frame.toreadonly()
+
+
+def fetch_all(address: tuple[str, int], topic: str, end: int) -> int:
+    """Fetch the partition from offset 0 to ``end``; returns the record bytes."""
+    t = load_request_schema(1, 11)
+    module = __import__(t.__module__, fromlist=["x"])
+    offset, received = 0, 0
+    with socket.create_connection(address) as sock:
+        while offset < end:
+            request = t(
+                replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=50 << 20,
+                isolation_level=0, forgotten_topics_data=(),
+                topics=(module.FetchTopic(topic=topic, partitions=(module.FetchPartition(
+                    partition=0, fetch_offset=offset, partition_max_bytes=FETCH_BYTES),)),),
+            )  # fmt: skip
+            sock.sendall(encode_request(1, 11, request))
+            _, response = decode_response(1, 11, receive_frame(sock))
+            records = response.responses[0].partitions[0].records
+            received += len(records)
+            # the next offset: after the last whole batch (base offset + last offset delta + 1)
+            pos = last = 0
+            while pos + 61 <= len(records):
+                (base, length) = struct.unpack_from(">qi", records, pos)
+                (delta,) = struct.unpack_from(">i", records, pos + 23)
+                last = base + delta + 1
+                pos += 12 + length
+            offset = last
+    return received
+
+
+def sendfile_limit(path: Path) -> int:
+    """sendfile of the whole file to a loopback TCP socket, drained by a thread."""
+    server = socket.create_server(("127.0.0.1", 0))
+    got = [0]
+
+    def drain() -> None:
+        conn, _ = server.accept()
+        buffer = bytearray(1 << 20)
+        with conn:
+            while n := conn.recv_into(buffer):
+                got[0] += n
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    with socket.create_connection(server.getsockname()) as sock, open(path, "rb") as f:
+        size, position = os.fstat(f.fileno()).st_size, 0
+        while position < size:
+            position += os.sendfile(sock.fileno(), f.fileno(), position, size - position)
+    reader.join()
+    server.close()
+    return got[0]
+
+
+# ---------------------------------------------------------------- produce
+
+
+def produce_over_protocol(address, topic: str, batch: bytes, total: int) -> None:
+    t = load_request_schema(0, 9)
+    module = __import__(t.__module__, fromlist=["x"])
+    records = batch * PER_REQUEST
+    request = encode_request(0, 9, t(
+        transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=30),
+        topic_data=(module.TopicProduceData(name=topic, partition_data=(
+            module.PartitionProduceData(index=0, records=records),)),),
+    ))  # fmt: skip
+    with socket.create_connection(address) as sock:
+        for _ in range(total // len(records)):
+            sock.sendall(request)
+            _, response = decode_response(0, 9, receive_frame(sock))
+            assert response.responses[0].partition_responses[0].error_code == 0
+
+
+def produce_to_append_batches(mnt: Path, topic: str, batch: bytes, total: int) -> None:
+    records = batch * PER_REQUEST
+    fd = os.open(mnt / topic / "0" / "append.batches", os.O_WRONLY | os.O_APPEND)
+    try:
+        for _ in range(total // len(records)):
+            os.write(fd, records)
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------- the run
+
+
+def timed(fn, *args) -> float:
+    started = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=int, default=256, help="bytes fetched and produced per round")
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    total = args.mib << 20
+    batch = one_batch()
+    with tempfile.TemporaryDirectory(prefix="bench-kafka-", dir=Path.home()) as tmp:
+        root = Path(tmp)
+        data, mnt = root / "data", root / "mnt"
+        mnt.mkdir()
+        fill(data, "fetched", batch, total)
+        fill_small(data, "small", args.records)
+        with Store(data) as store:
+            for name in ("produced-kafka", "produced-mount"):
+                store.create_topic(name, 1, {"segment.bytes": str(1 << 30)})
+            end = store.log("fetched", 0).next_offset
+        segment = next((data / "fetched-0").glob("*.log"))
+        times: dict[str, list[float]] = {}
+        with logfs_mount(data, mnt, root / "daemon.log", "kafka=127.0.0.1:0"):
+            deadline = time.monotonic() + 30
+            while (record := mountinfo.read_record(data)) is None or not record.kafka:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            host, _, port = record.kafka.rpartition(":")
+            address = (host, int(port))
+            bootstrap = record.kafka
+            cases = {
+                "fetch": lambda: fetch_all(address, "fetched", end),
+                "sendfile limit": lambda: sendfile_limit(segment),
+                "produce (protocol)": lambda: produce_over_protocol(
+                    address, "produced-kafka", batch, total),
+                "append.batches": lambda: produce_to_append_batches(
+                    mnt, "produced-mount", batch, total),
+                "kcat -C -e": lambda: subprocess.run(
+                    ["kcat", "-b", bootstrap, "-C", "-t", "small", "-e", "-q", "-f", "%s\n"],
+                    stdout=subprocess.DEVNULL, check=True),
+                "cat stream": lambda: subprocess.run(
+                    ["cat", str(mnt / "small" / "0" / "stream")],
+                    stdout=subprocess.DEVNULL, check=True),
+            }  # fmt: skip
+            for r in range(args.rounds):
+                names = list(cases)
+                names = names[r % len(names) :] + names[: r % len(names)]
+                for name in names:
+                    times.setdefault(name, []).append(timed(cases[name]))
+        median = {name: statistics.median(t) for name, t in times.items()}
+        size = segment.stat().st_size
+        print(f"{'case':<22}{'median s':>10}{'MiB/s':>10}")
+        for name, seconds in median.items():
+            volume = size if name in ("fetch", "sendfile limit") else total
+            rate = (
+                f"{volume / seconds / 2**20:10.0f}"
+                if "kcat" not in name and "cat" not in name
+                else ""
+            )
+            print(f"{name:<22}{seconds:10.3f}{rate}")
+        fetch_ratio = median["sendfile limit"] / median["fetch"]
+        produce_ratio = median["append.batches"] / median["produce (protocol)"]
+        kcat_rate = args.records / median["kcat -C -e"] / 1e6
+        cat_rate = args.records / median["cat stream"] / 1e6
+        print(f"fetch / sendfile limit:    {fetch_ratio:.2f}")
+        print(f"produce / append.batches:  {produce_ratio:.2f}")
+        print(f"kcat -C -e: {kcat_rate:.2f} M records/s; cat stream: {cat_rate:.2f} M records/s")
+
+
+if __name__ == "__main__":
+    main()
