@@ -1,5 +1,6 @@
 """The Kafka listener against its physical limits, side by side in one run
-(one mount daemon with ``-o kafka=127.0.0.1:0``, interleaved rounds, medians):
+(one mount daemon with ``-o kafka=127.0.0.1:0``, a warm-up round, then
+interleaved rounds, medians):
 
 - **fetch**: a client issuing Fetch requests (1 MiB per partition) over one
   connection and discarding the record bytes, reading a whole partition of
@@ -220,6 +221,8 @@ def main() -> None:
                     ["cat", str(mnt / "small" / "0" / "stream")],
                     stdout=subprocess.DEVNULL, check=True),
             }  # fmt: skip
+            for name in ("fetch", "kcat -C -e", "cat stream"):  # warm-up: imports, page cache
+                cases[name]()
             for r in range(args.rounds):
                 names = list(cases)
                 names = names[r % len(names) :] + names[: r % len(names)]

@@ -37,7 +37,7 @@ from ..format.batching import record_bound
 from ..format.record import CREATE_TIME
 from ..log.partitioner import Partitioner, partition_for_key
 from ..log.store import Store, validate_topic_name
-from . import mountinfo
+from . import mountinfo, wire
 from .accumulator import PartitionBatches, ProducerRecord, check_fits
 from .delivery import (
     MountGone,
@@ -78,7 +78,9 @@ class Producer:
     """Sends records to the topics of the data directory ``data``.
 
     Args:
-        data: the data directory (created, without a mount, if missing).
+        data: the data directory (created, without a mount, if missing), or
+            ``kafka://HOST:PORT``: a logfs Kafka listener (or Kafka broker) that
+            takes the batches over the network (wire.py; docs/kafka.md).
         batch_size: Kafka's ``batch.size``: the most bytes of records in a batch
             (a larger record gets a batch of its own; 0: one record per batch).
         compression_type: Kafka's producer ``compression.type`` (none, gzip,
@@ -108,6 +110,7 @@ class Producer:
         if batch_size < 0:
             raise InvalidConfigError(f"batch_size {batch_size} is negative")
         self.data = os.fspath(data)
+        self._wire = wire.Wire(self.data, mount_timeout) if wire.is_address(self.data) else None
         self.batch_size = batch_size
         self.compression_type = compression_type or "none"
         self.buffer_memory = buffer_memory
@@ -261,6 +264,14 @@ class Producer:
         """Partition count and configuration, read once per flush (read-only,
         no lock); the topic is created first if it does not exist."""
         meta = self._topics.get(topic)
+        if meta is None and self._wire is not None:
+            validate_topic_name(topic)
+            if (meta := self._wire.topic(topic)) is None:
+                self._wire.create_topic(topic)
+                meta = self._wire.topic(topic)
+            if meta is None:
+                raise UnknownTopicError(f"topic {topic!r} vanished as it was created")
+            meta = self._topics[topic] = _Topic(*meta)
         if meta is None:
             meta = read_topic(self.data, topic, self.mount_timeout)
             if meta is None:
@@ -304,6 +315,8 @@ class Producer:
                 self._deliver()
             finally:
                 self._closed = True
+                if self._wire is not None:
+                    self._wire.close()
 
     def __enter__(self) -> Producer:
         return self
@@ -319,6 +332,12 @@ class Producer:
                 self._pending_bytes += pending.close(self._codec(meta.config), limit)
         self._topics.clear()  # re-read metadata after each flush, as Kafka refreshes it
         self._sticky.clear()
+        if self._wire is not None:
+            for key in sorted(self._pending):
+                batches, _ = self._take(key)  # appended, or refused: never sent twice
+                for first, count in self._wire.produce(*key, batches):
+                    self._done(key, first, count)
+            return
         for _ in range(3):  # a mount that goes away is looked for again, then the store
             if not self._pending:
                 return
