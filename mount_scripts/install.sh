@@ -72,6 +72,7 @@ if [[ ${LOGFS_TEST_TOOLS:-0} == 1 ]]; then  # set by test.sh: tools only the sui
     # Kafka clients and tracing for the Kafka listener's tests (tests/test_kafka_*.py)
     command -v kcat >/dev/null 2>&1 || need kcat
     command -v strace >/dev/null 2>&1 || need strace
+    command -v npm >/dev/null 2>&1 || need nodejs npm  # KafkaJS (installed below, into .venv)
 fi
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || need ca-certificates  # pip's HTTPS
 java_missing=0
@@ -126,8 +127,8 @@ fi
 # ------------------------------------------------------------ the virtual environment
 
 if [[ ! -e $VENV ]] || ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
-    "$PYTHON" -c 'import sys; raise SystemExit(sys.version_info < (3, 10))' \
-        || die "logfs needs Python >= 3.10; $PYTHON is older (set PYTHON=...)"
+    "$PYTHON" -c 'import sys; raise SystemExit(sys.version_info < (3, 11))' \
+        || die "logfs needs Python >= 3.11; $PYTHON is older (set PYTHON=...)"
     if [[ -e $VENV ]]; then
         say "$VENV is broken (its Python is gone); recreating it"
     else
@@ -159,4 +160,14 @@ else
         chown -R "$owner" "$VENV" "$ROOT"/*.egg-info 2>/dev/null || true
     fi
     say "done"
+fi
+
+# ------------------------------------------------------------ KafkaJS, for the suite only
+
+# A Kafka client in another language for tests/test_kafka_kafkajs.py, kept inside the venv
+# (.venv/node/node_modules) so that nothing outside the checkout changes.
+if [[ ${LOGFS_TEST_TOOLS:-0} == 1 && ! -e $VENV/node/node_modules/kafkajs/package.json ]]; then
+    say "npm install kafkajs into $VENV/node"
+    npm install --silent --no-audit --no-fund --prefix "$VENV/node" kafkajs@2 >/dev/null \
+        || die "npm install kafkajs failed"
 fi
