@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 MAX_REQUEST_BYTES = 100 * 1024 * 1024
 REQUEST_TIMEOUT = 30.0
 MAX_CONNECTIONS = 1000
+LOG_PER_SECOND = 10  # closed connections logged per second at most
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -87,6 +88,7 @@ class Listener:
         self.max_connections = max_connections
         self.connections = 0
         self.closed_bad = 0  # connections closed for a bad frame
+        self._log_second, self._logged, self._suppressed = -1, 0, 0
         self.socket: socket.socket | None = None
         self.address: tuple[str, int] | None = None  # once bound
 
@@ -106,6 +108,20 @@ class Listener:
         task_status.started(self.address)
         await trio.serve_listeners(self._connection, [listener])
 
+    def _log_rejected(self, why: str) -> None:
+        """Log a closed connection, at most `LOG_PER_SECOND` a second: a hostile
+        client must not fill the log."""
+        now = int(trio.current_time())
+        if now != self._log_second:
+            if self._suppressed:
+                logger.info("%d more Kafka connections closed for bad requests", self._suppressed)
+            self._log_second, self._logged, self._suppressed = now, 0, 0
+        if self._logged < LOG_PER_SECOND:
+            self._logged += 1
+            logger.info("closing a Kafka connection: %s", why)
+        else:
+            self._suppressed += 1
+
     async def _connection(self, stream: trio.SocketStream) -> None:
         if self.connections >= self.max_connections:
             await stream.aclose()
@@ -117,7 +133,10 @@ class Listener:
             pass  # the client went away
         except BadRequest as e:
             self.closed_bad += 1
-            logger.info("closing a Kafka connection: %s", e)
+            self._log_rejected(str(e))
+        except Exception:  # noqa: BLE001 - a fault answering one client never stops the listener
+            self.closed_bad += 1
+            logger.exception("closing a Kafka connection after an internal error")
         finally:
             self.connections -= 1
             await trio.aclose_forcefully(stream)
