@@ -230,6 +230,12 @@ class OffsetIndex(_Index):
         i = self._lower_bound(offset)
         return OffsetPosition(*self.entry(i)) if i >= 0 else OffsetPosition(self.base_offset, 0)
 
+    def position_at_most(self, position: int) -> int:
+        """The largest position an entry points at (a batch's start) that is
+        <= ``position``; 0 if none."""
+        i = int(np.searchsorted(self._values[: self._count], position, side="right")) - 1
+        return int(self._values[i]) if i >= 0 else 0
+
     def append(self, offset: int, position: int) -> None:
         if self._count and offset <= self._keys[self._count - 1]:
             raise CorruptIndexError(

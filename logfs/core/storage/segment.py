@@ -287,6 +287,9 @@ class LogSegment:
         no batch at or after ``offset`` is in this segment."""
         position, _ = self._position_of(offset)
         end, size = position, self.size
+        # The offset index points at batch starts: jump to the last one within the limit,
+        # then walk the few headers after it.
+        end = max(end, self.offset_index.position_at_most(position + max_bytes))
         while size - end >= HEADER_SIZE:
             batch = self._header_at(end).size
             if end > position and end - position + batch > max_bytes:
