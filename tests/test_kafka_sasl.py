@@ -58,6 +58,7 @@ def test_plain_authentication_with_kcat_and_kafka_python(tmp_path, users):
     data = tmp_path / "data"
     with Store(data) as store:
         store.create_topic("secure")
+    data.chmod(0o777)  # alice and bob are no local users: the modes for others apply
     with Served(data, f"kafka.sasl.users={users}", listen="0.0.0.0:0") as served:
         good = [*KCAT_SASL, "-X", "sasl.username=alice", "-X", "sasl.password=correct horse"]
         out = kcat("-b", served.bootstrap, *good, "-P", "-t", "secure", input=b"one\ntwo\n")
@@ -116,3 +117,44 @@ def test_a_credentials_file_that_cannot_be_used_fails_the_start(tmp_path):
         )  # fmt: skip
         assert done.returncode == 1 and str(path) in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_principals_are_local_users_with_the_mounts_modes(tmp_path):
+    """DATA owned by root, mode 0755: root may do everything; the local user
+    nobody may read but not produce, create, alter or delete."""
+    import pwd
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    pwd.getpwnam("nobody")  # the principal below is this local user
+    data = tmp_path / "data"
+    with Store(data) as store:
+        store.create_topic("owned")
+    data.chmod(0o755)
+    users = tmp_path / "users"
+    users.write_text("root:rootpw\nnobody:nobodypw\n")
+    with Served(data, f"kafka.sasl.users={users}") as served:
+        root = [*KCAT_SASL, "-X", "sasl.username=root", "-X", "sasl.password=rootpw"]
+        nobody = [*KCAT_SASL, "-X", "sasl.username=nobody", "-X", "sasl.password=nobodypw"]
+        out = kcat("-b", served.bootstrap, *root, "-P", "-t", "owned", input=b"by root\n")
+        assert out.returncode == 0, out.stderr
+        out = kcat("-b", served.bootstrap, *nobody, "-P", "-t", "owned", input=b"by nobody\n")
+        assert out.returncode != 0 and b"authorization failed" in out.stderr.lower()
+        out = kcat("-b", served.bootstrap, *nobody, "-C", "-t", "owned", "-e", "-f", "%s\\n")
+        assert out.returncode == 0 and out.stdout == b"by root\n"  # reading is allowed
+
+        def admin(user: str, password: str) -> AdminClient:
+            return AdminClient({
+                "bootstrap.servers": served.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanisms": "PLAIN", "sasl.username": user, "sasl.password": password,
+            })  # fmt: skip
+
+        as_nobody = admin("nobody", "nobodypw")
+        with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED"):
+            as_nobody.delete_topics(["owned"])["owned"].result(10)
+        with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED"):
+            as_nobody.create_topics([NewTopic("mine", 1, 1)])["mine"].result(10)
+        as_root = admin("root", "rootpw")  # kept: a client destroyed drops its futures
+        assert as_root.delete_topics(["owned"])["owned"].result(10) is None
+    with Store(data, read_only=True) as store:
+        assert store.topics() == {}

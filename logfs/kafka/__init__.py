@@ -6,6 +6,7 @@ Imports what core's rooms export and never another face; the daemon starts
 it. Messages are kio's, generated from Kafka's JSON schemas (protocol.py).
 """
 
+from .access import Access
 from .broker import Broker
 from .sasl import read_credentials
 from .server import (
@@ -21,6 +22,7 @@ __all__ = [
     "MAX_CONNECTIONS",
     "MAX_REQUEST_BYTES",
     "REQUEST_TIMEOUT",
+    "Access",
     "Broker",
     "Listener",
     "check_exposure",

@@ -5,6 +5,7 @@ DescribeConfigs and IncrementalAlterConfigs, over the store's own topic calls
 from __future__ import annotations
 
 from ..core.errors import InvalidConfigError, LogfsError
+from .access import OWNER, READ, WRITE, require
 from .codes import NO_THROTTLE, error_code
 from .metadata import NO_TOPIC_ID
 from .protocol import (
@@ -40,6 +41,7 @@ def create_topics(broker, request, advertised):
         configs = {c.name: c.value or "" for c in topic.configs}
 
         def create(topic=topic, count=count, configs=configs):
+            require(broker, advertised, WRITE, topic.name)
             if topic.replication_factor not in (-1, 1):
                 raise InvalidConfigError("replication factor: logfs keeps one replica")
             if request.body.validate_only:
@@ -73,7 +75,12 @@ def delete_topics(broker, request, advertised):
     names = request.body.topic_names
     results = []
     for name in names:
-        code, message = _outcome(lambda name=name: broker.store.delete_topic(name))
+
+        def delete(name=name):
+            require(broker, advertised, OWNER, name)
+            broker.store.delete_topic(name)
+
+        code, message = _outcome(delete)
         if code == ErrorCode.none:
             broker.producers.forget(name)
             if broker.topic_deleted is not None:
@@ -90,6 +97,7 @@ def create_partitions(broker, request, advertised):
     for topic in request.body.topics:
 
         def grow(topic=topic):
+            require(broker, advertised, OWNER, topic.name)
             current = len(broker.store.partitions(topic.name))
             if topic.count <= current:
                 raise InvalidConfigError(
@@ -119,6 +127,7 @@ def describe_configs(broker, request, advertised):
         entries, code, message = [], ErrorCode.none, None
         if resource.resource_type == TOPIC_RESOURCE:
             try:
+                require(broker, advertised, READ, resource.resource_name)
                 config = broker.store.topic_config(resource.resource_name).to_properties()
                 overrides = broker.store.topic_overrides(resource.resource_name)
             except (LogfsError, OSError) as e:
@@ -173,6 +182,7 @@ def incremental_alter_configs(broker, request, advertised):
     for resource in request.body.resources:
 
         def alter(resource=resource):
+            require(broker, advertised, OWNER, resource.resource_name)
             if resource.resource_type != TOPIC_RESOURCE:
                 raise InvalidConfigError("only topic settings can be altered")
             overrides = _altered(store.topic_overrides(resource.resource_name), resource.configs)

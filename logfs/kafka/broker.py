@@ -18,6 +18,7 @@ import trio
 
 from ..core.log import Store
 from . import admin, fetch, metadata, offsets, produce, producers, protocol
+from .access import Access, Client
 from .protocol import BadRequest, Reply, Request
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class Broker:
         topic_deleted: called with a topic's name after DeleteTopics removed it
             (the mount forgets the topic's inodes, as after ``rmdir``).
         users: SASL/PLAIN credentials (sasl.py); None serves clients unauthenticated.
+        access: the owner, group and modes topics have, for authenticated clients.
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class Broker:
         ready: trio.Event | None = None,
         topic_deleted: Callable[[str], None] | None = None,
         users: dict[str, str] | None = None,
+        access: Access | None = None,
     ) -> None:
         self.store = store
         self.partitions = partitions
@@ -67,6 +70,7 @@ class Broker:
         self.ready = ready
         self.topic_deleted = topic_deleted
         self.users = users
+        self.access = access
         self.producers = producers.Producers()
         self.appended = trio.Event()  # set (and replaced) by every produce: wakes fetchers
 
@@ -75,7 +79,11 @@ class Broker:
         self.producers = producers.Producers()
         self.appended = trio.Event()
 
-    async def handle(self, request: Request, advertised: tuple[str, int]) -> Reply | None:
+    def allows(self, client: Client, want: str) -> bool:
+        """Whether ``client``'s principal may ``want`` (access.py) on topics."""
+        return self.access is None or self.access.allows(client.user, want)
+
+    async def handle(self, request: Request, advertised: Client) -> Reply | None:
         """The reply to ``request``; None for one Kafka does not answer.
 
         Raises:

@@ -19,6 +19,7 @@ from ..core.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
+from .access import AccessDenied
 from .protocol import ErrorCode
 
 NODE_ID = 0
@@ -44,7 +45,7 @@ def error_code(e: Exception) -> ErrorCode:
         return ErrorCode.invalid_topic_exception
     if isinstance(e, InvalidConfigError):
         return ErrorCode.invalid_config
-    if isinstance(e, ReadOnlyError):
+    if isinstance(e, ReadOnlyError | AccessDenied):
         return ErrorCode.topic_authorization_failed
     if isinstance(e, LogFailedError | OSError):
         return ErrorCode.kafka_storage_error

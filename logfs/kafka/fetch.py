@@ -20,13 +20,14 @@ import os
 import trio
 
 from ..core.errors import LogfsError
+from .access import READ, require
 from .codes import NO_THROTTLE, error_code
 from .protocol import FETCH, ErrorCode, Region, Reply, make, schema
 
 POLL_SECONDS = 0.01  # appends through the mount wake nobody: look again this often
 
 
-def _gather(store, topics, max_bytes: int) -> tuple[list, int, bool]:
+def _gather(broker, client, topics, max_bytes: int) -> tuple[list, int, bool]:
     """Per topic, per partition: (index, error, log, region); the bytes found;
     whether any partition has an error (answered at once, as Kafka does)."""
     found, total, failed = [], 0, False
@@ -35,7 +36,8 @@ def _gather(store, topics, max_bytes: int) -> tuple[list, int, bool]:
         for p in topic.partitions:
             log, region, code = None, None, ErrorCode.none
             try:
-                log = store.log(topic.topic, p.partition)
+                require(broker, client, READ, topic.topic)
+                log = broker.store.log(topic.topic, p.partition)
                 limit = min(p.partition_max_bytes, max(0, max_bytes - total))
                 if limit <= 0 and total:
                     region = None
@@ -57,7 +59,7 @@ async def fetch(broker, request, advertised):
     max_bytes = body.max_bytes if hasattr(body, "max_bytes") else 2**31 - 1
     deadline = trio.current_time() + max(0.0, body.max_wait.total_seconds())
     while True:
-        found, total, failed = _gather(broker.store, body.topics, max_bytes)
+        found, total, failed = _gather(broker, advertised, body.topics, max_bytes)
         if failed or total >= body.min_bytes or trio.current_time() >= deadline:
             break
         with trio.move_on_after(min(POLL_SECONDS, deadline - trio.current_time())):

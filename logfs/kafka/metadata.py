@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 from ..core.errors import LogfsError
+from .access import WRITE
 from .codes import CLUSTER_ID, NO_THROTTLE, NODE_ID, error_code
 from .protocol import API_VERSIONS, METADATA, SERVED, ErrorCode, make, schema
 
@@ -50,7 +51,7 @@ def metadata(broker, request, advertised):
     for name in names:
         code = ErrorCode.none
         count = store.topics().get(name, 0)
-        if not count and allow and broker.auto_create:
+        if not count and allow and broker.auto_create and broker.allows(advertised, WRITE):
             try:
                 store.create_topic(name, partitions=broker.partitions)
                 count = broker.partitions
@@ -81,7 +82,7 @@ def metadata(broker, request, advertised):
                 partitions=partitions,
             )
         )
-    host, port = advertised
+    host, port = advertised.host, advertised.port
     broker_entry = make(m.MetadataResponseBroker, node_id=NODE_ID, host=host, port=port)
     return make(
         m.MetadataResponse,

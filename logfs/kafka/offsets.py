@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..core.errors import LogfsError
 from ..core.format import decode_records
+from .access import READ, require
 from .codes import NO_THROTTLE, error_code
 from .protocol import LIST_OFFSETS, ErrorCode, make, schema
 
@@ -49,6 +50,7 @@ def list_offsets(broker, request, advertised):
         for p in topic.partitions:
             code, timestamp, offset = ErrorCode.none, -1, -1
             try:
+                require(broker, advertised, READ, topic.name)
                 timestamp, offset = _lookup(
                     broker.store.log(topic.name, p.partition_index), p.timestamp
                 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..core.errors import InvalidBatchError, LogfsError
 from ..core.format import decode_records, read_header, split_batches
+from .access import WRITE, require
 from .codes import NO_THROTTLE, error_code
 from .producers import SequenceError
 from .protocol import PRODUCE, ErrorCode, make, schema
@@ -26,12 +27,13 @@ def _keyless(batches) -> bool:
 
 
 def _append(
-    broker, topic: str, partition: int, records: bytes | None
+    broker, client, topic: str, partition: int, records: bytes | None
 ) -> tuple[int, int, str | None]:
     """(error code, base offset, message) of one partition's append. Retried
     batches of an idempotent producer are acknowledged, not appended again."""
     log, batches = None, []
     try:
+        require(broker, client, WRITE, topic)
         log = broker.store.log(topic, partition)
         if not records:
             raise InvalidBatchError("no record batch")
@@ -67,7 +69,7 @@ def produce(broker, request, advertised):
     for topic in body.topic_data:
         partitions = []
         for data in topic.partition_data:
-            code, base, message = _append(broker, topic.name, data.index, data.records)
+            code, base, message = _append(broker, advertised, topic.name, data.index, data.records)
             appended |= code == ErrorCode.none
             log_start = -1
             if code == ErrorCode.none:

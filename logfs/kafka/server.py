@@ -21,6 +21,7 @@ import trio
 
 from ..core.errors import LogfsError
 from . import protocol, sasl
+from .access import Client
 from .broker import Broker
 from .protocol import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, BadRequest, Region, Reply
 
@@ -149,7 +150,7 @@ class Connection:
         self.listener = listener
         self.stream = stream
         host, port = stream.socket.getsockname()[:2]
-        self.advertised = (host, port)
+        self.advertised = (host, port)  # what Metadata tells this client
         self.users = listener.broker.users  # None: no authentication
         self.user: str | None = None
         self.mechanism_chosen = False
@@ -187,7 +188,8 @@ class Connection:
             elif self.users is not None and self.user is None and request.api_key != API_VERSIONS:
                 raise BadRequest(f"request {request.api_key} before SASL authentication")
             else:
-                reply = await broker.handle(request, self.advertised)
+                client = Client(*self.advertised, self.user)
+                reply = await broker.handle(request, client)
             if reply is None:  # acks=0: Kafka's broker does not answer
                 continue
             try:

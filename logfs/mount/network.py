@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
+import stat
 import sys
 from collections.abc import Callable
 
@@ -24,6 +26,7 @@ from ..kafka import (
     MAX_CONNECTIONS,
     MAX_REQUEST_BYTES,
     REQUEST_TIMEOUT,
+    Access,
     Broker,
     Listener,
     check_exposure,
@@ -59,6 +62,15 @@ def kafka_listener(
         if "kafka.sasl.users" in settings:
             users = read_credentials(settings["kafka.sasl.users"])
         check_exposure(host, users, settings.get("kafka.allow.anonymous", False))
+        access = None
+        if users is not None:  # principals get the owner and modes the mount shows
+            data = os.stat(store.path)
+            owner = options.owner
+            access = Access(
+                data.st_uid if owner.uid is None else owner.uid,
+                data.st_gid if owner.gid is None else owner.gid,
+                stat.S_IMODE(data.st_mode) if owner.umask is None else 0o777 & ~owner.umask,
+            )
         broker = Broker(
             store,
             partitions=options.partitions,
@@ -66,6 +78,7 @@ def kafka_listener(
             ready=ready,
             topic_deleted=topic_deleted,
             users=users,
+            access=access,
         )
         listener = Listener(
             broker,
