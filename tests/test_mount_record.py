@@ -145,7 +145,8 @@ def test_record_of_a_killed_daemon_is_stale(tmp_path, auto_unmount):
         os.kill(daemon.pid, signal.SIGKILL)
         daemon.proc.wait(timeout=30)
         if auto_unmount:
-            assert wait_unmounted(mnt, timeout=10)
+            # fusermount3's auto_unmount helper does it; on a loaded machine it may take seconds
+            assert wait_unmounted(mnt, timeout=60)
         else:
             assert mount_type(mnt) == "fuse.logfs"  # dead, still in the mount table
         record = read_record(data)
