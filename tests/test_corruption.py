@@ -212,12 +212,24 @@ def test_corrupt_record_through_the_mount_is_eio_and_logged(tmp_path):
 def test_damage_below_the_recovery_point_leaves_no_hole(tmp_path):
     """Regression: a segment cut while loading (below the recovery point) kept
     the segments after it, so the offsets in between vanished and `check`
-    saw nothing wrong."""
+    saw nothing wrong. Now the damage stays until `check --repair` cuts it:
+    reads of it fail, naming the partition and offset, and no offset is reused."""
     values = fill(tmp_path, 40)
     segments = sorted((tmp_path / "t-0").glob("*.log"))
     assert len(segments) >= 3
     _, pos, _, base = [b for b in batches_of(tmp_path / "t-0") if b[0] == segments[1]][2]
     os.truncate(segments[1], pos + 5)
+    with Store(tmp_path) as store:
+        log = store.log("t", 0)
+        assert log.next_offset == len(values)
+        assert [log.read(o).value for o in range(base)] == values[:base]
+        with pytest.raises(CorruptRecordError, match=f"t-0 at offset {base}"):
+            log.read(base)
+        with pytest.raises(CorruptRecordError, match=f"t-0 at offset {base}"):
+            list(log.scan())
+    assert sorted((tmp_path / "t-0").glob("*.log")) == segments
+    assert check(tmp_path) != []
+    check(tmp_path, repair=True)
     with Store(tmp_path) as store:
         log = store.log("t", 0)
         assert log.next_offset == base
@@ -228,10 +240,18 @@ def test_damage_below_the_recovery_point_leaves_no_hole(tmp_path):
 
 def test_segment_truncated_to_nothing_leaves_no_hole(tmp_path):
     """Regression (found by the long run): a segment cut to zero bytes needed
-    no truncation, so the later segments were kept and offsets vanished."""
+    no truncation, so the later segments were kept and offsets vanished. Now
+    its offsets are an error until `check --repair`, which cuts there."""
     fill(tmp_path, 40)
     segments = sorted((tmp_path / "t-0").glob("*.log"))
     os.truncate(segments[0], 0)
+    with (
+        Store(tmp_path) as store,
+        pytest.raises(CorruptRecordError, match="t-0 at offset 0: .* are missing"),
+    ):
+        store.log("t", 0).read(0)
+    assert any("are missing" in problem for problem in check(tmp_path))
+    check(tmp_path, repair=True)
     with Store(tmp_path) as store:
         log = store.log("t", 0)
         assert (log.log_start_offset, log.next_offset) == (0, 0)

@@ -52,6 +52,15 @@ logger = logging.getLogger(__name__)
 CLEAN_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE})
 
 
+def _age(now: int, segment: LogSegment, pending: list[tuple[bytes, BatchInfo]]) -> int:
+    """The age segment.ms compares, as Kafka counts it: from the segment's first
+    batch's timestamp, which may be the first of the ``pending`` batches of this
+    append (the segment is empty yet)."""
+    if segment.size:
+        return now - segment.first_timestamp
+    return now - pending[0][1].max_timestamp
+
+
 class Log(LogReads):
     """A topic-partition's segments, appends, flushes and retention; its
     reads are `LogReads`'.
@@ -238,7 +247,7 @@ class Log(LogReads):
                     self.config,
                     segment_size=size,
                     batch_size=info.size,
-                    segment_age_ms=now - segment.first_timestamp if size else 0,
+                    segment_age_ms=_age(now, segment, encoded[start:i]) if size else 0,
                     index_full=full,
                     relative_offset_overflow=not segment.can_hold(info.last_offset),
                 ):
@@ -355,7 +364,7 @@ class Log(LogReads):
         count = segments_to_delete(
             self.config,
             sizes=[s.size for s in self.segments],
-            max_timestamps=[s.max_timestamp for s in self.segments],
+            max_timestamps=[s.largest_timestamp for s in self.segments],
             now_ms=self.clock() if now_ms is None else now_ms,
         )
         for _ in range(count):

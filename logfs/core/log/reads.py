@@ -12,7 +12,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import OffsetOutOfRangeError
+from ..config import TopicConfig
+from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..format.decoding import decode_records, record_at
 from ..format.record import BatchHeader, Record
 from ..storage.segment import LogSegment
@@ -29,6 +30,7 @@ class LogReads:
     dir: Path
     topic: str
     partition: int
+    config: TopicConfig
     segments: list[LogSegment]
     _bases: list[int]
     log_start_offset: int
@@ -107,7 +109,10 @@ class LogReads:
         self._check_range(offset)
         self.check_readable(offset)
         segment = self.segment_for(offset)
-        found = segment.find(offset) if segment else None
+        try:
+            found = segment.find(offset) if segment else None
+        except CorruptRecordError as e:
+            raise self._corrupt(offset, e) from None
         if found is not None and not found.header.is_control:
             record = record_at(found.batch, found.header, offset)
             if record is not None:
@@ -134,6 +139,19 @@ class LogReads:
         if start >= end:
             return
         self.check_readable(end - 1)
+        expected = start  # offsets are dense but where the cleaner removed records
+        try:
+            for header, batch in self._raw_batches(start, end):
+                if header.base_offset > expected and not self.config.compact:
+                    raise CorruptRecordError(
+                        f"offsets {expected}..{header.base_offset - 1} are missing", None
+                    )
+                expected = header.next_offset
+                yield header, batch
+        except CorruptRecordError as e:
+            raise self._corrupt(expected, e) from None
+
+    def _raw_batches(self, start: int, end: int) -> Iterator[tuple[BatchHeader, memoryview]]:
         first = max(0, bisect.bisect_right(self._bases, start) - 1)
         for segment in list(self.segments[first:]):
             if segment.base_offset >= end:
@@ -147,6 +165,12 @@ class LogReads:
                     return
                 if header.last_offset >= start:
                     yield header, batch
+
+    def _corrupt(self, offset: int, error: CorruptRecordError) -> CorruptRecordError:
+        """``error`` naming the partition and the offset being read, as Kafka's
+        consumer's ``CorruptRecordException`` does."""
+        where = f"{self.topic}-{self.partition} at offset {offset}"
+        return CorruptRecordError(f"{where}: {error.args[0]}")
 
     def scan(self, start: int | None = None, end: int | None = None) -> Iterator[Record]:
         """Records from ``start`` (default: the log start) up to ``end``."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -46,33 +47,51 @@ def load_segments(
     if writable:
         directory.mkdir(parents=True, exist_ok=True)
         recover_swap(directory)
-    named = (base_offset_of(p.name, ".log") for p in directory.glob("*.log"))
-    bases = sorted(base for base in named if base is not None)
+    bases = segment_bases(directory)
     first = max(0, bisect.bisect_right(bases, recovery_point) - 1)
     segments: list[LogSegment] = []
     truncated = 0
     for i, base in enumerate(bases):
         segment = LogSegment(str(directory), base, config, writable=writable)
+        segment.active = i + 1 == len(bases)
         if segments and segments[-1].next_offset > base:
             logger.warning("%s: segment %d overlaps the one before it", directory, base)
+        # Offsets below this were on the disk: damage to them is kept, not cut, but in
+        # the last segment's tail (a torn write can only be past the recovery point, or
+        # at the tail of the segment being appended to).
+        keep_below = min(recovery_point, bases[i + 1]) if i + 1 < len(bases) else recovery_point
         if writable and i >= first:
-            cut = segment.recover(recovery_point if i == first else -1)
+            cut = segment.recover(recovery_point if i == first else -1, keep_below)
         else:
             try:
-                segment.load()
+                segment.load(keep_below)
                 cut = 0
             except (CorruptIndexError, CorruptRecordError) as e:
                 # damage below the recovery point: found now, handled as recovery does
                 logger.warning("%s: %s; rebuilding from the log", segment.log_path, e)
-                cut = segment.recover()
+                cut = segment.recover(keep_below=keep_below)
         segments.append(segment)
         # A cleaned segment may end before the next begins (compacted topics have gaps).
         short = not config.compact and _ends_short(segment, bases, i)
-        if writable and (cut or short):
-            truncated += cut
-            _delete_segments_after(directory, base)
-            return Loaded(segments, truncated, first, True)
+        if short and segment.next_offset < keep_below:
+            segment.mark_missing(bases[i + 1])
+            short = False
+        if cut or short or segment.torn:
+            # A torn tail: what follows was never on the disk for sure; a writer
+            # deletes it, a reader does not serve it.
+            if writable:
+                truncated += cut
+                _delete_segments_after(directory, base)
+            return Loaded(segments, truncated, first, writable)
     return Loaded(segments, truncated, first, False)
+
+
+def segment_bases(directory: Path) -> list[int]:
+    """The base offsets of the directory's ``.log`` files, sorted. Unlike
+    ``Path.glob``, raises what listing the directory raises (``PermissionError``):
+    an unreadable partition is an error, never an empty one."""
+    named = (base_offset_of(name, ".log") for name in os.listdir(directory))
+    return sorted(base for base in named if base is not None)
 
 
 def _ends_short(segment: LogSegment, bases: list[int], i: int) -> bool:

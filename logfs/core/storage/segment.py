@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..config import INT_MAX, TopicConfig, now_ms
+from ..config import INT_MAX, TopicConfig
 from ..errors import CorruptIndexError, CorruptRecordError
 from ..format._codec import index_points
 from ..format.batching import BatchInfo
@@ -115,17 +115,23 @@ class LogSegment:
         self.size = os.fstat(self._fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
-        self.created_ms = now_ms()
         self._first_timestamp: int | None = None
         self._offset_of_max = base_offset
         self._bytes_since_index_entry = 0
         self.validated_bytes = 0  # what `recover` read and checked
+        # Damage below the recovery point, kept for reads to fail on (see `_keep_damage`).
+        self.damage: str | None = None
+        self.end_unknown = False  # the damage hides the end: next_offset is a lower bound
+        self.torn = False  # read-only: the tail is a torn write, not served
+        # The last segment at open: only its tail may be torn by a crash (`_is_tail`).
+        self.active = writable
         self.stream = SegmentStream(self.size)
 
     # ------------------------------------------------------------ loading
 
-    def load(self) -> None:
-        """Read the indexes and find the log end from the last index entry.
+    def load(self, keep_below: int = -1) -> None:
+        """Read the indexes and find the log end from the last index entry;
+        a bad batch holding offsets below ``keep_below`` is kept (`_keep_damage`).
 
         Raises:
             CorruptIndexError: the index disagrees with the log.
@@ -147,13 +153,16 @@ class LogSegment:
                     f"ending at {header.last_offset}"
                 )
         self.next_offset = self.base_offset
-        self._scan_tail(last.position, verify=False, indexed=len(self.offset_index) > 0)
+        self._scan_tail(
+            last.position, verify=False, indexed=len(self.offset_index) > 0, keep_below=keep_below
+        )
         self.time_index.check(self.next_offset)
         self.stream = SegmentStream(self.size)
 
-    def recover(self, from_offset: int = -1) -> int:
+    def recover(self, from_offset: int = -1, keep_below: int = -1) -> int:
         """Validate every batch holding offsets >= ``from_offset``, rebuild the
-        index entries for them and truncate at the first bad batch.
+        index entries for them and truncate at the first bad batch, unless it
+        holds offsets below ``keep_below`` (`_keep_damage`).
 
         Returns:
             The number of bytes truncated.
@@ -182,18 +191,21 @@ class LogSegment:
             # This drops clean cached pages of the tail (dirty ones stay, to be written).
             os.posix_fadvise(self._fd, start, 0, os.POSIX_FADV_DONTNEED)
         self.validated_bytes = self.size - start
-        truncated = self._scan_tail(start, verify=True)
+        truncated = self._scan_tail(start, verify=True, keep_below=keep_below)
         self.flush_indexes()
         self.stream = SegmentStream(self.size)
         return truncated
 
-    def _scan_tail(self, position: int, *, verify: bool, indexed: bool = False) -> int:
+    def _scan_tail(
+        self, position: int, *, verify: bool, indexed: bool = False, keep_below: int = -1
+    ) -> int:
         """Walk batches from ``position`` (a batch boundary) to the end of the
         log, indexing them; ``indexed`` says the first one is indexed already.
 
-        A bad batch is truncated away (writable, ``verify``), ends the log in
-        memory (read-only: a live writer's torn tail) or raises. Returns the
-        number of bytes truncated.
+        A bad batch holding offsets below ``keep_below`` is damage, kept
+        (`_keep_damage`); any other is a torn tail: truncated away (writable,
+        ``verify``), the end of the log in memory (read-only: a live writer's
+        torn tail) or raised. Returns the number of bytes truncated.
         """
         last_indexed = self.offset_index.last.position if len(self.offset_index) else 0
         self._bytes_since_index_entry = position - last_indexed
@@ -217,9 +229,12 @@ class LogSegment:
         except CorruptRecordError as e:
             self._index_walked(first, walked)
             bad = e.args[1] if len(e.args) > 1 else self.size
+            if self.next_offset < keep_below and not (self.active and self._is_tail(bad)):
+                return self._keep_damage(e, bad, keep_below, verify)
             if not self.writable:
                 logger.warning("%s (serving the %d bytes before it)", e.args[0], bad)
                 self.size = bad
+                self.torn = True
                 return 0
             if not verify:
                 raise
@@ -231,6 +246,48 @@ class LogSegment:
             return cut
         self._index_walked(first, walked)
         return 0
+
+    def _keep_damage(
+        self, error: CorruptRecordError, position: int, end_offset: int, verify: bool
+    ) -> int:
+        """A bad batch at ``position`` holding offsets below ``end_offset`` (the
+        recovery point, or the next segment's base): those were on the disk, so this
+        is damage, not a torn write. Nothing is cut; reads that reach it fail with
+        `CorruptRecordError` until ``logfs check --repair`` cuts it. A bad CRC leaves
+        the framing readable, so the batches after it are still found; broken framing
+        hides them, and the segment is taken to end at ``end_offset``
+        (`end_unknown`). Returns what the walk on truncated (a torn tail past it)."""
+        self.damage = self.damage or str(error.args[0])
+        logger.error("%s: damage below the recovery point, kept: reads of it fail", error.args[0])
+        try:
+            header = self._header_at(position)
+            if position + header.size > self.size:
+                raise CorruptRecordError("the batch runs past the end of the file")
+        except CorruptRecordError:
+            self.next_offset = max(self.next_offset, end_offset)
+            self.end_unknown = True
+            return 0
+        self.next_offset = max(self.next_offset, header.next_offset)
+        return self._scan_tail(position + header.size, verify=verify, keep_below=end_offset)
+
+    def _is_tail(self, position: int) -> bool:
+        """Whether the bad batch at ``position`` is a torn tail: nothing readable
+        follows it (its framing is broken, or it is the last batch)."""
+        try:
+            return position + self._header_at(position).size >= self.size
+        except CorruptRecordError:
+            return True
+
+    def mark_missing(self, end_offset: int) -> None:
+        """The segment ends before ``end_offset`` (the next segment's base), though
+        those offsets were on the disk: damage (`_keep_damage`)."""
+        self.damage = (
+            f"{self.log_path}: offsets {self.next_offset}..{end_offset - 1} are missing "
+            "(the segment ends before the next one begins)"
+        )
+        logger.error("%s", self.damage)
+        self.next_offset = end_offset
+        self.end_unknown = True
 
     def _index_walked(self, start: int, walked: Walked) -> None:
         if walked.sizes:
@@ -268,7 +325,10 @@ class LogSegment:
         if offset >= self.next_offset:
             return None
         start = self.offset_index.lookup(offset).position
-        return find_batch(self._fd, start, self.size, offset, self.log_path)
+        found = find_batch(self._fd, start, self.size, offset, self.log_path)
+        if found is None and self.end_unknown:
+            raise CorruptRecordError(f"offset {offset}: {self.damage}", self.size)
+        return found
 
     def first_batch_at_time(self, timestamp: int) -> BatchAt | None:
         """The first batch whose max timestamp is >= ``timestamp``."""
@@ -298,13 +358,21 @@ class LogSegment:
         return position, min(end, size) - position
 
     @property
-    def first_timestamp(self) -> int:
-        """The first batch's max timestamp (what segment.ms rolls on)."""
-        if self._first_timestamp is None:
-            self._first_timestamp = (
-                self._header_at(0).max_timestamp if self.size else self.created_ms
-            )
+    def first_timestamp(self) -> int | None:
+        """The first batch's max timestamp: a segment's age counts from it (segment.ms),
+        as Kafka's ``rollingBasedTimestamp`` does; None while the segment is empty."""
+        if self._first_timestamp is None and self.size:
+            self._first_timestamp = self._header_at(0).max_timestamp
         return self._first_timestamp
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What retention.ms measures, as Kafka's ``largestTimestamp``: the largest
+        timestamp known from the indexes and appends, or, for a segment without one, the
+        ``.log`` file's modification time."""
+        if self.max_timestamp != NO_TIMESTAMP or not self.size:
+            return self.max_timestamp
+        return os.fstat(self._fd).st_mtime_ns // 1_000_000
 
     # ------------------------------------------------------------ writing
 
@@ -391,7 +459,9 @@ class LogSegment:
         return [self._fd, self.offset_index.fileno(), self.time_index.fileno()]
 
     def close(self) -> None:
-        if self.writable:
+        if self.writable and self.damage is None:
+            self.on_become_inactive()  # Kafka too: the time index gets its last entry
+        elif self.writable:
             self.flush_indexes()
         self.offset_index.close()
         self.time_index.close()

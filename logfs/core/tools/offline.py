@@ -8,6 +8,9 @@ an optional check that each points where it should.
 `check` reads each segment's ``.log`` once, in chunks, and finds:
 
 - batches that do not validate (header, size, CRC) or whose offsets go back;
+- offsets missing: a segment that begins after the one before it ends (not in
+  a compacted topic, whose cleaned segments may), or a log that ends before its
+  recovery point (those offsets were fsynced);
 - offset index (``.index``) entries that do not name a batch of the log: each
   entry must be a batch's last offset and that batch's position;
 - what loading the segment would refuse: either index file failing to load
@@ -39,9 +42,10 @@ from ..errors import CorruptIndexError, CorruptRecordError, LogfsError
 from ..format.compression import NAMES
 from ..format.decoding import decode_records
 from ..format.record import HEADER_SIZE, BatchHeader, crc_matches, read_header
-from ..log.store import RECOVERY_POINT_FILE, Store
+from ..log.store import RECOVERY_POINT_FILE, Store, read_checkpoint
 from ..storage.index import OffsetIndex, TimeIndex
-from ..storage.logfile import base_offset_of, iter_batches
+from ..storage.logfile import base_offset_of, iter_batches, segment_name
+from ..storage.recovery import segment_bases
 
 
 def _batches(path: Path) -> Iterator[tuple[int, BatchHeader | None, memoryview, str]]:
@@ -208,26 +212,41 @@ def _problems(path: Path, progress: Progress | None = None) -> list[str]:
     # every segment once more before the checks below read it all anyway.
     with Store(path, read_only=True) as store:
         partitions = [
-            (topic, p, path / f"{topic}-{p}")
+            (topic, p, path / f"{topic}-{p}", store.topic_config(topic).compact)
             for topic in store.topics()
             for p in store.partitions(topic)
         ]
-    for topic, partition, directory in partitions:
+    recovery_points = read_checkpoint(path / RECOVERY_POINT_FILE)
+    for topic, partition, directory, compact in partitions:
+        name = f"{topic}-{partition}"
         next_offset = None
         started, size, count = time.monotonic(), 0, 0
-        for log_path in sorted(directory.glob("*.log")):
-            base = base_offset_of(log_path.name, ".log")
-            if base is None:
-                continue
-            walked = _walk_log(log_path, base, next_offset)
+        for base in segment_bases(directory):
+            log_path = directory / segment_name(base, ".log")
+            if not compact:
+                problems += _missing(log_path, next_offset, base)
+            walked = _walk_log(log_path, base, base if next_offset is None else next_offset)
             if walked.problem:
                 problems.append(f"{log_path}: {walked.problem}")
             next_offset = walked.next_offset
-            problems += _index_problems(log_path, base, walked, f"{topic}-{partition}")
+            problems += _index_problems(log_path, base, walked, name)
             size, count = size + log_path.stat().st_size, count + 1
+        recovery_point = recovery_points.get((topic, partition), 0)
+        if next_offset is not None and next_offset < recovery_point:
+            problems.append(
+                f"{name}: the log ends at offset {next_offset}, before its recovery point "
+                f"{recovery_point}: offsets that were on the disk are missing"
+            )
         if progress is not None:
-            progress(f"{topic}-{partition}", count, size, time.monotonic() - started)
+            progress(name, count, size, time.monotonic() - started)
     return problems
+
+
+def _missing(log_path: Path, next_offset: int | None, base: int) -> list[str]:
+    """A segment that begins after the one before it ended (not compacted: a hole)."""
+    if next_offset is None or base <= next_offset:
+        return []
+    return [f"{log_path}: offsets {next_offset}..{base - 1} are missing before this segment"]
 
 
 def _walk_log(log_path: Path, base: int, next_offset: int | None) -> _Walked:
