@@ -28,6 +28,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
+from ..core.errors import UnknownTopicError
 from ..core.format import BatchHeader, decode, decode_records, gather
 from .plan import DATA_LOSS_HINT, DataLossError, OffsetRange
 
@@ -111,12 +112,15 @@ def read_range(
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the records ``[r.start, r.end)`` of one partition of ``store``.
 
-    Offsets that retention deleted (or a deleted topic) are data loss: `DataLossError`, or
-    with ``fail_on_data_loss=False`` skipped, as the Kafka source does.
+    Offsets that are really gone are data loss: deleted by retention, a deleted topic, or
+    a tail cut after a crash (the log now ends before ``r.end``): `DataLossError`, or with
+    ``fail_on_data_loss=False`` skipped, as the Kafka source does. Anything else fails
+    the read whatever ``fail_on_data_loss`` says: an I/O or permission error (`OSError`),
+    damaged records (`CorruptRecordError`, naming the partition and offset).
     """
     try:
         log = store.log(r.topic, r.partition)
-    except Exception as e:  # UnknownTopicError: the topic was deleted after planning
+    except UnknownTopicError as e:  # the topic was deleted after planning
         if fail_on_data_loss:
             raise DataLossError(f"{r.topic}-{r.partition} is gone ({e}). {DATA_LOSS_HINT}") from e
         return
@@ -130,6 +134,12 @@ def read_range(
             )
         start = log.log_start_offset
     end = min(r.end, log.next_offset)
+    if end < r.end and fail_on_data_loss:
+        raise DataLossError(
+            f"offsets {max(start, end)}..{r.end - 1} of {r.topic}-{r.partition} are gone: the "
+            f"log ends at {log.next_offset} (cut after a crash, or the topic recreated?). "
+            + DATA_LOSS_HINT
+        )
     if start >= end:
         return
     to_arrow = _with_headers if include_headers else _columnar

@@ -39,6 +39,10 @@ DEFAULT_MAX_RECORDS_PER_PARTITION = 500_000
 _OFFSET = parse_int(EARLIEST)  # an offset, or -2 (earliest) / -1 (latest)
 _NATURAL = parse_int(0)  # a partition number or a timestamp
 _POSITIVE = parse_int(1)  # a count
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Kafka's maxTriggerDelay default, "15m"
+# Spark's time strings (Utils.timeStringAsMs): a number and a unit, milliseconds without one.
+_TIME_UNITS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+               "d": 86_400_000}  # fmt: skip
 DATA_LOSS_HINT = (
     'If you want your query to go on in such cases, set the source option "failOnDataLoss" '
     'to "false".'
@@ -71,8 +75,8 @@ class OffsetRange(NamedTuple):
         return self.end - self.start
 
 
-# Offsets keyed by partition, as the Kafka source prints them.
-OffsetMap = dict[TopicPartition, int]
+# Offsets keyed by topic-partition, as the Kafka source prints them.
+PartitionOffsets = dict[TopicPartition, int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,20 +87,25 @@ class SourceOptions:
     subscribe: tuple[str, ...] | None = None
     subscribe_pattern: str | None = None
     assign: tuple[TopicPartition, ...] | None = None
-    starting: str | OffsetMap = "earliest"  # "earliest", "latest" or specific offsets
-    ending: str | OffsetMap = "latest"
+    starting: str | PartitionOffsets = "earliest"  # "earliest", "latest" or specific offsets
+    ending: str | PartitionOffsets = "latest"
     starting_timestamp: int | Mapping[TopicPartition, int] | None = None
     ending_timestamp: int | Mapping[TopicPartition, int] | None = None
     timestamp_strategy: str = "error"  # startingOffsetsByTimestampStrategy: error | latest
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     fail_on_data_loss: bool = True
     include_headers: bool = False
     min_partitions: int | None = None
     max_records_per_partition: int | None = DEFAULT_MAX_RECORDS_PER_PARTITION
 
 
-def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+def parse_options(options: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:
     """Parse the (case-insensitive) option strings Spark hands the source.
+
+    ``streaming`` None (the schema, asked before Spark says which kind of query it is)
+    skips the checks that only one kind of query makes.
 
     Raises:
         SparkOptionError: naming the option and what is wrong with it.
@@ -135,12 +144,19 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
         for key in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
             if key in opts:
                 raise SparkOptionError(f'option "{key}" is not valid in streaming queries')
-    else:
+    elif streaming is not None:
         if starting == "latest" or isinstance(starting, dict) and LATEST in starting.values():
             raise SparkOptionError("starting offset can't be latest for batch queries")
         if ending == "earliest" or isinstance(ending, dict) and EARLIEST in ending.values():
             raise SparkOptionError("ending offset can't be earliest for batch queries")
 
+    max_rows = _option(opts, "maxoffsetspertrigger", _POSITIVE)
+    min_rows = _option(opts, "minoffsetspertrigger", _POSITIVE)
+    if min_rows is not None and max_rows is not None and min_rows > max_rows:
+        raise SparkOptionError(
+            f"The value of minOffsetPerTrigger({min_rows}) is higher than the "
+            f"maxOffsetsPerTrigger({max_rows})."
+        )
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise SparkOptionError('"startingOffsetsByTimestampStrategy" must be error or latest')
@@ -154,7 +170,11 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
         starting_timestamp=_timestamp_option(opts, "starting"),
         ending_timestamp=_timestamp_option(opts, "ending"),
         timestamp_strategy=strategy,
-        max_offsets_per_trigger=_option(opts, "maxoffsetspertrigger", _POSITIVE),
+        max_offsets_per_trigger=max_rows,
+        min_offsets_per_trigger=min_rows,
+        max_trigger_delay_ms=_option(
+            opts, "maxtriggerdelay", _time_ms, DEFAULT_MAX_TRIGGER_DELAY_MS
+        ),
         fail_on_data_loss=_option(opts, "failondataloss", parse_bool, True),
         include_headers=_option(opts, "includeheaders", parse_bool, False),
         min_partitions=_option(opts, "minpartitions", _POSITIVE),
@@ -162,6 +182,14 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
             opts, "maxrecordsperpartition", _POSITIVE, DEFAULT_MAX_RECORDS_PER_PARTITION
         ),
     )
+
+
+def _time_ms(value: Any) -> int:
+    """A duration as Spark writes them (``15m``, ``30s``, ``500ms``, ``1000``) in ms."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", str(value).lower())
+    if not match or match.group(2) not in (*_TIME_UNITS, ""):
+        raise InvalidConfigError(f"not a duration (e.g. 15m, 30s, 500ms): {value!r}")
+    return int(int(match.group(1)) * _TIME_UNITS.get(match.group(2), 1))
 
 
 def _json(text: str, name: str) -> dict:
@@ -180,7 +208,7 @@ def _partition_list(parts: Any) -> list[int]:
     return parts
 
 
-def _offsets_option(opts: Mapping[str, str], key: str, default: str) -> str | OffsetMap:
+def _offsets_option(opts: Mapping[str, str], key: str, default: str) -> str | PartitionOffsets:
     text = opts.get(key, default).strip()
     if text.lower() in ("earliest", "latest"):
         return text.lower()
@@ -251,12 +279,12 @@ def subscribed(store: Store, options: SourceOptions) -> list[TopicPartition]:
 def resolve(
     store: Store,
     tps: list[TopicPartition],
-    spec: str | OffsetMap,
+    spec: str | PartitionOffsets,
     timestamps: int | Mapping[TopicPartition, int] | None,
     options: SourceOptions,
     *,
     ending: bool = False,
-) -> OffsetMap:
+) -> PartitionOffsets:
     """Real offsets for ``tps`` from an offsets or timestamps option, as the Kafka source does."""
     if timestamps is not None:
         by_tp = timestamps if not isinstance(timestamps, int) else dict.fromkeys(tps, timestamps)
@@ -354,7 +382,9 @@ def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
     return out
 
 
-def rate_limit(limit: int, start: OffsetMap, end: OffsetMap, earliest: OffsetMap) -> OffsetMap:
+def rate_limit(
+    limit: int, start: PartitionOffsets, end: PartitionOffsets, earliest: PartitionOffsets
+) -> PartitionOffsets:
     """Kafka's maxOffsetsPerTrigger: share ``limit`` offsets between the partitions in
     proportion to their backlog, never starving a small one (``earliest`` starts new ones)."""
     sizes = {}
@@ -379,7 +409,7 @@ def rate_limit(limit: int, start: OffsetMap, end: OffsetMap, earliest: OffsetMap
 # ---------------------------------------------------------------- streaming offsets as JSON
 
 
-def to_json(offsets: OffsetMap) -> dict[str, dict[str, int]]:
+def to_json(offsets: PartitionOffsets) -> dict[str, dict[str, int]]:
     """The stream offset form of an offset map: topics and partitions sorted."""
     out: dict[str, dict[str, int]] = {}
     for tp in sorted(offsets):
@@ -387,5 +417,5 @@ def to_json(offsets: OffsetMap) -> dict[str, dict[str, int]]:
     return out
 
 
-def from_json(offset: Mapping[str, Mapping[str, int]]) -> OffsetMap:
+def from_json(offset: Mapping[str, Mapping[str, int]]) -> PartitionOffsets:
     return {TopicPartition(t, int(p)): int(o) for t, ps in offset.items() for p, o in ps.items()}

@@ -19,15 +19,17 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
+from ..core.config import now_ms
 from ..core.log import Store
 from .plan import (
     DATA_LOSS_HINT,
     DataLossError,
-    OffsetMap,
     OffsetRange,
+    PartitionOffsets,
     SourceOptions,
     TopicPartition,
     batch_ranges,
@@ -52,9 +54,13 @@ def _open(path: str) -> Store:
     return Store(path, read_only=True)
 
 
-def _read(options: SourceOptions, partition: RangePartition) -> Iterator:
+def _read(options: SourceOptions, partition: InputPartition) -> Iterator:
     from .arrow import read_range
 
+    if not isinstance(partition, RangePartition):
+        # Spark hands a bare InputPartition when `partitions` planned none (an empty
+        # selection): nothing to read, as the Kafka source reads nothing.
+        return
     with _open(options.path) as store:
         yield from read_range(
             store,
@@ -72,16 +78,20 @@ class LogfsBatchReader(DataSourceReader):
         with _open(self.options.path) as store:
             return [RangePartition(r) for r in batch_ranges(store, self.options)]
 
-    def read(self, partition: RangePartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator:
         return _read(self.options, partition)
 
 
 class LogfsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Micro-batches over per-partition offsets, with Kafka's admission control."""
+    """Micro-batches over per-partition offsets, with Kafka's admission control:
+    ``maxOffsetsPerTrigger``, and ``minOffsetsPerTrigger`` waiting at most
+    ``maxTriggerDelay`` (both off under ``Trigger.AvailableNow`` and ``Once``, which read
+    all that was there)."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._target: OffsetMap | None = None  # Trigger.AvailableNow: never read past this
+        self._target: PartitionOffsets | None = None  # Trigger.AvailableNow: not past this
+        self._last_trigger_ms = 0  # when minOffsetsPerTrigger last let a batch run
 
     def initialOffset(self) -> dict:
         with _open(self.options.path) as store:
@@ -92,6 +102,8 @@ class LogfsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -99,22 +111,47 @@ class LogfsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_json(start)
-        latest, earliest = self._latest()
-        if self._target is not None:
-            latest = {tp: min(o, latest.get(tp, o)) for tp, o in self._target.items()}
-        gone = [tp for tp in begin if tp not in latest]
-        if gone and self.options.fail_on_data_loss and self._target is None:
+        current, earliest = self._latest()
+        gone = [tp for tp in begin if tp not in current]
+        if gone and self.options.fail_on_data_loss:
             names = ", ".join(f"{t}-{p}" for t, p in gone)
             raise DataLossError(f"partitions {names} are gone (topic deleted?). {DATA_LOSS_HINT}")
-        if isinstance(limit, ReadMaxRows):
-            latest = rate_limit(limit.max_rows, begin, latest, earliest)
+        latest = current
+        if self._target is not None:
+            latest = {tp: min(o, current[tp]) for tp, o in self._target.items() if tp in current}
+        if not isinstance(limit, ReadAllAvailable):
+            latest = self._admit(limit, begin, latest, earliest)
         # A partition that went away keeps its last position, so the offset stays comparable.
         return to_json({**{tp: begin[tp] for tp in gone}, **latest})
+
+    def _admit(
+        self,
+        limit: ReadLimit,
+        begin: PartitionOffsets,
+        latest: PartitionOffsets,
+        earliest: PartitionOffsets,
+    ) -> PartitionOffsets:
+        """Kafka's admission control: no batch while fewer than minOffsetsPerTrigger
+        offsets wait and maxTriggerDelay has not passed since the last batch; at most
+        maxOffsetsPerTrigger offsets in one. Spark's Python API passes one limit, so the
+        other comes from the options."""
+        o = self.options
+        min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else o.min_offsets_per_trigger
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else o.max_offsets_per_trigger
+        if min_rows is not None and self._target is None:
+            now = now_ms()
+            waiting = sum(end - begin.get(tp, earliest.get(tp, end)) for tp, end in latest.items())
+            if now - self._last_trigger_ms < o.max_trigger_delay_ms and waiting < min_rows:
+                return {tp: begin[tp] for tp in latest if tp in begin}
+            self._last_trigger_ms = now
+        if max_rows is not None:
+            return rate_limit(max_rows, begin, latest, earliest)
+        return latest
 
     def reportLatestOffset(self) -> dict:
         return to_json(self._latest()[0])
 
-    def _latest(self) -> tuple[OffsetMap, OffsetMap]:
+    def _latest(self) -> tuple[PartitionOffsets, PartitionOffsets]:
         with _open(self.options.path) as store:
             latest, earliest = {}, {}
             for tp in subscribed(store, self.options):
@@ -146,7 +183,7 @@ class LogfsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for r in split_ranges(ranges, o.min_partitions, o.max_records_per_partition)
         ]
 
-    def read(self, partition: RangePartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator:
         return _read(self.options, partition)
 
     def commit(self, end: dict) -> None:

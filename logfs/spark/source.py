@@ -52,7 +52,8 @@ class LogfsDataSource(DataSource):
         _require_arrow()
         from .arrow import spark_schema
 
-        return spark_schema(parse_options(self.options, streaming=False).include_headers)
+        # Asked by batch and streaming queries alike, before Spark says which.
+        return spark_schema(parse_options(self.options, streaming=None).include_headers)
 
     def reader(self, schema):
         from .read import LogfsBatchReader

@@ -63,7 +63,8 @@ def write_options(options: Mapping[str, str], schema: StructType) -> WriteOption
     opts = {k.lower(): v for k, v in options.items()}
     if not opts.get("path"):
         raise SparkOptionError('option "path" (the logfs data directory) is required')
-    types = {f.name.lower(): f.dataType for f in schema.fields}
+    # Matched by exact name, as the Kafka sink does: a column "Value" is not "value".
+    types = {f.name: f.dataType for f in schema.fields}
     if "value" not in types:
         raise SparkOptionError("required attribute 'value' not found")
     for name, allowed in (
