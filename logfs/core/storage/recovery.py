@@ -53,7 +53,7 @@ def load_segments(
     truncated = 0
     for i, base in enumerate(bases):
         segment = LogSegment(str(directory), base, config, writable=writable)
-        segment.active = i + 1 == len(bases)
+        segment.tail_may_tear = i + 1 == len(bases)
         if segments and segments[-1].next_offset > base:
             logger.warning("%s: segment %d overlaps the one before it", directory, base)
         # Offsets below this were on the disk: damage to them is kept, not cut, but in

@@ -124,7 +124,7 @@ class LogSegment:
         self.end_unknown = False  # the damage hides the end: next_offset is a lower bound
         self.torn = False  # read-only: the tail is a torn write, not served
         # The last segment at open: only its tail may be torn by a crash (`_is_tail`).
-        self.active = writable
+        self.tail_may_tear = writable
         self.stream = SegmentStream(self.size)
 
     # ------------------------------------------------------------ loading
@@ -229,7 +229,7 @@ class LogSegment:
         except CorruptRecordError as e:
             self._index_walked(first, walked)
             bad = e.args[1] if len(e.args) > 1 else self.size
-            if self.next_offset < keep_below and not (self.active and self._is_tail(bad)):
+            if self.next_offset < keep_below and not (self.tail_may_tear and self._is_tail(bad)):
                 return self._keep_damage(e, bad, keep_below, verify)
             if not self.writable:
                 logger.warning("%s (serving the %d bytes before it)", e.args[0], bad)
