@@ -219,20 +219,21 @@ def _problems(path: Path, progress: Progress | None = None) -> list[str]:
     recovery_points = read_checkpoint(path / RECOVERY_POINT_FILE)
     for topic, partition, directory, compact in partitions:
         name = f"{topic}-{partition}"
-        next_offset = None
+        next_offset, found = None, False
         started, size, count = time.monotonic(), 0, 0
         for base in segment_bases(directory):
             log_path = directory / segment_name(base, ".log")
-            if not compact:
+            if not compact and not found:  # after a bad batch, its own problem says it
                 problems += _missing(log_path, next_offset, base)
             walked = _walk_log(log_path, base, base if next_offset is None else next_offset)
             if walked.problem:
                 problems.append(f"{log_path}: {walked.problem}")
+                found = True
             next_offset = walked.next_offset
             problems += _index_problems(log_path, base, walked, name)
             size, count = size + log_path.stat().st_size, count + 1
         recovery_point = recovery_points.get((topic, partition), 0)
-        if next_offset is not None and next_offset < recovery_point:
+        if not found and next_offset is not None and next_offset < recovery_point:
             problems.append(
                 f"{name}: the log ends at offset {next_offset}, before its recovery point "
                 f"{recovery_point}: offsets that were on the disk are missing"
