@@ -17,7 +17,7 @@ import pyfuse3
 
 from ..core.client import names
 from ..core.errors import CorruptIndexError, CorruptRecordError, InvalidBatchError, LogfsError
-from .framing import FramingError, TooLargeError
+from .framing import FileTooLargeError, FramingError, TooLargeError
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 ERRNOS: dict[type[BaseException], int] = {
     **names.ERRNOS,
     TooLargeError: errno.EMSGSIZE,
+    FileTooLargeError: errno.EFBIG,
     FramingError: errno.EINVAL,
 }
 

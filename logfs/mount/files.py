@@ -14,7 +14,7 @@ import json
 from ..core.config import TopicConfig, read_properties, write_properties
 from ..core.format import max_record_bytes
 from ..core.log import FromStream, Log
-from .framing import TooLargeError
+from .framing import FileTooLargeError
 from .view import OpenFile, View
 
 # A stream is decoded this many bytes of log at a time, doubling while the
@@ -41,13 +41,18 @@ class KeyFile(OpenFile):
     """An open ``<topic>/keys/<name>`` of a compacted topic.
 
     Reads see the value at open; writes edit a copy (empty with ``O_TRUNC``
-    or for a new key), at any position as in a regular file, and closing the
-    file appends the whole content as one record with the key, to the
-    partition Kafka's default partitioner picks for it: ``echo v > keys/k``,
-    ``cp``, and editors that save in place all work. Nothing is appended if
-    nothing was written (or truncated).
+    or for a new key), at any position as in a regular file, up to the
+    largest value a record with this key may have (`limit`; beyond it
+    EFBIG, before anything is allocated). The whole content is appended as
+    one record with the key, to the partition Kafka's default partitioner
+    picks for it, at the close (flush) of a descriptor when something was
+    written since the last append, else at the last close (release) when
+    the file was only truncated: ``echo v > keys/k`` (whose shell closes a
+    duplicate of the descriptor before writing), ``cp``, and editors that
+    save in place all append one record. Nothing is appended if nothing was
+    written (or truncated).
 
-    Held per open file: the copy being edited.
+    Held per open file: the copy being edited, at most ``limit()`` bytes.
     """
 
     def __init__(
@@ -63,7 +68,8 @@ class KeyFile(OpenFile):
         self.view = view
         self.key, self.path = key, path
         self.buffer = bytearray(data)
-        self.changed = changed
+        self.changed = changed  # the content differs from the value last appended
+        self.written = False  # write() since the last append
         # Read-only opens go through the page cache, refreshed at each open so
         # that nothing is read past the end of a value that shrank.
         self.direct_io = self.keep_cache = writing
@@ -72,33 +78,56 @@ class KeyFile(OpenFile):
     def topic(self) -> str:
         return self.path[0]
 
+    def limit(self) -> int:
+        """The largest value: a record with this key within max.message.bytes."""
+        return key_value_limit(self.view, self.topic, self.key)
+
     async def read(self, offset: int, size: int) -> bytes:
         return bytes(self.buffer[offset : offset + size])
 
     async def write(self, offset: int, data: bytes) -> None:
-        limit = max_record_bytes(self.view.store.topic_config(self.topic)) - len(self.key)
         end = offset + len(data)
-        if end > limit:
-            raise TooLargeError(f"a value of {end} bytes is over max.message.bytes")
+        if end > self.limit():
+            raise FileTooLargeError(f"a value of {end} bytes is over max.message.bytes")
         if offset > len(self.buffer):
             self.buffer.extend(bytes(offset - len(self.buffer)))
         self.buffer[offset:end] = data
-        self.changed = True
+        self.changed = self.written = True
 
     def truncate(self, size: int) -> None:
+        if size > self.limit():
+            raise FileTooLargeError(f"a value of {size} bytes is over max.message.bytes")
         del self.buffer[size:]
         self.buffer.extend(bytes(size - len(self.buffer)))
         self.changed = True
 
     async def flush(self) -> None:
-        """close(): append the content as the key's new value, once per change."""
+        """close() of a descriptor: append what was written through the file."""
+        if self.written:
+            self._append()
+
+    async def release(self) -> None:
+        """The last close: a truncation nobody wrote after is appended now."""
+        if self.changed:
+            self._append()
+
+    def _append(self) -> None:
         try:
-            if self.changed:
-                self.changed = False
-                self.view.store.append_to_topic(self.topic, [bytes(self.buffer)], [self.key])
+            self.changed = self.written = False
+            self.view.store.append_to_topic(self.topic, [bytes(self.buffer)], [self.key])
         finally:
             self.view.keys.pending.discard(self.path)
             self.view.refresh_keys(self.topic)
+
+
+def key_value_limit(view: View, topic: str, key: bytes | None) -> int:
+    """The largest value a record with ``key`` may have in ``topic``."""
+    return max(0, max_record_bytes(view.store.topic_config(topic)) - len(key or b""))
+
+
+# The most text one open of ``config`` may write: every key with a long value
+# fits many times over; more is EFBIG before it is held.
+CONFIG_MAX_BYTES = 16 << 10
 
 
 class ConfigFile(SnapshotFile):
@@ -107,11 +136,13 @@ class ConfigFile(SnapshotFile):
     Writes are ``key=value`` lines. Opened with ``O_APPEND`` (``>>``) they
     change only the keys written; otherwise (``>``, ``cp``, an editor saving)
     the text written becomes the topic's whole configuration and keys not
-    mentioned go back to their defaults. Every write that completes a line is
-    validated and applied at once, so a bad key or value fails that write()
-    with EINVAL and changes nothing.
+    mentioned go back to their defaults. Each line is parsed once, when a
+    write() completes it, and the lines so far are validated then, so a bad
+    key or value fails that write() with EINVAL; they take effect at close
+    (flush). More than `CONFIG_MAX_BYTES` written is EFBIG.
 
-    Held per open file: the text at open and the text written.
+    Held per open file: the text at open, the lines parsed so far and the
+    unterminated last line.
     """
 
     def __init__(self, view: View, topic: str, *, merge: bool) -> None:
@@ -119,45 +150,54 @@ class ConfigFile(SnapshotFile):
         self.view = view
         self.topic = topic
         self.merge = merge
-        self.written = b""
+        self.size = 0  # bytes written
+        self.lines: dict[str, str] = {}  # the complete lines parsed so far
+        self.tail = b""  # the unterminated last line
 
     async def write(self, offset: int, data: bytes) -> None:
-        """Apply the lines written so far once ``data`` completes one or more."""
-        written = self.written + bytes(data)
-        complete = written[: written.rfind(b"\n") + 1]
-        if complete:
-            self.apply(complete)
-        self.written = written
+        """Parse and check the lines ``data`` completes."""
+        if self.size + len(data) > CONFIG_MAX_BYTES:
+            raise FileTooLargeError(f"more than {CONFIG_MAX_BYTES} bytes written to config")
+        text = self.tail + bytes(data)
+        end = text.rfind(b"\n") + 1
+        if end:
+            lines = {**self.lines, **parse_lines(text[:end])}
+            self.overrides(lines)  # raises for a bad key or value: nothing kept
+            self.lines = lines
+        self.tail = text[end:]
+        self.size += len(data)
 
     async def flush(self) -> None:
-        """close(): an unterminated last line counts as a line."""
-        if self.written and not self.written.endswith(b"\n"):
-            self.written += b"\n"
-            self.apply(self.written)
-
-    def apply(self, written: bytes) -> None:
-        """Make the complete lines in ``written`` the topic's configuration
-        (see `overrides`); the store is written only when something changed."""
+        """close(): an unterminated last line counts as a line; the lines
+        written become the configuration."""
+        if not self.size:
+            return
+        if self.tail:
+            self.lines = {**self.lines, **parse_lines(self.tail)}
+            self.tail = b""
         store = self.view.store
-        current = store.topic_overrides(self.topic)
-        overrides = self.overrides(written, current, store.defaults)
-        if overrides != current:
+        overrides = self.overrides(self.lines)
+        if overrides != store.topic_overrides(self.topic):
             store.set_topic_config(self.topic, overrides)
 
-    def overrides(
-        self, written: bytes, current: dict[str, str], defaults: dict[str, str]
-    ) -> dict[str, str]:
-        """The topic's overrides after the complete lines in ``written``.
+    def overrides(self, lines: dict[str, str]) -> dict[str, str]:
+        """The topic's overrides after ``lines``.
 
         Raises InvalidConfigError for an unknown key or a bad value. Keys
         whose value equals the mount-wide default are dropped, so writing back
         the whole effective configuration pins nothing.
         """
-        lines = read_properties(written.decode("utf-8", "surrogateescape"))
-        merged = {**current, **lines} if self.merge else lines
+        store = self.view.store
+        defaults = store.defaults
+        merged = {**store.topic_overrides(self.topic), **lines} if self.merge else lines
         effective = TopicConfig.from_properties(merged, defaults).to_properties()
         baseline = TopicConfig.from_properties(None, defaults).to_properties()
         return {k: effective[k] for k in merged if effective[k] != baseline[k]}
+
+
+def parse_lines(text: bytes) -> dict[str, str]:
+    """``key=value`` lines (InvalidConfigError if malformed)."""
+    return read_properties(text.decode("utf-8", "surrogateescape"))
 
 
 class StreamFile(OpenFile):

@@ -54,6 +54,12 @@ class TooLargeError(FramingError):
     """A single record larger than the topic's max.message.bytes."""
 
 
+class FileTooLargeError(LogfsError):
+    """A write or truncate past the size an edited file may have (a key's
+    value over max.message.bytes, a config over `CONFIG_MAX_BYTES`): EFBIG,
+    refused before anything is allocated."""
+
+
 class Framed(NamedTuple):
     """Records cut out of a write: parallel keys (None when unkeyed) and values."""
 

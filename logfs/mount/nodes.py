@@ -26,8 +26,16 @@ from ..core.format import Record, max_record_bytes
 from ..core.log import FromStream
 from .appendfile import AppendFile
 from .errnos import fail
-from .files import ConfigFile, KeyFile, SnapshotFile, StreamFile, config_text, state_text
-from .framing import BatchFramer, LengthFramer, LineFramer
+from .files import (
+    ConfigFile,
+    KeyFile,
+    SnapshotFile,
+    StreamFile,
+    config_text,
+    key_value_limit,
+    state_text,
+)
+from .framing import BatchFramer, FileTooLargeError, LengthFramer, LineFramer
 from .view import Node, OpenFile, Stat, View
 
 REGULAR = stat.S_IFREG | 0o444
@@ -190,8 +198,10 @@ class Key(Node):
         if file is not None:
             file.truncate(size)
             return
-        value = self.value()
         key = view.keys.key_of(self.topic, self.path[2])
+        if size > key_value_limit(view, self.topic, key):
+            raise FileTooLargeError(f"a value of {size} bytes is over max.message.bytes")
+        value = self.value()
         value = value[:size] + bytes(max(0, size - len(value)))
         view.store.append_to_topic(self.topic, [value], [key])
         view.refresh_keys(self.topic)

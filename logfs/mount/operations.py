@@ -233,9 +233,13 @@ class Operations(pyfuse3.Operations):
         partial line becomes a record); errors reach close()."""
         await self._file(fh).flush()
 
+    @fuse_errors
+    async def _release(self, fh):
+        await self._file(fh).release()
+
     async def release(self, fh):
         try:
-            await self.flush(fh)
+            await self._release(fh)
         except pyfuse3.FUSEError as e:
             logger.warning("closing an append file lost its unterminated tail: errno %d", e.errno)
         self.files.pop(fh, None)

@@ -96,6 +96,10 @@ class OpenFile:
     def truncate(self, size: int) -> None:
         raise fail(errno.EBADF)
 
+    async def release(self) -> None:
+        """The last close of the file: as a close, unless a kind holds more."""
+        await self.flush()
+
     def unmount(self) -> None:
         """At unmount: what must not be lost of what this file holds."""
 
