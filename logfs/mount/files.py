@@ -15,12 +15,16 @@ from ..core.config import TopicConfig, read_properties, write_properties
 from ..core.format import max_record_bytes
 from ..core.log import FromStream, Log
 from .framing import FileTooLargeError
+from .memory import Pool
 from .view import OpenFile, View
 
 # A stream is decoded this many bytes of log at a time, doubling while the
 # reader reads on: numpy's per-call costs fade over big regions; a reader of
-# one line (tail, head) still decodes little.
+# one line (tail, head) still decodes little. What a reader holds beyond its
+# request comes from the mount's shared read-ahead (memory.py); when that is
+# spent, a read decodes what it asked for, at least READ_AHEAD_REQUEST.
 READ_AHEAD_MIN, READ_AHEAD_MAX = 1 << 20, 16 << 20
+READ_AHEAD_REQUEST = 128 << 10
 
 
 class SnapshotFile(OpenFile):
@@ -211,12 +215,18 @@ class StreamFile(OpenFile):
         self.topic = topic
         self.partition = partition
         self.source = source  # from/<n>'s lines; None: the whole stream
-        self.ahead = ReadAhead(source)
+        self.ahead = ReadAhead(source, view.read_ahead)
 
     async def read(self, offset: int, size: int) -> bytes | memoryview:
         log = self.view.store.log(self.topic, self.partition)
         await self.view.count_streams(log, self.source)
         return self.ahead.read(log, offset, size)
+
+    async def release(self) -> None:
+        self.ahead.drop()
+
+    def unmount(self) -> None:
+        self.ahead.drop()
 
 
 class ReadAhead:
@@ -227,10 +237,15 @@ class ReadAhead:
     record ``offset``; a sequential reader is served from it and it is refilled
     ``ahead`` bytes of log at a time, column-wise (`PartitionStream.lines`). A read
     elsewhere starts over from the mark before it (`PartitionStream.locate`).
+    What the buffer holds beyond a request is taken from ``pool`` (``held``
+    bytes of log) and given back as soon as the reader has read it all, so an
+    idle reader holds at most the rest of its last region.
     """
 
-    def __init__(self, source: FromStream | None = None) -> None:
+    def __init__(self, source: FromStream | None = None, pool: Pool | None = None) -> None:
         self.source = source
+        self.pool = pool or Pool()
+        self.held = 0
         self.key: tuple | None = None
         self.buf = memoryview(b"")
         self.pos = 0
@@ -247,7 +262,7 @@ class ReadAhead:
         if key != self.key or not self.pos <= position <= self.pos + len(self.buf):
             self.key = key
             self.offset, self.pos = stream.locate(position)
-            self.buf = memoryview(b"")
+            self.drop()
             self.ahead = READ_AHEAD_MIN
         parts = []
         while size > 0:
@@ -261,16 +276,27 @@ class ReadAhead:
             if self.offset >= log.next_offset:
                 break
             log.check_readable(self.offset)
-            data, after = stream.lines(self.offset, self.ahead)
+            self.pos += len(self.buf)
+            self.drop()
+            self.held = self.pool.take(self.ahead)
+            data, after = stream.lines(self.offset, max(self.held, size, READ_AHEAD_REQUEST))
             if after <= self.offset:
                 break
-            self.pos += len(self.buf)
             self.buf = memoryview(data)
             self.offset = after
             self.ahead = min(2 * self.ahead, READ_AHEAD_MAX)  # a sequential reader: more
+        if position >= self.pos + len(self.buf):  # all read: let it go
+            self.pos += len(self.buf)
+            self.drop()
         if len(parts) == 1:
             return parts[0]
         return b"".join(parts)
+
+    def drop(self) -> None:
+        """Let the buffer go and give back its share of the pool."""
+        self.buf = memoryview(b"")
+        self.pool.give(self.held)
+        self.held = 0
 
 
 def config_text(config: TopicConfig) -> bytes:

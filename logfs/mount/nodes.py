@@ -23,7 +23,7 @@ from ..core.client import names
 from ..core.config import TopicConfig
 from ..core.errors import OffsetOutOfRangeError
 from ..core.format import Record, max_record_bytes
-from ..core.log import FromStream
+from ..core.log import FromStream, Log
 from .appendfile import AppendFile
 from .errnos import fail
 from .files import (
@@ -144,26 +144,38 @@ def record_xattrs(record: Record) -> dict[str, bytes]:
     }
 
 
-def record_stat(mode: int, record: Record | None, timeout: float) -> Stat:
-    """A file whose content is ``record``'s value, stamped with its timestamp."""
-    if record is None:
+def record_stat(mode: int, size: int, timestamp: int | None, timeout: float) -> Stat:
+    """A file whose content is a record's value of ``size`` bytes, stamped
+    with its ``timestamp`` (None: no record)."""
+    if timestamp is None:
         return Stat(mode, timeout=timeout)
-    mtime = max(record.timestamp, 0) * 1_000_000
-    return Stat(mode, len(record.value or b""), mtime, timeout)
+    return Stat(mode, size, max(timestamp, 0) * 1_000_000, timeout)
+
+
+def cached_record(view: View, log: Log, offset: int) -> Record:
+    """Record ``offset`` of ``log``, from the mount's record cache (memory.py)
+    or read and put there."""
+    record = view.records.get((log, offset))
+    if record is None:
+        record = log.read(offset)
+        view.records.put((log, offset), record)
+    return record
 
 
 class Key(Node):
     """``<topic>/keys/<name>`` of a compacted topic: the key's latest value,
-    read on every lookup (values change); a key created but not yet written
-    (`Keys.pending`) has none."""
+    looked up on every lookup (values change); a key created but not yet
+    written (`Keys.pending`) has none. The node keeps where the value is and
+    its size and timestamp; the record itself is in the mount's record cache."""
 
-    __slots__ = ("record",)
+    __slots__ = ("found", "size", "timestamp")
     compacted_only = True
     writable = True
 
     def __init__(self, path: tuple[str, ...]) -> None:
         super().__init__(path)
-        self.record: Record | None = None
+        self.found: tuple[Log, int] | None = None  # the latest record's log and offset
+        self.size, self.timestamp = 0, None
 
     def refresh(self, view: View) -> None:
         key = view.keys.key_of(self.topic, self.path[2])
@@ -171,16 +183,22 @@ class Key(Node):
         if found is None:
             if self.path not in view.keys.pending:
                 raise fail(errno.ENOENT)
-            self.record = None
-        elif self.record is None or self.record.offset != found[1]:
-            self.record = found[0].read(found[1])  # read again only when it changed
+            self.found, self.size, self.timestamp = None, 0, None
+        elif self.found is None or self.found[0] is not found[0] or self.found[1] != found[1]:
+            record = cached_record(view, *found)  # read again only when it changed
+            self.found = found
+            self.size, self.timestamp = len(record.value or b""), record.timestamp
 
-    def value(self) -> bytes:
-        return b"" if self.record is None else self.record.value or b""
+    def record(self, view: View) -> Record | None:
+        return None if self.found is None else cached_record(view, *self.found)
+
+    def value(self, view: View) -> bytes:
+        record = self.record(view)
+        return b"" if record is None else record.value or b""
 
     def stat(self, view: View) -> Stat:
         # the mount drops the cached attributes when the key is appended to
-        return record_stat(WRITABLE, self.record, 1.0)
+        return record_stat(WRITABLE, self.size, self.timestamp, 1.0)
 
     def opened(self, view: View, flags: int) -> OpenFile:
         self.placed(view, self.path)
@@ -188,7 +206,7 @@ class Key(Node):
         writing = flags & os.O_ACCMODE != os.O_RDONLY
         truncate = writing and bool(flags & os.O_TRUNC)
         key = view.keys.key_of(self.topic, self.path[2])
-        data = b"" if truncate else self.value()
+        data = b"" if truncate else self.value(view)
         return KeyFile(view, key, self.path, data, writing=writing, changed=truncate)
 
     def truncate(self, view: View, size: int, file: OpenFile | None) -> None:
@@ -201,45 +219,52 @@ class Key(Node):
         key = view.keys.key_of(self.topic, self.path[2])
         if size > key_value_limit(view, self.topic, key):
             raise FileTooLargeError(f"a value of {size} bytes is over max.message.bytes")
-        value = self.value()
+        value = self.value(view)
         value = value[:size] + bytes(max(0, size - len(value)))
         view.store.append_to_topic(self.topic, [value], [key])
         view.refresh_keys(self.topic)
         self.refresh(view)
 
     def xattrs(self, view: View) -> dict[str, bytes]:
-        if self.record is None:
+        record = self.record(view)
+        if record is None:
             return {}
-        found = view.keys.latest(self.topic, self.record.key)
+        found = view.keys.latest(self.topic, record.key)
         return {
-            **record_xattrs(self.record),
+            **record_xattrs(record),
             names.PARTITION_XATTR: str(found[0].partition if found else "").encode(),
-            names.KEY_XATTR: self.record.key,
+            names.KEY_XATTR: record.key,
         }
 
 
 class Offset(Node):
-    """``<topic>/<p>/offset/<n>``: record n's value, read once (records are immutable)."""
+    """``<topic>/<p>/offset/<n>``: record n's value (records are immutable).
+    The node keeps the value's size and timestamp; the record is in the
+    mount's record cache, read again if it was dropped from it."""
 
-    __slots__ = ("record",)
+    __slots__ = ("size", "timestamp")
     in_partition = True
 
     def __init__(self, path: tuple[str, ...]) -> None:
         super().__init__(path)
-        self.record: Record | None = None
+        self.size, self.timestamp = 0, None
+
+    def record(self, view: View) -> Record:
+        return cached_record(view, view.log(self), int(self.path[3]))
 
     def refresh(self, view: View) -> None:
-        if self.record is None:
-            self.record = view.log(self).read(int(self.path[3]))
+        if self.timestamp is None:
+            record = self.record(view)
+            self.size, self.timestamp = len(record.value or b""), record.timestamp
 
     def stat(self, view: View) -> Stat:
-        return record_stat(REGULAR, self.record, 60.0)
+        return record_stat(REGULAR, self.size, self.timestamp, 60.0)
 
     def opened(self, view: View, flags: int) -> OpenFile:
-        return SnapshotFile(self.record.value or b"", immutable=True)
+        return SnapshotFile(self.record(view).value or b"", immutable=True)
 
     def xattrs(self, view: View) -> dict[str, bytes]:
-        record = self.record
+        record = self.record(view)
         out = record_xattrs(record)
         headers = [
             [k, None if v is None else v.decode("utf-8", "backslashreplace")]

@@ -32,6 +32,7 @@ from ..core.config import flush_messages_reached
 from ..core.log import FromStream, Log, PartitionStream, Store, Uncounted
 from .errnos import fail
 from .keys import Keys
+from .memory import Pool, RecordCache
 
 if TYPE_CHECKING:
     from .flusher import Flusher
@@ -274,6 +275,8 @@ class View:
         self.flusher = flusher
         self.inodes = InodeTable(root)
         self.keys = Keys(store)
+        self.records = RecordCache()  # what offset/<n> and keys/ files show
+        self.read_ahead = Pool()  # shared by the stream readers
         self._counting: dict[Uncounted, trio.Event] = {}
         # The mount shows DATA's owner, group and permission bits, so that with
         # -o allow_other,default_permissions the kernel lets other users do through
