@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import time
 
 import pyfuse3
 
@@ -36,6 +37,50 @@ def fail(code: int) -> pyfuse3.FUSEError:
     return pyfuse3.FUSEError(code)
 
 
+class RateLimit:
+    """At most ``burst`` messages at once and ``per_second`` on average
+    (a token bucket); `allow` says whether to log one now, and how many were
+    suppressed since the last one logged (said in that one)."""
+
+    def __init__(self, per_second: float = 1.0, burst: int = 10) -> None:
+        self.per_second, self.burst = per_second, burst
+        self.tokens = float(burst)
+        self.last = time.monotonic()
+        self.suppressed = 0
+
+    def allow(self) -> tuple[bool, int]:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.per_second)
+        self.last = now
+        if self.tokens < 1:
+            self.suppressed += 1
+            return False, 0
+        self.tokens -= 1
+        suppressed, self.suppressed = self.suppressed, 0
+        return True, suppressed
+
+
+# Rejected requests are logged at most 10 at once and 1 a second on average:
+# a client sending bad requests in a loop cannot fill DATA's disk with the log.
+# Errors the mount found itself (corruption, a failed request) have a limit of
+# their own, so that a flood of bad requests never hides them.
+REJECTED = RateLimit()
+FAILED = RateLimit()
+
+
+def log_rejected(
+    level: int, message: str, *args, exc_info: bool = False, limit: RateLimit = REJECTED
+) -> None:
+    """Log a rejected request, within ``limit``."""
+    allowed, suppressed = limit.allow()
+    if not allowed:
+        return
+    if suppressed:
+        message += " (%d similar messages suppressed)"
+        args = (*args, suppressed)
+    logger.log(level, message, *args, exc_info=exc_info)
+
+
 def errno_for(exc: BaseException) -> int:
     """The errno a client sees for ``exc``; never EINTR, never >= 512."""
     for cls in type(exc).__mro__:
@@ -43,7 +88,7 @@ def errno_for(exc: BaseException) -> int:
             return ERRNOS[cls]
     if isinstance(exc, OSError) and exc.errno and 0 < exc.errno < 512 and exc.errno != errno.EINTR:
         return exc.errno
-    logger.exception("unexpected error in a FUSE handler")
+    log_rejected(logging.ERROR, "unexpected error in a FUSE handler", exc_info=True, limit=FAILED)
     return errno.EIO
 
 
@@ -71,10 +116,15 @@ def fuse_errors(handler):
         except Exception as e:
             if isinstance(e, (CorruptRecordError, CorruptIndexError)):
                 # bit rot below the recovery point is only found when read: say where
-                logger.error("%s%r: %s (answering EIO)", handler.__name__, args, e)
+                log_rejected(
+                    logging.ERROR,
+                    "%s%r: %s (answering EIO)",
+                    *(handler.__name__, args, e),
+                    limit=FAILED,
+                )
             elif isinstance(e, InvalidBatchError):
                 # the writer only sees EINVAL: the daemon's log says what was wrong
-                logger.warning("%s refused a batch: %s", handler.__name__, e)
+                log_rejected(logging.WARNING, "%s refused a batch: %s", handler.__name__, e)
             elif not isinstance(e, LogfsError):
                 logger.debug("%s%r failed: %r", handler.__name__, args, e)
             raise pyfuse3.FUSEError(errno_for(e)) from None

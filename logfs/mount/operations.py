@@ -21,7 +21,7 @@ import pyfuse3
 import trio
 
 from ..core.log import Store
-from .errnos import fail, fuse_errors
+from .errnos import fail, fuse_errors, log_rejected
 from .flusher import Flusher
 from .tree import Root, resolve
 from .view import DATA_OWNER, OpenFile, Ownership, View
@@ -241,7 +241,7 @@ class Operations(pyfuse3.Operations):
         try:
             await self._release(fh)
         except pyfuse3.FUSEError as e:
-            logger.warning("closing an append file lost its unterminated tail: errno %d", e.errno)
+            log_rejected(logging.WARNING, "closing a file lost what it held: errno %d", e.errno)
         self.files.pop(fh, None)
 
     @fuse_errors
