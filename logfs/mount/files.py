@@ -143,7 +143,8 @@ class ConfigFile(SnapshotFile):
     mentioned go back to their defaults. Each line is parsed once, when a
     write() completes it, and the lines so far are validated then, so a bad
     key or value fails that write() with EINVAL; they take effect at close
-    (flush). More than `CONFIG_MAX_BYTES` written is EFBIG.
+    (flush). More than `CONFIG_MAX_BYTES` written is EFBIG, for that
+    write() and at close: none of the text written takes effect.
 
     Held per open file: the text at open, the lines parsed so far and the
     unterminated last line.
@@ -157,10 +158,12 @@ class ConfigFile(SnapshotFile):
         self.size = 0  # bytes written
         self.lines: dict[str, str] = {}  # the complete lines parsed so far
         self.tail = b""  # the unterminated last line
+        self.too_large = False  # a write() was refused with EFBIG: nothing applies
 
     async def write(self, offset: int, data: bytes) -> None:
         """Parse and check the lines ``data`` completes."""
         if self.size + len(data) > CONFIG_MAX_BYTES:
+            self.too_large = True
             raise FileTooLargeError(f"more than {CONFIG_MAX_BYTES} bytes written to config")
         text = self.tail + bytes(data)
         end = text.rfind(b"\n") + 1
@@ -174,6 +177,8 @@ class ConfigFile(SnapshotFile):
     async def flush(self) -> None:
         """close(): an unterminated last line counts as a line; the lines
         written become the configuration."""
+        if self.too_large:  # a cut-off configuration is never applied
+            raise FileTooLargeError(f"more than {CONFIG_MAX_BYTES} bytes written to config")
         if not self.size:
             return
         if self.tail:
