@@ -141,10 +141,11 @@ class ConfigFile(SnapshotFile):
     change only the keys written; otherwise (``>``, ``cp``, an editor saving)
     the text written becomes the topic's whole configuration and keys not
     mentioned go back to their defaults. Each line is parsed once, when a
-    write() completes it, and the lines so far are validated then, so a bad
-    key or value fails that write() with EINVAL; they take effect at close
-    (flush). More than `CONFIG_MAX_BYTES` written is EFBIG, for that
-    write() and at close: none of the text written takes effect.
+    write() completes it, and the lines so far are validated and applied
+    then, so a bad key or value fails that write() with EINVAL and changes
+    nothing. More than `CONFIG_MAX_BYTES` written is EFBIG, for that write(),
+    later ones and the close, and the configuration goes back to what it was
+    at open: none of the text written through this open takes effect.
 
     Held per open file: the text at open, the lines parsed so far and the
     unterminated last line.
@@ -155,6 +156,7 @@ class ConfigFile(SnapshotFile):
         self.view = view
         self.topic = topic
         self.merge = merge
+        self.original = view.store.topic_overrides(topic)
         self.size = 0  # bytes written
         self.lines: dict[str, str] = {}  # the complete lines parsed so far
         self.tail = b""  # the unterminated last line
@@ -162,14 +164,15 @@ class ConfigFile(SnapshotFile):
 
     async def write(self, offset: int, data: bytes) -> None:
         """Parse and check the lines ``data`` completes."""
-        if self.size + len(data) > CONFIG_MAX_BYTES:
+        if self.too_large or self.size + len(data) > CONFIG_MAX_BYTES:
             self.too_large = True
+            self.set(self.original)  # a cut-off configuration never stays
             raise FileTooLargeError(f"more than {CONFIG_MAX_BYTES} bytes written to config")
         text = self.tail + bytes(data)
         end = text.rfind(b"\n") + 1
         if end:
             lines = {**self.lines, **parse_lines(text[:end])}
-            self.overrides(lines)  # raises for a bad key or value: nothing kept
+            self.set(self.overrides(lines))  # raises for a bad key or value: nothing kept
             self.lines = lines
         self.tail = text[end:]
         self.size += len(data)
@@ -184,8 +187,12 @@ class ConfigFile(SnapshotFile):
         if self.tail:
             self.lines = {**self.lines, **parse_lines(self.tail)}
             self.tail = b""
+            self.set(self.overrides(self.lines))
+
+    def set(self, overrides: dict[str, str]) -> None:
+        """Make ``overrides`` the topic's; the store is written only when
+        something changed."""
         store = self.view.store
-        overrides = self.overrides(self.lines)
         if overrides != store.topic_overrides(self.topic):
             store.set_topic_config(self.topic, overrides)
 
