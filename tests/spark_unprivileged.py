@@ -90,7 +90,7 @@ def batch_cases(spark, data: Path) -> dict[str, str]:
 
 def after_planning(data: Path, fail: str, segment: Path) -> str:
     """The reader's own calls, as Spark makes them: plan, then the file goes, then read."""
-    from logfs.spark.plan import parse_options
+    from logfs.spark.options import parse_options
     from logfs.spark.read import LogfsBatchReader
 
     options = {"path": str(data), "subscribe": "seg", "failOnDataLoss": fail}

@@ -27,18 +27,14 @@ from logfs.core.format.record import (
 )
 from logfs.spark import LogfsDataSource
 from logfs.spark.arrow import decode_columns, read_range
-from logfs.spark.plan import (
+from logfs.spark.options import (
     DataLossError,
     OffsetRange,
     SparkOptionError,
     TopicPartition,
-    batch_ranges,
     parse_options,
-    rate_limit,
-    resolve,
-    split_ranges,
-    subscribed,
 )
+from logfs.spark.plan import batch_ranges, rate_limit, resolve, split_ranges, subscribed
 from logfs.spark.read import LogfsStreamReader
 from logfs.spark.write import produce, write_options
 

@@ -30,7 +30,7 @@ from pyspark.sql.types import StructType
 
 from ..core.errors import UnknownTopicError
 from ..core.format import BatchHeader, decode, decode_records, gather
-from .plan import DATA_LOSS_HINT, DataLossError, OffsetRange
+from .options import DATA_LOSS_HINT, DataLossError, OffsetRange
 
 if TYPE_CHECKING:
     from ..core.log import Store

@@ -25,21 +25,15 @@ from pyspark.sql.streaming.datasource import (
 
 from ..core.config import now_ms
 from ..core.log import Store
-from .plan import (
+from .options import (
     DATA_LOSS_HINT,
     DataLossError,
     OffsetRange,
     PartitionOffsets,
     SourceOptions,
     TopicPartition,
-    batch_ranges,
-    from_json,
-    rate_limit,
-    resolve,
-    split_ranges,
-    subscribed,
-    to_json,
 )
+from .plan import batch_ranges, from_json, rate_limit, resolve, split_ranges, subscribed, to_json
 
 
 class RangePartition(InputPartition):

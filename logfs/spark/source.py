@@ -29,7 +29,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     ) from None
 
 from ..core.errors import LogfsError
-from .plan import parse_options
+from .options import parse_options
 
 MISSING_ARROW = "the logfs Spark data source needs pyarrow: pip install 'logfs[spark]'"
 
@@ -81,7 +81,7 @@ class LogfsDataSource(DataSource):
 
 
 def _check_mode(overwrite: bool) -> None:
-    from .plan import SparkOptionError
+    from .options import SparkOptionError
 
     _require_arrow()
     if overwrite:

@@ -38,7 +38,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 from ..core.client import Producer
 from ..core.errors import DataDirBusyError, LogfsError
 from .arrow import spark_schema
-from .plan import SparkOptionError
+from .options import SparkOptionError
 
 DEFAULT_LOCK_TIMEOUT = 60.0
 _HEADERS = spark_schema(include_headers=True)["headers"].dataType  # the Kafka source's
