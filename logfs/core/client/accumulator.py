@@ -15,6 +15,21 @@ from ..format.batching import BatchInfo, Cutter, Records, encode_within
 from ..format.record import CREATE_TIME, HEADER_SIZE, encode_batch
 
 
+class Receipt(NamedTuple):
+    """Offsets ``first_offset..last_offset`` of ``topic``-``partition`` hold
+    this producer's records, in the order they were sent."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    last_offset: int
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
 class ProducerRecord(NamedTuple):
     """One record as `Producer.send` queues it."""
 

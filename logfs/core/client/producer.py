@@ -15,7 +15,9 @@ each partition's batches to the one writer of DATA, which assigns the offsets
 - **else the store**: DATA is opened for writing (taking its lock, waiting up
   to ``lock_timeout`` seconds), `Log.append_batches` appends, and closing the
   store fsyncs and checkpoints. The lock is not held between flushes, so a
-  mount can start meanwhile; the next flush then goes through it.
+  mount can start meanwhile; the next flush then goes through it;
+- **a Kafka listener** (``Producer("kafka://HOST:PORT")``): the batches go in
+  Produce requests with acks=-1 (wire.py).
 
 Either way `flush` returns once the records are durable on disk (Kafka's
 ``acks=all``), with the same receipts.
@@ -38,7 +40,7 @@ from ..format.record import CREATE_TIME
 from ..log.partitioner import Partitioner, partition_for_key
 from ..log.store import Store, validate_topic_name
 from . import mountinfo, wire
-from .accumulator import PartitionBatches, ProducerRecord, check_fits
+from .accumulator import PartitionBatches, ProducerRecord, Receipt, TopicPartition, check_fits
 from .delivery import (
     MountGone,
     ProducerError,
@@ -52,21 +54,6 @@ from .delivery import (
 BATCH_SIZE = 16384  # Kafka's batch.size
 BUFFER_MEMORY = 32 << 20  # Kafka's buffer.memory: pending bytes that make send() flush
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")  # Kafka's producer compression.type
-
-
-class Receipt(NamedTuple):
-    """Offsets ``first_offset..last_offset`` of ``topic``-``partition`` hold
-    this producer's records, in the order they were sent."""
-
-    topic: str
-    partition: int
-    first_offset: int
-    last_offset: int
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 class _Topic(NamedTuple):
