@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ..core.log import Log
+from ..core.log import Log, append_line
 from .framing import Batches, BatchFramer, Framed, LengthFramer, LineFramer, Packed
 from .view import OpenFile, View
 
@@ -60,6 +60,14 @@ class AppendFile(OpenFile):
         """Append the records ``data`` completes. The framer's new pending tail
         is committed only once they are in the log: a rejected write() leaves
         the file as it was."""
+        if self.partition is not None and isinstance(self.framer, LineFramer):
+            value = self.framer.single_line(data)  # one line per write(): the fast path
+            log = self.view.store.log(self.topic, self.partition) if value is not None else None
+            first = None if log is None else append_line(log, value)
+            if first is not None:
+                self.add_receipt(self.partition, first, 1)
+                await self._appended()
+                return
         framed, tail = self.framer.feed(data)
         self.append(framed)
         self.framer.pending = tail

@@ -134,6 +134,21 @@ class LineFramer:
             raise TooLargeError(f"a record of {int(lengths.max())} bytes exceeds {self.max_bytes}")
         return Packed(memoryview(text)[:end], lengths), tail
 
+    def single_line(self, data: bytes) -> bytes | None:
+        """The value when ``data`` is exactly one whole unkeyed line, short
+        enough, with nothing pending: what loggers write per write(); None
+        for anything else (`feed` decides)."""
+        if (
+            self.pending
+            or self.discarding
+            or self.parse_key
+            or len(data) > self.max_bytes
+            or data[-1:] != b"\n"
+            or data.count(b"\n") != 1
+        ):
+            return None
+        return bytes(data[:-1])
+
     def finish(self) -> Framed:
         """The pending partial line as a record (on close); empty when none."""
         if not self.pending or self.discarding:

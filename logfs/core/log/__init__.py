@@ -1,7 +1,8 @@
 """The partition log and the data directory: `Log` (one topic-partition) and
 its collaborators (flushes, failure state, live keys, reads, streams of
-lines), the log cleaner, the partitioner, and `Store` (topics and their
-settings, partitions, checkpoints, the writer lock)."""
+lines), the one-line fast path (`append_line`), the log cleaner, the
+partitioner, and `Store` (topics and their settings, partitions,
+checkpoints, the writer lock)."""
 
 from . import cleaner
 from .cleaner import Throttle, clean_store
@@ -9,6 +10,7 @@ from .flushing import FlushTicket
 from .keys import key_name, name_key
 from .lines import FromStream, PartitionStream, Uncounted
 from .partition import Log
+from .small import append_line
 from .store import Store
 
 __all__ = [
@@ -19,6 +21,7 @@ __all__ = [
     "Store",
     "Throttle",
     "Uncounted",
+    "append_line",
     "clean_store",
     "cleaner",
     "key_name",

@@ -401,12 +401,16 @@ class LogSegment:
                     undo.errno, f"cutting off a partly written batch failed: {undo.strerror}"
                 ) from e
             raise
-        position = self._index_batches(
-            start,
-            np.fromiter((i.size for i in batches), np.int64, len(batches)),
-            np.fromiter((i.last_offset for i in batches), np.int64, len(batches)),
-            np.fromiter((i.max_timestamp for i in batches), np.int64, len(batches)),
-        )
+        if len(batches) == 1:  # one small write: numpy's per-call costs would dominate
+            info = batches[0]
+            position = self._index_batch(start, info.size, info.last_offset, info.max_timestamp)
+        else:
+            position = self._index_batches(
+                start,
+                np.fromiter((i.size for i in batches), np.int64, len(batches)),
+                np.fromiter((i.last_offset for i in batches), np.int64, len(batches)),
+                np.fromiter((i.max_timestamp for i in batches), np.int64, len(batches)),
+            )
         self.stream.on_append(
             self.next_offset, [i.stream_bytes for i in batches], [i.last_offset for i in batches]
         )
@@ -435,6 +439,17 @@ class LogSegment:
         self.time_index.extend_maybe(running[points], reached[points])
         self.max_timestamp, self._offset_of_max = int(running[-1]), int(reached[-1])
         return int(positions[-1] + sizes[-1])
+
+    def _index_batch(self, start: int, size: int, last_offset: int, max_timestamp: int) -> int:
+        """`_index_batches` of one batch, in plain Python."""
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp, self._offset_of_max = max_timestamp, last_offset
+        if self._bytes_since_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(last_offset, start)
+            self.time_index.maybe_append(self.max_timestamp, self._offset_of_max)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += size
+        return start + size
 
     @property
     def index_full(self) -> bool:
