@@ -82,11 +82,19 @@ def serve(
     store = Store(data, defaults=options.defaults, read_only=options.read_only, recover=False)
     flusher = Flusher(store, **options.tasks["flusher"])
     log_cleaner = Cleaner(store, **options.tasks["cleaner"])
-    ops = Operations(store, flusher=flusher, partitions=options.partitions, owner=options.owner)
+    ops = Operations(
+        store,
+        flusher=flusher,
+        partitions=options.partitions,
+        owner=options.owner,
+        buffered=options.buffered,
+    )
     fuse_options = {f"fsname={os.path.abspath(data)}", "subtype=logfs", *options.fuse}
     # Resolved now: once mounted, a stat of the mount point from this thread would
     # wait for an answer from this very thread.
     real_mountpoint = os.path.realpath(mountpoint)
+    if ops.buffered is not None:
+        ops.buffered.mountpoint = real_mountpoint
     try:
         listener = kafka_listener(store, options, ops.ready, ops.view.forget_topic)
         pyfuse3.init(ops, mountpoint, fuse_options)
@@ -146,7 +154,7 @@ async def _run(
     listener=None,
 ) -> None:
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_stop_on_signal)
+        nursery.start_soon(_stop_on_signal, ops)
         if listener is not None:  # requests wait for the recovery (ops.ready)
             await nursery.start(listener.run)
         nursery.start_soon(_recover, store, ops, flusher, log_cleaner, on_recovered, nursery)
@@ -175,13 +183,18 @@ async def _recover(store, ops, flusher, log_cleaner, on_recovered, nursery) -> N
     await nursery.start(flusher.run)
     if log_cleaner is not None:
         await nursery.start(log_cleaner.run)
+    if ops.buffered is not None:
+        nursery.start_soon(ops.buffered.run)
     on_recovered()
 
 
-async def _stop_on_signal() -> None:
+async def _stop_on_signal(ops: Operations) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             logger.info("%s: unmounting", signal.Signals(signum).name)
+            if ops.buffered is not None:  # what the kernel holds of open files, first
+                with trio.move_on_after(10):
+                    await ops.buffered.write_back_open_files()
             pyfuse3.terminate()
             return
 

@@ -25,6 +25,7 @@ from ..core.errors import OffsetOutOfRangeError
 from ..core.format import Record, max_record_bytes
 from ..core.log import FromStream, Log
 from .appendfile import AppendFile
+from .buffered import ATTR_TIMEOUT
 from .errnos import fail
 from .files import (
     ConfigFile,
@@ -70,6 +71,8 @@ class TopicAppend(Node):
     framing = staticmethod(lines)  # how written bytes become records (framing.py)
 
     def stat(self, view: View) -> Stat:
+        if view.buffered is not None:  # the kernel owns the size (buffered.py)
+            return Stat(WRITABLE, view.buffered.size(self.path), timeout=ATTR_TIMEOUT)
         return Stat(WRITABLE, timeout=0)
 
     def target(self) -> int | None:
@@ -78,12 +81,17 @@ class TopicAppend(Node):
 
     def opened(self, view: View, flags: int) -> OpenFile:
         framer = self.framing(view.store.topic_config(self.topic))
+        if view.buffered is not None and flags & os.O_ACCMODE == os.O_WRONLY:
+            # the buffered mode: through the page cache (buffered.py)
+            return view.buffered.open(view, self.path, self.topic, self.target(), framer, flags)
         return AppendFile(view, self.topic, self.target(), framer, flags)
 
     def truncate(self, view: View, size: int, file: OpenFile | None) -> None:
         # `> file` and `truncate -s 0` on an append-only file: nothing to cut.
         if size != 0:
             raise fail(errno.EINVAL)
+        if view.buffered is not None:
+            view.buffered.truncate(self.path)
 
 
 class TopicAppendBin(TopicAppend):
@@ -207,7 +215,10 @@ class Key(Node):
         truncate = writing and bool(flags & os.O_TRUNC)
         key = view.keys.key_of(self.topic, self.path[2])
         data = b"" if truncate else self.value(view)
-        return KeyFile(view, key, self.path, data, writing=writing, changed=truncate)
+        file = KeyFile(view, key, self.path, data, writing=writing, changed=truncate)
+        if view.buffered is not None:  # the kernel keeps a size it once knew: read direct
+            file.direct_io = True
+        return file
 
     def truncate(self, view: View, size: int, file: OpenFile | None) -> None:
         """An open file's copy, else a new value now."""
@@ -334,6 +345,9 @@ class Stream(Node):
 
     async def count(self, view: View) -> None:
         await view.count_streams(view.log(self), self.lines(view))
+        if view.buffered is not None:  # the kernel keeps its own size (buffered.py)
+            stream = self.lines(view) or view.log(self).stream
+            view.buffered.push_size(self.inode, self.path, stream.size() or 0)
 
     def stat(self, view: View) -> Stat:
         stream = self.lines(view) or view.log(self).stream

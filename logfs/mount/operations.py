@@ -21,6 +21,7 @@ import pyfuse3
 import trio
 
 from ..core.log import Store
+from .buffered import BufferedAppends
 from .errnos import fail, fuse_errors, log_rejected
 from .flusher import Flusher
 from .tree import Root, resolve
@@ -50,8 +51,11 @@ class Operations(pyfuse3.Operations):
         flusher: Flusher | None = None,
         partitions: int = 1,
         owner: Ownership = DATA_OWNER,
+        buffered: bool = False,
     ) -> None:
+        """``buffered``: the buffered mode (``acks=0``, buffered.py)."""
         super().__init__()
+        self.enable_writeback_cache = buffered
         self.store = store
         self.partitions = partitions  # of a topic made by mkdir
         self.view = View(store, Root(()), owner, flusher)
@@ -63,6 +67,7 @@ class Operations(pyfuse3.Operations):
         if store.read_only or not store.has_unopened():
             self.ready.set()
         self.view.is_ready = self.ready.is_set
+        self.buffered = self.view.buffered = BufferedAppends() if buffered else None
         self.files: dict[int, OpenFile] = {}
         self._fh = itertools.count(1)
 
@@ -164,6 +169,8 @@ class Operations(pyfuse3.Operations):
     async def rmdir(self, parent_inode, name, ctx=None):
         """Topics only: partitions cannot be removed, as in Kafka."""
         self.view.node(parent_inode).rmdir(self.view, os.fsdecode(name))
+        if self.buffered is not None:
+            self.buffered.forget_topic(os.fsdecode(name))
 
     @fuse_errors
     async def create(self, parent_inode, name, mode, flags, ctx=None):
@@ -253,6 +260,10 @@ class Operations(pyfuse3.Operations):
 
     @fuse_errors
     async def getxattr(self, inode, name, ctx=None):
+        if not name.startswith(b"user."):
+            # The kernel asks for security.capability before every write() that
+            # goes through the page cache (the buffered mode): answer at once.
+            raise fail(pyfuse3.ENOATTR)
         value = self.view.node(inode).xattrs(self.view).get(os.fsdecode(name))
         if value is None:
             raise fail(pyfuse3.ENOATTR)

@@ -63,12 +63,13 @@ class MountOptions(NamedTuple):
     owner: Ownership  # uid=, gid=, umask=
     kafka: str | None = None  # kafka=[HOST:]PORT: also serve Kafka's protocol there
     kafka_settings: Mapping[str, int | bool | str] = {}  # KAFKA_OPTIONS
+    buffered: bool = False  # acks=0: append files through the page cache (buffered.py)
 
 
 def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     """Sort ``-o`` options; raises LogfsError for an unknown one or a bad value."""
     fuse, defaults, tasks = set(), {}, {"flusher": {}, "cleaner": {}}
-    partitions, log, kafka, kafka_settings = 1, None, None, {}
+    partitions, log, kafka, kafka_settings, buffered = 1, None, None, {}, False
     owner = Ownership()
     for key, value in options.items():
         if key in FUSE_OPTIONS:
@@ -85,6 +86,10 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
             kafka = _listen_value(value or "")
         elif key in KAFKA_OPTIONS:
             kafka_settings[key] = _kafka_value(key, value or "")
+        elif key == "acks":
+            if value not in ("0", "1", "all"):
+                raise LogfsError(f"acks={value}: expected 1 (or all: the default) or 0 (buffered)")
+            buffered = value == "0"
         elif key in ("uid", "gid", "umask"):
             owner = owner._replace(**{key: _owner_value(key, value or "")})
         elif key in BROKER_OPTIONS:
@@ -105,7 +110,7 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
         fuse.add("default_permissions")
     return MountOptions(
         frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks, owner, kafka,
-        kafka_settings,
+        kafka_settings, buffered,
     )  # fmt: skip
 
 

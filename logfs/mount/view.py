@@ -277,6 +277,8 @@ class View:
         self.keys = Keys(store)
         self.records = RecordCache()  # what offset/<n> and keys/ files show
         self.read_ahead = Pool()  # shared by the stream readers
+        # The buffered mode's append streams (buffered.py `BufferedAppends`), or None
+        self.buffered = None
         self._counting: dict[Uncounted, trio.Event] = {}
         # The mount shows DATA's owner, group and permission bits, so that with
         # -o allow_other,default_permissions the kernel lets other users do through
