@@ -24,9 +24,15 @@ class NullDaemon:
     """benchmarks/nullfs.py on ``mountpoint`` as a child process."""
 
     def __init__(
-        self, mountpoint: Path, log: Path, source_bytes: int, copy_to: Path | None = None
+        self,
+        mountpoint: Path,
+        log: Path,
+        source_bytes: int,
+        copy_to: Path | None = None,
+        writeback: bool = False,
     ) -> None:
         self.mountpoint = Path(mountpoint)
+        self.writeback = writeback
         self.log = log
         self.source_bytes = source_bytes
         self.copy_to = copy_to
@@ -37,6 +43,8 @@ class NullDaemon:
         cmd += ["--source-bytes", str(self.source_bytes)]
         if self.copy_to is not None:
             cmd += ["--copy-to", str(self.copy_to)]
+        if self.writeback:
+            cmd.append("--writeback")
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True

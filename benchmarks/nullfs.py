@@ -11,7 +11,13 @@ and report ``st_blksize`` = 1 MiB, exactly as logfs's ``append`` and
 ``stream`` are, so a ``cat`` through it pays every cost of FUSE and pyfuse3 on
 trio and none of logfs's. The benchmark compares logfs's mount against this one.
 
-    python benchmarks/nullfs.py MOUNTPOINT [--source-bytes N] [--copy-to FILE]
+With ``--writeback`` the kernel's writeback cache is on and ``sink`` goes
+through the page cache (as ``append`` in logfs's buffered mode, ``acks=0``),
+and the file system has no extended attributes at all, so the kernel stops
+asking for ``security.capability`` before every write(): what the buffered
+mode would reach without that round trip (docs/benchmarks.md).
+
+    python benchmarks/nullfs.py MOUNTPOINT [--source-bytes N] [--copy-to FILE] [--writeback]
     (foreground; SIGTERM unmounts)
 """
 
@@ -42,8 +48,9 @@ BLOCK = 1 << 20
 
 
 class NullOperations(pyfuse3.Operations):
-    def __init__(self, source_bytes: int, copy_to: str) -> None:
+    def __init__(self, source_bytes: int, copy_to: str, writeback: bool = False) -> None:
         super().__init__()
+        self.enable_writeback_cache = writeback
         self.source_bytes = source_bytes
         self.copy_fd = os.open(copy_to, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         line = b"x" * 99 + b"\n"
@@ -60,6 +67,8 @@ class NullOperations(pyfuse3.Operations):
             attrs.st_mode, attrs.st_nlink = stat.S_IFREG | 0o644, 1
             attrs.st_size = self.source_bytes if inode == SOURCE_INODE else 0
         attrs.entry_timeout = attrs.attr_timeout = 0
+        if self.enable_writeback_cache and inode == SINK_INODE:
+            attrs.entry_timeout = attrs.attr_timeout = 3600  # the kernel owns the size
         if inode >= FIRST_RECORD:
             attrs.st_mode, attrs.st_size = stat.S_IFREG | 0o444, RECORD_BYTES
             attrs.entry_timeout = attrs.attr_timeout = 60
@@ -79,11 +88,15 @@ class NullOperations(pyfuse3.Operations):
         return self._attrs(inode)
 
     async def open(self, inode, flags, ctx=None):
+        if inode == SINK_INODE and self.enable_writeback_cache:
+            return pyfuse3.FileInfo(fh=inode, keep_cache=True)
         if inode >= FIRST_RECORD:
             return pyfuse3.FileInfo(fh=inode, keep_cache=True)
         return pyfuse3.FileInfo(fh=inode, direct_io=True)
 
     async def read(self, fh, off, size):
+        if fh == SINK_INODE:
+            return bytes(size)  # the kernel reading back a page it appends to
         if fh >= FIRST_RECORD:
             return self.block[off:RECORD_BYTES]
         if fh != SOURCE_INODE or off >= self.source_bytes:
@@ -123,9 +136,11 @@ def main() -> None:
     parser.add_argument("mountpoint")
     parser.add_argument("--source-bytes", type=int, default=100 << 20)
     parser.add_argument("--copy-to", default=os.devnull, help="where copy's writes go")
+    parser.add_argument("--writeback", action="store_true", help="sink through the page cache")
     args = parser.parse_args()
     options = {"fsname=nullfs", "subtype=nullfs"}
-    pyfuse3.init(NullOperations(args.source_bytes, args.copy_to), args.mountpoint, options)
+    ops = NullOperations(args.source_bytes, args.copy_to, args.writeback)
+    pyfuse3.init(ops, args.mountpoint, options)
     try:
         trio.run(_run)
     finally:

@@ -17,6 +17,8 @@ baseline's, logfs as a fraction of the baseline, and records/s.
     offset/<n>     open+read+close of random offset/<n> from a separate process
                                                    vs  the same on nullfs's source file
     partitions     N concurrent cat into N partitions (1, 10, 100) vs into N plain files
+    legacy         nginx (ab), Python logging and one line per write() in both modes
+                   (acks=1, acks=0) vs a plain file and nullfs (bench_legacy.py)
     lookup         in-process log.read(n) p50/p99 at growing sizes (bench_lookup.py)
     recovery       validation of a large active segment vs a plain read (bench_recovery.py)
     spark          (--spark) Spark batch read vs spark.read.text and a no-decoding Python
@@ -45,6 +47,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import bench_cleaner  # noqa: E402
+import bench_legacy  # noqa: E402
 import bench_lookup  # noqa: E402
 import bench_recovery  # noqa: E402
 from mounts import NullDaemon, logfs_mount  # noqa: E402
@@ -457,13 +460,39 @@ def bench_core(table, args) -> None:
     )
 
 
+def bench_legacy_rows(table, tmp, args) -> None:
+    """bench_legacy.py's table, smaller: its ratios in the baseline columns."""
+    legacy = argparse.Namespace(
+        rounds=args.rounds,
+        requests=20_000 if args.full else 5_000,
+        concurrency=16,
+        records=200_000 if args.full else 50_000,
+        lines=args.small_writes,
+        only={"nginx", "logging", "line"},
+    )
+    (tmp / "legacy").mkdir()
+    section = ""
+    for label, value, of_plain, of_null in bench_legacy.measure(tmp / "legacy", legacy):
+        if not label.startswith(" "):  # a section's head: its unit
+            section, unit = label, value
+            continue
+        value = f"{value} {unit}"
+        label = f"{section}: {label.strip()}"
+        ratio = ", ".join(
+            filter(None, [of_plain and f"plain {of_plain}", of_null and f"null {of_null}"])
+        )
+        table.add(f"legacy {label}", value, "", ratio, "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="full sizes (slower)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--spark", action="store_true", help="also Spark (slow)")
     parser.add_argument(
-        "--only", default="", help="comma list: append,batches,read,stat,partitions,core"
+        "--only",
+        default="",
+        help="comma list: append,batches,read,stat,partitions,legacy,core",
     )
     args = parser.parse_args()
     keep_freed_memory()  # as the daemon does, for the in-process figures
@@ -486,6 +515,7 @@ def main() -> None:
         "read",
         "stat",
         "partitions",
+        "legacy",
         "core",
     }
     table = Table()
@@ -519,6 +549,8 @@ def main() -> None:
                 with logfs_mount(data, mnt, tmp / "logfs.log"):
                     sh(f"mkdir {mnt}/t && cat {tmp}/lines100 > {mnt}/t/0/append")
             bench_first_stat(table, tmp, data, mnt, tmp / "logfs.log", args)
+        if "legacy" in only:
+            bench_legacy_rows(table, tmp, args)
         if "core" in only:
             bench_core(table, args)
     table.print()

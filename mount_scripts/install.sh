@@ -10,7 +10,8 @@
 #    Java runtime for Spark when there is no java; with LOGFS_TEST_TOOLS=1 (set
 #    by test.sh) also what only the suite runs: libfiu's fiu-utils (fault
 #    injection), nginx (a service logging through the mount), kcat (a Kafka
-#    client) and strace (the Kafka listener's sendfile).
+#    client), strace (the Kafka listener's sendfile) and apache2-utils' ab (load
+#    on nginx).
 #    `apt-get update` runs only when something is missing.
 # 2. A virtual environment in the checkout (.venv) holding logfs with its test and Spark
 #    extras, installed by pip as users install it (`pip install -e '.[test,spark]'`),
@@ -73,6 +74,8 @@ if [[ ${LOGFS_TEST_TOOLS:-0} == 1 ]]; then  # set by test.sh: tools only the sui
     command -v kcat >/dev/null 2>&1 || need kcat
     command -v strace >/dev/null 2>&1 || need strace
     command -v npm >/dev/null 2>&1 || need nodejs npm  # KafkaJS (installed below, into .venv)
+    # ab drives nginx in tests/test_legacy.py and benchmarks/bench_legacy.py
+    command -v ab >/dev/null 2>&1 || need apache2-utils
 fi
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || need ca-certificates  # pip's HTTPS
 java_missing=0
