@@ -114,9 +114,16 @@ async def lookup(ops: Operations, path: str) -> int:
     return inode
 
 
-def run_until_power_fails(live: Path, settings: dict, duration: float, rng: random.Random):
+def run_until_power_fails(
+    live: Path, settings: dict, duration: float, rng: random.Random, *, buffered: bool = False
+):
     """Write through the Operations until the power fails; returns what each
-    partition was sent, acknowledged and when, and the durable image."""
+    partition was sent, acknowledged and when, and the durable image.
+
+    ``buffered``: the buffered mode (acks=0), its writes sent as the kernel
+    writes back its page cache: from the start of the page they end in (bytes
+    sent before come again), now and then in two pieces, the second first.
+    A write that returned is then one the kernel wrote back."""
     image = DurableImage(live)
     written = {0: [], 1: []}  # values in the order they were written
     acked = {0: 0, 1: 0}  # records whose write() returned before the power failed
@@ -127,13 +134,24 @@ def run_until_power_fails(live: Path, settings: dict, duration: float, rng: rand
     async def writer(ops: Operations, partition: int) -> None:
         fh = (await ops.open(await lookup(ops, f"t/{partition}/append"), os.O_WRONLY, None)).fh
         seq = 0
+        sent = bytearray()  # the byte stream the kernel would hold (buffered)
         while True:
             n = rng.choice((1, 1, 3, 10, 100))
             values = [
                 b"p%d-%d-" % (partition, seq + i) + b"x" * rng.randrange(300) for i in range(n)
             ]
             written[partition] += values
-            await ops.write(fh, 0, b"".join(v + b"\n" for v in values))
+            data = b"".join(v + b"\n" for v in values)
+            if buffered:
+                start = len(sent) - len(sent) % 4096
+                sent += data
+                chunk = bytes(sent[start:])
+                cut = rng.randrange(1, len(chunk)) if rng.random() < 0.2 else 0
+                if cut:
+                    await ops.write(fh, start + cut, chunk[cut:])
+                await ops.write(fh, start, chunk[:cut] if cut else chunk)
+            else:
+                await ops.write(fh, 0, data)
             if "failed_at" in result:
                 return  # returned after the power failed: acknowledged to nobody
             acked[partition] += n
@@ -151,7 +169,7 @@ def run_until_power_fails(live: Path, settings: dict, duration: float, rng: rand
         store = Store(live, defaults=settings)
         try:
             flusher = Flusher(store, tick=TICK, checkpoint_interval=rng.uniform(0.05, 0.5))
-            ops = Operations(store, flusher=flusher, partitions=2)
+            ops = Operations(store, flusher=flusher, partitions=2, buffered=buffered)
             await ops.mkdir(pyfuse3.ROOT_INODE, b"t", 0o755, None)
             async with trio.open_nursery() as nursery:
                 await nursery.start(flusher.run)
@@ -178,11 +196,14 @@ SETTINGS = [
     ("flush.messages=1", {"flush.messages": "1", "flush.ms": "3600000"}, 0.4),
     ("flush.ms=100", {"flush.ms": "100"}, 0.8),
     ("flush.ms=1000 (default)", {}, 1.8),
+    ("buffered, flush.ms=100", {"flush.ms": "100"}, 0.8),
 ]
 
 
 @pytest.mark.parametrize(("name", "settings", "duration"), SETTINGS, ids=[s[0] for s in SETTINGS])
 def test_power_loss_keeps_what_was_made_durable(tmp_path, name, settings, duration):
+    """Both modes: in the buffered one a write() the daemon got is one the
+    kernel wrote back, and what fsync() acknowledged survives the same way."""
     runs = scale(4, 40)
     rng = random.Random(zlib.crc32(name.encode()))
     figures = {"records_written": 0, "records_checked": 0, "records_lost_unsynced": 0}
@@ -193,7 +214,7 @@ def test_power_loss_keeps_what_was_made_durable(tmp_path, name, settings, durati
         base = tmp_path / str(run)
         base.mkdir()
         written, acked, fsynced, returned_at, result, fsyncs = run_until_power_fails(
-            base / "data", settings, duration, rng
+            base / "data", settings, duration, rng, buffered=name.startswith("buffered")
         )
         with Store(base / "after") as store:
             truncated = sum(log.truncated_bytes for log in store.logs())

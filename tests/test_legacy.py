@@ -1,0 +1,449 @@
+"""Writers that write a line at a time, in both modes (docs/mount.md, "Writers
+that write a line at a time"): the one-line fast path against the general
+path, the buffered mode (``-o acks=0``) through a real mount — lines whole and
+once under concurrent writers, lines that straddle pages, fsync in the middle,
+reopen and remount, errors at close, ``tail -f``, receipts — and a real nginx
+logging every request in each mode."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import trio
+from mount_helpers import Daemon
+
+from logfs import Store
+from logfs.core.config import TopicConfig
+from logfs.core.log import Log, append_line
+from logfs.mount.nodes import lines as line_framer
+from logfs.mount.operations import Operations
+
+pytestmark = [pytest.mark.timeout(300)]
+
+WRITER = r"""
+import os, random, sys
+path, tag = sys.argv[1], sys.argv[2]
+count, seed, sync_at = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+rng = random.Random(seed)
+fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+for i in range(count):
+    # lengths from a few bytes to over two pages: lines straddle page boundaries
+    size = rng.choice((1, 10, 100, 1000, 4000, 5000, 9000))
+    unit = b"%s-%d-" % (tag.encode(), i)
+    body = unit * (size // len(unit) + 1)
+    os.write(fd, b"%s %d %s\n" % (tag.encode(), i, body[:size]))
+    if i == sync_at:
+        os.fsync(fd)
+        print(i, flush=True)
+os.close(fd)
+"""
+
+
+def line_of(tag: str, i: int, size: int) -> bytes:
+    unit = b"%s-%d-" % (tag.encode(), i)
+    body = unit * (size // len(unit) + 1)
+    return b"%s %d %s" % (tag.encode(), i, body[:size])
+
+
+def check_writers(lines: list[bytes], tags: list[str], counts: dict[str, int]) -> None:
+    """Every writer's lines whole, once, in its order."""
+    seen: dict[str, list[int]] = {tag: [] for tag in tags}
+    for line in lines:
+        tag, i, body = line.split(b" ", 2)
+        tag = tag.decode()
+        seq = int(i)
+        assert line == line_of(tag, seq, len(body)), f"torn or foreign line {line[:80]!r}"
+        seen[tag].append(seq)
+    for tag in tags:
+        assert seen[tag] == list(range(counts[tag])), f"{tag}: lines missing, repeated or reordered"
+
+
+def buffered_open(ops: Operations):
+    """An O_WRONLY open of t/0/append in the buffered mode, in process."""
+    framer = line_framer(ops.store.topic_config("t"))
+    return ops.buffered.open(ops.view, ("t", "0", "append"), "t", 0, framer, os.O_WRONLY)
+
+
+@pytest.fixture
+def buffered(tmp_path):
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    with Daemon(data, mnt, "acks=0", log=tmp_path / "daemon.log") as daemon:
+        (mnt / "t").mkdir()
+        yield daemon
+
+
+def test_fast_path_writes_what_the_general_path_writes(tmp_path):
+    """append_line and Log.append leave byte-identical segments and indexes,
+    across rolls and index entries (a fixed clock)."""
+    config = TopicConfig.from_properties({"segment.bytes": "4096", "index.interval.bytes": "300"})
+    rng = random.Random(3)
+    values = [bytes([97 + i % 26]) * rng.randrange(0, 400) for i in range(600)]
+    logs = []
+    for name, fast in (("general", False), ("fast", True)):
+        log = Log(tmp_path / name / "t-0", "t", 0, config, clock=lambda: 1_700_000_000_000)
+        taken = 0
+        for value in values:
+            if not fast or append_line(log, value) is None:
+                log.append([value])
+            else:
+                taken += 1
+        if fast:
+            assert taken > len(values) * 0.9  # the fast path took nearly all
+        log.close()
+        logs.append(tmp_path / name / "t-0")
+    general, fast = (sorted(p.iterdir()) for p in logs)
+    assert [p.name for p in general] == [p.name for p in fast]
+    assert len(general) > 6  # several segments: the rolls went the general way
+    for a, b in zip(general, fast, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
+
+
+def test_fast_path_declines_what_it_cannot_do(tmp_path):
+    config = TopicConfig.from_properties({"max.message.bytes": "1000"})
+    log = Log(tmp_path / "t-0", "t", 0, config)
+    assert append_line(log, b"first") == 0
+    assert append_line(log, b"x" * 2000) is None  # over the limit: the general path refuses
+    assert append_line(log, b"second") == 1
+    assert [r.value for r in log.scan()] == [b"first", b"second"]
+    log.fail("a test", OSError(5, "EIO"))
+    assert append_line(log, b"third") is None  # offline: the general path raises
+    compact = TopicConfig.from_properties({"cleanup.policy": "compact"})
+    keyed = Log(tmp_path / "c-0", "c", 0, compact)
+    keyed.append([b"v"], keys=[b"k"])
+    assert append_line(keyed, b"no key") is None
+    log.close()
+    keyed.close()
+
+
+def test_buffered_concurrent_writers_whole_once_in_order(buffered):
+    """Four writers on one append file, lines from 1 byte to over two pages;
+    one fsyncs in the middle: its lines up to then are in the log at once."""
+    mnt = buffered.mountpoint
+    target = mnt / "t" / "0" / "append"
+    counts = {f"w{w}": 400 for w in range(4)}
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                WRITER,
+                str(target),
+                tag,
+                str(n),
+                str(w),
+                "150" if w == 0 else "-1",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for w, (tag, n) in enumerate(counts.items())
+    ]
+    synced = procs[0].stdout.readline()
+    assert synced.strip() == "150"
+    visible = [line for line in (mnt / "t" / "0" / "stream").read_bytes().split(b"\n") if line]
+    mine = [int(line.split(b" ")[1]) for line in visible if line.startswith(b"w0 ")]
+    assert mine[:151] == list(range(151))  # fsync returned: they are in the log
+    for proc in procs:
+        proc.communicate(timeout=120)
+        assert proc.returncode == 0
+    lines = (mnt / "t" / "0" / "stream").read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    check_writers(lines[:-1], list(counts), counts)
+
+
+def test_buffered_reopen_and_remount_continue_the_stream(tmp_path):
+    """The kernel's offsets continue across opens of the file; a remount starts
+    them again: every line once, partial pages resent or not."""
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    expected = []
+    for mount in range(2):
+        with Daemon(data, mnt, "acks=0", log=tmp_path / "daemon.log"):
+            if mount == 0:
+                (mnt / "t").mkdir()
+            for round_ in range(30):
+                with open(mnt / "t" / "0" / "append", "ab", buffering=0) as f:
+                    for i in range(round_ % 4 + 1):
+                        line = b"m%d r%d i%d " % (mount, round_, i) + b"y" * (round_ * 97 % 700)
+                        f.write(line + b"\n")
+                        expected.append(line)
+                if round_ == 10:  # `>` truncates the kernel's idea of the file
+                    with open(mnt / "t" / "0" / "append", "wb", buffering=0) as f:
+                        f.write(b"truncated %d\n" % mount)
+                    expected.append(b"truncated %d" % mount)
+            got = (mnt / "t" / "0" / "stream").read_bytes().split(b"\n")[:-1]
+            assert got == expected
+    with Daemon(data, mnt):  # the default mode reads the same log
+        assert (mnt / "t" / "0" / "stream").read_bytes().split(b"\n")[:-1] == expected
+
+
+def test_buffered_errors_reach_fsync_and_close(buffered, tmp_path):
+    """An oversize line fails the close() that reaches it (and is logged);
+    the lines around it are appended."""
+    mnt = buffered.mountpoint
+    (mnt / "t" / "config").write_text("max.message.bytes=200\n")
+    f = open(mnt / "t" / "0" / "append", "ab", buffering=0)  # noqa: SIM115 - close() is tested
+    f.write(b"good 1\n")
+    f.write(b"x" * 1000 + b"\n")
+    f.write(b"good 2\n")
+    with pytest.raises(OSError) as failed:
+        f.close()
+    assert failed.value.errno == errno.EMSGSIZE
+    assert (mnt / "t" / "0" / "stream").read_bytes() == b"good 1\ngood 2\n"
+    assert "1 line(s) dropped" in buffered.output()
+    # reported once: the next close is clean
+    with open(mnt / "t" / "0" / "append", "ab", buffering=0) as f:
+        f.write(b"good 3\n")
+        f.write(b"y" * 1000 + b"\n")
+        with pytest.raises(OSError) as failed:
+            os.fsync(f.fileno())
+        assert failed.value.errno == errno.EMSGSIZE
+        f.write(b"good 4\n")
+    assert (mnt / "t" / "0" / "stream").read_bytes() == b"good 1\ngood 2\ngood 3\ngood 4\n"
+
+
+def test_buffered_tail_f_and_receipts(buffered):
+    """``tail -f stream`` sees lines once they reach the log; an O_RDWR open
+    stays direct: its receipts are there at once."""
+    mnt = buffered.mountpoint
+    stream = mnt / "t" / "0" / "stream"
+    (mnt / "t" / "0" / "append").write_bytes(b"first\n")
+    tail = subprocess.Popen(
+        ["tail", "-n", "+1", "-f", str(stream)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    out = bytearray()
+
+    def read() -> None:
+        while chunk := os.read(tail.stdout.fileno(), 65536):
+            out.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        with open(mnt / "t" / "0" / "append", "ab", buffering=0) as f:
+            for i in range(3):
+                f.write(b"line %d\n" % i)
+        deadline = time.monotonic() + 10
+        while bytes(out) != b"first\nline 0\nline 1\nline 2\n":
+            assert time.monotonic() < deadline, f"tail -f printed {bytes(out)!r}"
+            time.sleep(0.05)
+    finally:
+        tail.kill()
+        tail.wait()
+        reader.join(timeout=10)
+        tail.stdout.close()
+    fd = os.open(mnt / "t" / "0" / "append", os.O_RDWR)
+    try:
+        os.write(fd, b"with a receipt\n")
+        assert os.read(fd, 100) == b"0 4 4\n"
+    finally:
+        os.close(fd)
+
+
+def test_mount_refuses_a_bad_acks(tmp_path):
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "logfs.cli", "mount", str(data), str(mnt), "-o", "acks=2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "acks=2" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- nginx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("acks", ["1", "0"])
+def test_nginx_logs_every_request_once_whole(tmp_path, acks):
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    ab = shutil.which("ab")
+    assert os.path.exists(nginx) and ab, "nginx and ab are missing: mount_scripts/install.sh"
+    data, mnt, root = tmp_path / "data", tmp_path / "mnt", tmp_path / "nginx"
+    mnt.mkdir()
+    (root / "www").mkdir(parents=True)
+    (root / "www" / "index.html").write_text("hello\n")
+    port = free_port()
+    temp = "\n".join(
+        f"    {k}_temp_path {root}/{k};"
+        for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    (root / "nginx.conf").write_text(
+        f"""user root root;
+worker_processes 2;
+pid {root}/nginx.pid;
+error_log {root}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+{temp}
+    log_format tagged '$request_uri $status $body_bytes_sent "$http_user_agent"';
+    access_log {mnt}/web/0/append tagged;
+    server {{ listen 127.0.0.1:{port}; root {root}/www; }}
+}}
+"""
+    )
+    run = [nginx, "-p", str(root), "-c", str(root / "nginx.conf")]
+    requests = 3000
+    with Daemon(data, mnt, f"acks={acks}", log=tmp_path / "daemon.log"):
+        (mnt / "web").mkdir()
+        subprocess.run(run, check=True, capture_output=True)
+        master = int((root / "nginx.pid").read_text())
+        try:
+            out = subprocess.run(
+                [
+                    ab,
+                    "-q",
+                    "-k",
+                    "-n",
+                    str(requests),
+                    "-c",
+                    "8",
+                    f"http://127.0.0.1:{port}/index.html?q=1",
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            assert re.search(rf"Complete requests:\s+{requests}", out), out
+            assert re.search(r"Failed requests:\s+0\b", out), out
+        finally:
+            subprocess.run([*run, "-s", "quit"], capture_output=True)
+            deadline = time.monotonic() + 20
+            while os.path.exists(f"/proc/{master}") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if os.path.exists(f"/proc/{master}"):
+                os.kill(master, 9)
+        lines = (mnt / "web" / "0" / "stream").read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    logged = lines[:-1]
+    assert len(logged) == requests  # every request once (nginx closed its log: all arrived)
+    whole = rb'/index\.html\?q=1 200 6 "ApacheBench/[\d.]+"'
+    assert all(re.fullmatch(whole, line) for line in logged)
+    assert not re.search(r"\[(error|crit|alert|emerg)\]", (root / "error.log").read_text())
+
+
+def test_buffered_survives_many_small_closes(buffered):
+    """Python's logging opens, writes and closes; each close delivers."""
+    import logging
+
+    path = Path(buffered.mountpoint) / "t" / "0" / "append"
+    for i in range(20):
+        handler = logging.FileHandler(path)
+        logger = logging.getLogger(f"legacy-{i}")
+        logger.addHandler(handler)
+        logger.propagate = False
+        logger.warning("record %d", i)
+        handler.close()
+        got = (Path(buffered.mountpoint) / "t" / "0" / "stream").read_bytes().split(b"\n")[:-1]
+        assert got == [b"record %d" % j for j in range(i + 1)]
+
+
+def test_buffered_lines_of_an_open_file_reach_the_log_within_seconds(buffered):
+    """nginx keeps its log open for days: what it wrote reaches the log (and
+    ``tail -f``) within about a second, without a close or an fsync."""
+    mnt = buffered.mountpoint
+    with open(mnt / "t" / "0" / "append", "ab", buffering=0) as f:
+        for i in range(100):
+            f.write(b"open %d\n" % i)
+        started = time.monotonic()
+        while (mnt / "t" / "0" / "stream").read_bytes().count(b"\n") < 100:
+            assert time.monotonic() - started < 10, "lines of an open file never arrived"
+            time.sleep(0.05)
+    assert (mnt / "t" / "0" / "stream").read_bytes() == b"".join(
+        b"open %d\n" % i for i in range(100)
+    )
+
+
+def test_buffered_unmount_takes_what_open_files_hold(tmp_path):
+    """SIGTERM (``logfs umount``) while a writer keeps its file open: what the
+    kernel held of it reaches the log before the mount goes."""
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    with Daemon(data, mnt, "acks=0", log=tmp_path / "daemon.log") as daemon:
+        (mnt / "t").mkdir()
+        fd = os.open(mnt / "t" / "0" / "append", os.O_WRONLY | os.O_APPEND)
+        try:
+            for i in range(50):
+                os.write(fd, b"held %d\n" % i)
+            assert daemon.terminate() == 0
+        finally:
+            with contextlib.suppress(OSError):  # the mount is gone
+                os.close(fd)
+    with Daemon(data, mnt, log=tmp_path / "daemon.log"):
+        got = (mnt / "t" / "0" / "stream").read_bytes()
+    assert got == b"".join(b"held %d\n" % i for i in range(50))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_buffered_stream_dedupe_in_process(tmp_path, seed):
+    """The kernel's write-backs as they come: a page sent again from its start,
+    requests ahead of a gap, pages read back. Every line once, in order."""
+    rng = random.Random(seed)
+    lines = [b"%d " % i + b"z" * rng.choice((0, 5, 100, 3000, 5000, 9000)) for i in range(300)]
+    stream = b"".join(line + b"\n" for line in lines)
+    with Store(tmp_path / "data") as store:
+        store.create_topic("t")
+        ops = Operations(store, buffered=True)
+        appends = ops.buffered
+        file = buffered_open(ops).stream
+        sent = 0  # what the kernel has handed over
+        while sent < len(stream):
+            end = min(len(stream), sent + rng.choice((1, 50, 4096, 10000, 70000)))
+            start = sent - sent % 4096  # the partly written page, again
+            if rng.random() < 0.3:
+                assert file.read(start, 4096) == stream[start : min(start + 4096, sent)]
+            if rng.random() < 0.3 and end - start > 2:  # in two pieces, the second first
+                cut = rng.randrange(start + 1, end)
+                file.write(cut, stream[cut:end])
+                file.write(start, stream[start:cut])
+            else:
+                file.write(start, stream[start:end])
+            sent = end
+        assert appends.size(("t", "0", "append")) == len(stream)
+        file.catch_up()
+        assert file.take_error() is None
+        assert [r.value for r in store.log("t", 0).scan()] == lines
+
+
+def test_buffered_close_of_one_writer_leaves_anothers_partial_line(tmp_path):
+    """A close while another writer's long line is half written back: the
+    half stays pending; the last close makes a trailing partial line a record."""
+    with Store(tmp_path / "data") as store:
+        store.create_topic("t")
+        ops = Operations(store, buffered=True)
+        first, second = buffered_open(ops), buffered_open(ops)
+        stream = first.stream
+        assert stream is second.stream
+        stream.write(0, b"whole\nhalf of a l")
+        trio.run(first.flush)  # one writer closes; the other is still writing its line
+        first.release()
+        assert [r.value for r in store.log("t", 0).scan()] == [b"whole"]
+        stream.write(17, b"ine\ntail")
+        trio.run(second.flush)  # the last close
+        assert [r.value for r in store.log("t", 0).scan()] == [
+            b"whole",
+            b"half of a line",
+            b"tail",
+        ]
