@@ -437,8 +437,7 @@ def test_buffered_close_of_one_writer_leaves_anothers_partial_line(tmp_path):
         stream = first.stream
         assert stream is second.stream
         stream.write(0, b"whole\nhalf of a l")
-        trio.run(first.flush)  # one writer closes; the other is still writing its line
-        first.release()
+        trio.run(first.release)  # one writer's last close; the other is still writing its line
         assert [r.value for r in store.log("t", 0).scan()] == [b"whole"]
         stream.write(17, b"ine\ntail")
         trio.run(second.flush)  # the last close
