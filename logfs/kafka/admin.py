@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..core.errors import InvalidConfigError, LogfsError
 from .access import OWNER, READ, WRITE, require
 from .codes import NO_THROTTLE, error_code
+from .group_log import INTERNAL_TOPICS
 from .metadata import NO_TOPIC_ID
 from .protocol import (
     CREATE_PARTITIONS,
@@ -75,12 +76,15 @@ def delete_topics(broker, request, advertised):
     names = request.body.topic_names
     results = []
     for name in names:
+        if name in INTERNAL_TOPICS:  # the group coordinator's own log stays
+            code, message = ErrorCode.invalid_topic_exception, f"{name} is internal"
+        else:
 
-        def delete(name=name):
-            require(broker, advertised, OWNER, name)
-            broker.store.delete_topic(name)
+            def delete(name=name):
+                require(broker, advertised, OWNER, name)
+                broker.store.delete_topic(name)
 
-        code, message = _outcome(delete)
+            code, message = _outcome(delete)
         if code == ErrorCode.none:
             broker.producers.forget(name)
             if broker.topic_deleted is not None:

@@ -17,8 +17,9 @@ from typing import Any
 import trio
 
 from ..core.log import Store
-from . import admin, fetch, metadata, offsets, produce, producers, protocol
+from . import admin, fetch, group_api, metadata, offsets, produce, producers, protocol
 from .access import Access, Client
+from .groups import Coordinator
 from .protocol import BadRequest, Reply, Request
 
 logger = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ HANDLERS = {
     protocol.DESCRIBE_CONFIGS: admin.describe_configs,
     protocol.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
     protocol.INIT_PRODUCER_ID: producers.init_producer_id,
+    **group_api.HANDLERS,
 }
 
 
@@ -72,6 +74,7 @@ class Broker:
         self.users = users
         self.access = access
         self.producers = producers.Producers()
+        self.groups = Coordinator(store)
         self.appended = trio.Event()  # set (and replaced) by every produce: wakes fetchers
 
     def notify_appended(self) -> None:

@@ -8,6 +8,7 @@ import uuid
 from ..core.errors import LogfsError
 from .access import WRITE
 from .codes import CLUSTER_ID, NO_THROTTLE, NODE_ID, error_code
+from .group_log import INTERNAL_TOPICS
 from .protocol import API_VERSIONS, METADATA, SERVED, ErrorCode, make, schema
 
 NO_TOPIC_ID = uuid.UUID(int=0)
@@ -43,7 +44,9 @@ def metadata(broker, request, advertised):
     store = broker.store
     wanted = request.body.topics
     if wanted is None or (request.version == 0 and not wanted):
-        names = list(store.topics())  # all topics (v0: an empty list means all)
+        # All topics (v0: an empty list means all) but internal ones, which are
+        # described only when named.
+        names = [t for t in store.topics() if t not in INTERNAL_TOPICS]
     else:
         names = [t.name for t in wanted if t.name is not None]
     allow = getattr(request.body, "allow_auto_topic_creation", True)
@@ -51,7 +54,14 @@ def metadata(broker, request, advertised):
     for name in names:
         code = ErrorCode.none
         count = store.topics().get(name, 0)
-        if not count and allow and broker.auto_create and broker.allows(advertised, WRITE):
+        internal = name in INTERNAL_TOPICS
+        if (
+            not count
+            and allow
+            and broker.auto_create
+            and not internal
+            and broker.allows(advertised, WRITE)
+        ):
             try:
                 store.create_topic(name, partitions=broker.partitions)
                 count = broker.partitions
@@ -78,7 +88,7 @@ def metadata(broker, request, advertised):
                 error_code=code,
                 name=name,
                 topic_id=NO_TOPIC_ID,
-                is_internal=False,
+                is_internal=name in INTERNAL_TOPICS,
                 partitions=partitions,
             )
         )

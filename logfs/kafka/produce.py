@@ -14,6 +14,7 @@ from ..core.errors import InvalidBatchError, LogfsError
 from ..core.format import decode_records, read_header, split_batches
 from .access import WRITE, require
 from .codes import NO_THROTTLE, error_code
+from .group_log import INTERNAL_TOPICS
 from .producers import SequenceError
 from .protocol import PRODUCE, ErrorCode, make, schema
 
@@ -32,6 +33,8 @@ def _append(
     """(error code, base offset, message) of one partition's append. Retried
     batches of an idempotent producer are acknowledged, not appended again."""
     log, batches = None, []
+    if topic in INTERNAL_TOPICS:  # only the group coordinator writes there (Kafka's rule)
+        return ErrorCode.invalid_topic_exception, -1, f"cannot append to internal topic {topic}"
     try:
         require(broker, client, WRITE, topic)
         log = broker.store.log(topic, partition)

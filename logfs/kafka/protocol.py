@@ -42,6 +42,9 @@ PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID = 18, 19, 20, 22
 DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 37, 44
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
+LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
+DELETE_GROUPS, OFFSET_DELETE = 42, 47
 
 # API key -> (lowest, highest) version served. Produce from v3 and Fetch from v4 carry
 # RecordBatch v2; Fetch v13+ and Produce v13 name topics by id, which logfs has not.
@@ -59,6 +62,19 @@ SERVED: dict[int, tuple[int, int]] = {
     INIT_PRODUCER_ID: (0, 4),
     SASL_HANDSHAKE: (0, 1),
     SASL_AUTHENTICATE: (0, 2),
+    # The group coordinator (group_api.py). OffsetCommit v10+ and OffsetFetch v10+
+    # name topics by id; FindCoordinator v5+ and DescribeGroups v6+ are Kafka 4's.
+    OFFSET_COMMIT: (2, 9),
+    OFFSET_FETCH: (1, 9),
+    FIND_COORDINATOR: (0, 4),
+    JOIN_GROUP: (0, 9),
+    HEARTBEAT: (0, 4),
+    LEAVE_GROUP: (0, 5),
+    SYNC_GROUP: (0, 5),
+    DESCRIBE_GROUPS: (0, 5),
+    LIST_GROUPS: (0, 5),
+    DELETE_GROUPS: (0, 2),
+    OFFSET_DELETE: (0, 0),
 }
 
 _SIZE = struct.Struct(">i")

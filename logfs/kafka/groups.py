@@ -1,0 +1,553 @@
+"""The group coordinator: Kafka's classic consumer group protocol on one node.
+
+A group moves through Kafka's states: Empty (no members), PreparingRebalance
+(members are rejoining; the round ends when every known member has rejoined
+or the longest rebalance timeout has passed, and members that did not rejoin
+are dropped), CompletingRebalance (a new generation and leader are chosen;
+the leader's SyncGroup hands each member its assignment), Stable. A join, a
+leave or an expired session starts a new round; members learn of it from
+REBALANCE_IN_PROGRESS in their heartbeats.
+
+Bounds: a member that does not heartbeat within its session timeout is
+removed (`expire`, run by the listener); a group without members or
+committed offsets is forgotten, so an idle group costs only its offsets; a
+group holds at most `MAX_GROUP_SIZE` members.
+
+Committed offsets and group metadata are written to ``__consumer_offsets``
+(group_log.py) before they are acknowledged, and read back at the first
+request after a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+
+import trio
+
+from ..core.config import now_ms
+from ..core.errors import LogfsError
+from ..core.log import Store
+from . import group_log
+from .group_log import Committed, StoredGroup, StoredMember
+from .protocol import ErrorCode
+
+logger = logging.getLogger(__name__)
+
+EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
+    "Empty",
+    "PreparingRebalance",
+    "CompletingRebalance",
+    "Stable",
+    "Dead",
+)
+MIN_SESSION_MS, MAX_SESSION_MS = 6000, 1800000  # Kafka's group.{min,max}.session.timeout.ms
+MAX_GROUP_SIZE = 1000
+MAX_METADATA = 4096  # Kafka's offset.metadata.max.bytes
+SWEEP_SECONDS = 0.5
+
+
+class GroupError(Exception):
+    """A request refused with Kafka's error ``code``."""
+
+    def __init__(self, code: ErrorCode) -> None:
+        super().__init__(code.name)
+        self.code = code
+
+
+class Member:
+    __slots__ = (
+        "member_id",
+        "instance_id",
+        "client_id",
+        "client_host",
+        "session_ms",
+        "rebalance_ms",
+        "protocols",
+        "assignment",
+        "deadline",
+        "joined",
+        "waiting",
+    )
+
+    def __init__(self, member_id, instance_id, client_id, client_host, session_ms, rebalance_ms):
+        self.member_id, self.instance_id = member_id, instance_id
+        self.client_id, self.client_host = client_id, client_host
+        self.session_ms, self.rebalance_ms = session_ms, rebalance_ms
+        self.protocols: list[tuple[str, bytes]] = []
+        self.assignment = b""
+        self.deadline = 0.0
+        self.joined = False  # rejoined in the current round
+        self.waiting = 0  # requests parked in JoinGroup/SyncGroup: the member is alive
+
+    def touch(self) -> None:
+        self.deadline = trio.current_time() + self.session_ms / 1000
+
+    def metadata(self, protocol: str | None) -> bytes:
+        return next((m for name, m in self.protocols if name == protocol), b"")
+
+
+class Round:
+    """One rebalance round: what its JoinGroup answers carry once it ends."""
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.generation, self.protocol, self.leader = 0, None, ""
+        self.members: list[tuple[str, str | None, bytes]] = []
+
+
+class Group:
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.state = EMPTY
+        self.generation = 0
+        self.protocol_type = ""
+        self.protocol: str | None = None
+        self.leader: str | None = None
+        self.members: dict[str, Member] = {}
+        self.pending: dict[str, float] = {}  # member ids handed out, not yet joined: deadline
+        self.offsets: dict[tuple[str, int], Committed] = {}
+        self.round: Round | None = None
+        self.round_deadline = 0.0
+        self.synced: trio.Event | None = None
+
+    def instance(self, instance_id: str | None) -> Member | None:
+        if instance_id is None:
+            return None
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
+
+
+class Coordinator:
+    """Every group of the store.
+
+    Args:
+        store: the store whose topics offsets are committed for, and which
+            holds ``__consumer_offsets``.
+        clock: wall-clock milliseconds for commit timestamps.
+    """
+
+    def __init__(self, store: Store, clock: Callable[[], int] = now_ms) -> None:
+        self.store = store
+        self.clock = clock
+        self.groups: dict[str, Group] = {}
+        self.loaded = False
+
+    # ------------------------------------------------------------ loading and saving
+
+    def load(self) -> None:
+        """Read ``__consumer_offsets`` once (the store is recovered by now)."""
+        if self.loaded:
+            return
+        self.loaded = True
+        group_log.ensure_topic(self.store)
+        stored_groups, offsets = group_log.load(self.store)
+        for (group_id, topic, partition), committed in offsets.items():
+            self._group(group_id).offsets[(topic, partition)] = committed
+        now = trio.current_time()
+        for group_id, stored in stored_groups.items():
+            group = self._group(group_id)
+            group.generation, group.protocol_type = stored.generation, stored.protocol_type
+            group.protocol, group.leader = stored.protocol, stored.leader
+            # Members come back as they were, and leave unless they heartbeat in time.
+            for s in stored.members:
+                member = Member(
+                    s.member_id,
+                    s.instance_id,
+                    s.client_id,
+                    s.client_host,
+                    s.session_timeout_ms,
+                    s.rebalance_timeout_ms,
+                )
+                member.protocols = [(stored.protocol or "", s.subscription)]
+                member.assignment = s.assignment
+                member.deadline = now + s.session_timeout_ms / 1000
+                group.members[s.member_id] = member
+            group.state = STABLE if group.members else EMPTY
+            self._forget_if_idle(group)
+        logger.info("loaded %d consumer groups from %s", len(self.groups), group_log.TOPIC)
+
+    def _save_group(self, group: Group) -> None:
+        members = tuple(
+            StoredMember(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_ms,
+                m.session_ms,
+                m.metadata(group.protocol),
+                m.assignment,
+            )
+            for m in group.members.values()
+        )
+        value = StoredGroup(
+            group.protocol_type,
+            group.generation,
+            group.protocol,
+            group.leader,
+            self.clock(),
+            members,
+        )
+        try:
+            group_log.append(
+                self.store, [(group_log.group_key(group.group_id), group_log.group_value(value))]
+            )
+        except (LogfsError, OSError) as e:  # metadata is advisory; offsets are not
+            logger.warning("group %s: metadata not written: %s", group.group_id, e)
+
+    # ------------------------------------------------------------ groups
+
+    def _group(self, group_id: str) -> Group:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id)
+        return group
+
+    def _forget_if_idle(self, group: Group) -> None:
+        idle = not group.members and not group.pending and not group.offsets
+        if idle and group.round is None and self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+
+    def _known(self, group_id: str, member_id: str, instance_id: str | None):
+        """The group and member a request names, or Kafka's refusal."""
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group else None
+        static = group.instance(instance_id) if group else None
+        if static is not None and static.member_id != member_id:
+            raise GroupError(ErrorCode.fenced_instance_id)
+        if member is None:
+            raise GroupError(ErrorCode.unknown_member_id)
+        return group, member
+
+    # ------------------------------------------------------------ rebalancing
+
+    def _prepare(self, group: Group) -> None:
+        """Start a round unless one is under way."""
+        if group.state == PREPARING:
+            return
+        group.state = PREPARING
+        group.round = Round()
+        longest = max((m.rebalance_ms for m in group.members.values()), default=0)
+        group.round_deadline = trio.current_time() + longest / 1000
+        for m in group.members.values():
+            m.joined = False
+        if group.synced is not None:  # members parked in SyncGroup learn of the round
+            group.synced.set()
+            group.synced = None
+        self._maybe_complete(group)
+
+    def _maybe_complete(self, group: Group, overdue: bool = False) -> None:
+        if group.state != PREPARING:
+            return
+        everyone = all(m.joined for m in group.members.values()) and not group.pending
+        if not everyone and not overdue:
+            return
+        for member_id in [i for i, m in group.members.items() if not m.joined]:
+            del group.members[member_id]
+        group.pending.clear()
+        round_, group.round = group.round, None
+        group.generation += 1
+        if not group.members:
+            group.state, group.protocol, group.leader = EMPTY, None, None
+            self._save_group(group)
+        else:
+            group.state = COMPLETING
+            group.protocol = _choose(group)
+            if group.leader not in group.members:
+                group.leader = next(iter(group.members))
+            group.synced = trio.Event()
+            for m in group.members.values():
+                m.touch()
+        round_.generation, round_.protocol, round_.leader = (
+            group.generation,
+            group.protocol,
+            group.leader or "",
+        )
+        round_.members = [
+            (m.member_id, m.instance_id, m.metadata(group.protocol)) for m in group.members.values()
+        ]
+        round_.done.set()
+        self._forget_if_idle(group)
+
+    def _remove(self, group: Group, member_id: str) -> None:
+        del group.members[member_id]
+        if group.state in (STABLE, COMPLETING):
+            self._prepare(group)
+        else:
+            self._maybe_complete(group)
+        self._forget_if_idle(group)
+
+    async def join(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        session_ms: int,
+        rebalance_ms: int,
+        client_id: str,
+        client_host: str,
+        require_known_id: bool,
+    ) -> tuple[Round | None, str]:
+        """JoinGroup: the round the member joined once it has ended, and the
+        member's id. (None, new id) when the client must rejoin with that id
+        (MEMBER_ID_REQUIRED)."""
+        self.load()
+        if not group_id:
+            raise GroupError(ErrorCode.invalid_group_id)
+        if not MIN_SESSION_MS <= session_ms <= MAX_SESSION_MS:
+            raise GroupError(ErrorCode.invalid_session_timeout)
+        if not protocol_type or not protocols:
+            raise GroupError(ErrorCode.inconsistent_group_protocol)
+        group = self.groups.get(group_id)
+        if group is None and member_id:
+            raise GroupError(ErrorCode.unknown_member_id)
+        group = self._group(group_id)
+        if group.members and (
+            protocol_type != group.protocol_type
+            or not _common(group, {name for name, _ in protocols})
+        ):
+            raise GroupError(ErrorCode.inconsistent_group_protocol)
+        static = group.instance(instance_id)
+        if not member_id:
+            if static is None and len(group.members) + len(group.pending) >= MAX_GROUP_SIZE:
+                raise GroupError(ErrorCode.group_max_size_reached)
+            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            if static is not None:  # the instance restarted: it takes its place anew
+                del group.members[static.member_id]
+                if group.leader == static.member_id:
+                    group.leader = member_id
+                static.member_id = member_id
+                group.members[member_id] = static
+            elif require_known_id:
+                group.pending[member_id] = trio.current_time() + session_ms / 1000
+                return None, member_id
+        elif member_id not in group.members and member_id not in group.pending:
+            raise GroupError(ErrorCode.unknown_member_id)
+        elif static is not None and static.member_id != member_id:
+            raise GroupError(ErrorCode.fenced_instance_id)
+        group.pending.pop(member_id, None)
+        member = group.members.get(member_id)
+        if member is None:
+            member = group.members[member_id] = Member(
+                member_id, instance_id, client_id, client_host, session_ms, rebalance_ms
+            )
+        elif member.protocols == protocols and group.state == COMPLETING:
+            member.touch()  # a repeated join of this generation: its answer again
+            return _current(group), member_id
+        member.session_ms, member.rebalance_ms = session_ms, rebalance_ms
+        member.protocols = list(protocols)
+        group.protocol_type = protocol_type
+        round_ = group.round
+        self._prepare(group)
+        round_ = group.round or round_
+        member.joined = True
+        self._maybe_complete(group)
+        return await self._await_round(group, member, round_), member_id
+
+    async def _await_round(self, group: Group, member: Member, round_: Round | None) -> Round:
+        if round_ is None:  # completed as this member joined
+            return _current(group)
+        member.waiting += 1
+        try:
+            while not round_.done.is_set():
+                with trio.move_on_at(group.round_deadline):
+                    await round_.done.wait()
+                if not round_.done.is_set() and group.round is round_:
+                    self._maybe_complete(group, overdue=True)
+        finally:
+            member.waiting -= 1
+            member.touch()
+        return round_
+
+    async def sync(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        assignments: dict[str, bytes],
+    ) -> tuple[Group, bytes]:
+        """SyncGroup: the member's assignment, once the leader has sent them."""
+        self.load()
+        group, member = self._known(group_id, member_id, instance_id)
+        if generation != group.generation:
+            raise GroupError(ErrorCode.illegal_generation)
+        if group.state == PREPARING:
+            raise GroupError(ErrorCode.rebalance_in_progress)
+        if group.state == COMPLETING:
+            if member_id == group.leader:
+                for m in group.members.values():
+                    m.assignment = assignments.get(m.member_id, b"")
+                group.state = STABLE
+                self._save_group(group)
+                if group.synced is not None:
+                    group.synced.set()
+                    group.synced = None
+            else:
+                synced = group.synced
+                member.waiting += 1
+                try:
+                    await synced.wait()
+                finally:
+                    member.waiting -= 1
+                    member.touch()
+                if group.generation != generation or group.state != STABLE:
+                    raise GroupError(ErrorCode.rebalance_in_progress)
+                if group.members.get(member_id) is not member:
+                    raise GroupError(ErrorCode.unknown_member_id)
+        member.touch()
+        return group, member.assignment
+
+    def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None):
+        self.load()
+        group, member = self._known(group_id, member_id, instance_id)
+        member.touch()
+        if group.state == PREPARING:
+            raise GroupError(ErrorCode.rebalance_in_progress)
+        if generation != group.generation:
+            raise GroupError(ErrorCode.illegal_generation)
+
+    def leave(self, group_id: str, member_id: str, instance_id: str | None) -> None:
+        """LeaveGroup for one member (by member id, or by instance id alone)."""
+        self.load()
+        group = self.groups.get(group_id)
+        if group is not None and member_id in group.pending:
+            del group.pending[member_id]
+            self._maybe_complete(group)
+            return
+        if group is not None and instance_id is not None and not member_id:
+            static = group.instance(instance_id)
+            member_id = static.member_id if static else member_id
+        self._known(group_id, member_id, instance_id)
+        logger.info("group %s: member %s left", group_id, member_id)
+        self._remove(group, member_id)
+
+    def expire(self) -> int:
+        """Remove members whose session ran out and end overdue rounds; how many
+        members were removed."""
+        now = trio.current_time()
+        removed = 0
+        for group in list(self.groups.values()):
+            for member_id, deadline in list(group.pending.items()):
+                if deadline < now:
+                    del group.pending[member_id]
+                    self._maybe_complete(group)
+            for member in list(group.members.values()):
+                if member.deadline < now and not member.waiting:
+                    logger.info("group %s: member %s expired", group.group_id, member.member_id)
+                    self._remove(group, member.member_id)
+                    removed += 1
+            if group.state == PREPARING and group.round_deadline < now:
+                self._maybe_complete(group, overdue=True)
+            self._forget_if_idle(group)
+        return removed
+
+    async def run(self) -> None:
+        """Expire sessions every `SWEEP_SECONDS` until cancelled."""
+        while True:
+            await trio.sleep(SWEEP_SECONDS)
+            self.expire()
+
+    # ------------------------------------------------------------ offsets
+
+    def check_commit(self, group_id: str, generation: int, member_id: str, instance_id):
+        """The group an OffsetCommit may commit for, or Kafka's refusal. A
+        commit without a member (generation -1) is for a group without members."""
+        self.load()
+        if not group_id:
+            raise GroupError(ErrorCode.invalid_group_id)
+        if generation < 0 and not member_id:
+            group = self._group(group_id)
+            if group.members:
+                raise GroupError(ErrorCode.unknown_member_id)
+            return group
+        group, member = self._known(group_id, member_id, instance_id)
+        if group.state in (PREPARING, COMPLETING):
+            raise GroupError(ErrorCode.rebalance_in_progress)
+        if generation != group.generation:
+            raise GroupError(ErrorCode.illegal_generation)
+        member.touch()
+        return group
+
+    def commit(self, group: Group, offsets: dict[tuple[str, int], Committed]) -> None:
+        """Write committed offsets (one batch) and then keep them.
+
+        Raises:
+            LogfsError, OSError: the store refused the write; nothing is kept.
+        """
+        group_log.append(
+            self.store,
+            [
+                (group_log.offset_key(group.group_id, t, p), group_log.offset_value(c))
+                for (t, p), c in offsets.items()
+            ],
+        )
+        group.offsets.update(offsets)
+        if self.groups.get(group.group_id) is not group:
+            self.groups[group.group_id] = group
+        self._forget_if_idle(group)
+
+    def committed(self, group_id: str) -> dict[tuple[str, int], Committed]:
+        self.load()
+        group = self.groups.get(group_id)
+        return dict(group.offsets) if group else {}
+
+    def delete_offsets(self, group: Group, partitions: list[tuple[str, int]]) -> None:
+        group_log.append(
+            self.store,
+            [(group_log.offset_key(group.group_id, t, p), None) for t, p in partitions],
+        )
+        for tp in partitions:
+            group.offsets.pop(tp, None)
+        self._forget_if_idle(group)
+
+    def delete_group(self, group_id: str) -> None:
+        """DeleteGroups for one group: its offsets and metadata get tombstones."""
+        self.load()
+        group = self.groups.get(group_id)
+        if group is None:
+            raise GroupError(ErrorCode.group_id_not_found)
+        if group.members or group.pending:
+            raise GroupError(ErrorCode.non_empty_group)
+        records = [(group_log.offset_key(group_id, t, p), None) for t, p in group.offsets]
+        group_log.append(self.store, [*records, (group_log.group_key(group_id), None)])
+        group.state = DEAD
+        del self.groups[group_id]
+
+
+def _common(group: Group, names: set[str]) -> set[str]:
+    """Protocols every member (and the newcomer's ``names``) supports."""
+    common = set(names)
+    for m in group.members.values():
+        common &= {name for name, _ in m.protocols}
+    return common
+
+
+def _choose(group: Group) -> str | None:
+    """Kafka's vote: each member names its most preferred protocol among those
+    all support; the most named wins (the first in member order on a tie)."""
+    common = _common(group, {n for m in group.members.values() for n, _ in m.protocols})
+    votes: dict[str, int] = {}
+    for m in group.members.values():
+        choice = next((name for name, _ in m.protocols if name in common), None)
+        if choice is not None:
+            votes[choice] = votes.get(choice, 0) + 1
+    return max(votes, key=votes.get) if votes else None
+
+
+def _current(group: Group) -> Round:
+    """The answer of the generation in force, for a member joining it again."""
+    round_ = Round()
+    round_.generation, round_.protocol, round_.leader = (
+        group.generation,
+        group.protocol,
+        group.leader or "",
+    )
+    round_.members = [
+        (m.member_id, m.instance_id, m.metadata(group.protocol)) for m in group.members.values()
+    ]
+    round_.done.set()
+    return round_
