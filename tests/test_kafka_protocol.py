@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 from logfs.core.log import Store
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
-FIND_COORDINATOR = 10
+LIST_TRANSACTIONS = 66
 
 
 def batch(values, *, producer_id=-1, epoch=-1, sequence=-1, timestamp=None) -> bytes:
@@ -93,10 +93,11 @@ def test_api_versions_lists_what_is_served_and_unsupported_apis_are_answered(ser
         versions = call(served.address, API_VERSIONS, 3, _api_versions_request(3), sock)
         served_keys = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
         assert served_keys[PRODUCE] == (3, 12) and served_keys[FETCH] == (4, 12)
-        assert FIND_COORDINATOR not in served_keys  # consumer groups: not served
+        assert LIST_TRANSACTIONS not in served_keys  # transactions: not served
         # An API that is not served gets UNSUPPORTED_VERSION; the connection stays.
-        t = load_request_schema(FIND_COORDINATOR, 1)
-        answer = call(served.address, FIND_COORDINATOR, 1, t(key="g", key_type=0), sock)
+        t = load_request_schema(LIST_TRANSACTIONS, 0)
+        body = t(state_filters=(), producer_id_filters=())
+        answer = call(served.address, LIST_TRANSACTIONS, 0, body, sock)
         assert answer.error_code == ErrorCode.unsupported_version
         # A served API at a version beyond the range, too.
         t = load_request_schema(METADATA, 13)

@@ -465,10 +465,13 @@ class Coordinator:
                 raise GroupError(ErrorCode.unknown_member_id)
             return group
         group, member = self._known(group_id, member_id, instance_id)
-        if group.state in (PREPARING, COMPLETING):
-            raise GroupError(ErrorCode.rebalance_in_progress)
         if generation != group.generation:
             raise GroupError(ErrorCode.illegal_generation)
+        # While members rejoin, the generation ending may still commit what it
+        # processed (so the next owner of a partition does not read it again);
+        # between the join and the leader's assignment nobody owns anything.
+        if group.state == COMPLETING:
+            raise GroupError(ErrorCode.rebalance_in_progress)
         member.touch()
         return group
 
