@@ -16,7 +16,7 @@ from pathlib import Path
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka_helpers import Served
+from kafka_helpers import Served, mounted
 
 from logfs.core.log import Store
 
@@ -317,3 +317,20 @@ def test_consumer_offsets_in_kafkas_record_formats(tmp_path):
     assert offsets == {("fmtg", "fmt", 0): 5, ("fmtg", "fmt", 1): 5}
     assert groups["fmtg"] >= 1
     assert os.path.getsize(segments[-1]) > 0
+
+
+def test_the_internal_topic_is_hidden_from_the_mount(tmp_path):
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    with mounted(data, mnt) as (_, bootstrap):
+        subprocess.run(
+            [KCAT, "-b", bootstrap, "-P", "-t", "seen"], input=b"a\nb\n", check=True, timeout=60
+        )
+        c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "hid"})
+        c.commit(offsets=[ck.TopicPartition("seen", 0, 2)], asynchronous=False)
+        assert [tp.offset for tp in c.committed([ck.TopicPartition("seen", 0)], 30)] == [2]
+        c.close()
+        assert (data / "__consumer_offsets-0").is_dir()
+        listing = subprocess.run(["ls", str(mnt)], capture_output=True, text=True, check=True)
+        assert listing.stdout.split() == ["seen"]
+        hidden = subprocess.run(["stat", str(mnt / "__consumer_offsets")], capture_output=True)
+        assert hidden.returncode != 0 and b"No such file" in hidden.stderr

@@ -8,6 +8,7 @@ it. Messages are kio's, generated from Kafka's JSON schemas (protocol.py).
 
 from .access import Access
 from .broker import Broker
+from .group_log import INTERNAL_TOPICS
 from .sasl import read_credentials
 from .server import (
     MAX_CONNECTIONS,
@@ -19,6 +20,7 @@ from .server import (
 )
 
 __all__ = [
+    "INTERNAL_TOPICS",
     "MAX_CONNECTIONS",
     "MAX_REQUEST_BYTES",
     "REQUEST_TIMEOUT",

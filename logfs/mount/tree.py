@@ -31,6 +31,7 @@ import os
 import stat
 
 from ..core.client import names
+from ..kafka import INTERNAL_TOPICS
 from .errnos import fail
 from .files import KeyFile
 from .nodes import (
@@ -216,10 +217,11 @@ class Root(Directory):
 
     @classmethod
     def child(cls, name: str) -> type[Node] | None:
-        return Topic
+        # The group coordinator's internal topic is not shown, as Kafka hides it.
+        return None if name in INTERNAL_TOPICS else Topic
 
     def entries(self, view: View) -> list[str]:
-        return list(view.store.topics())
+        return [t for t in view.store.topics() if t not in INTERNAL_TOPICS]
 
     def mkdir(self, view: View, name: str, partitions: int) -> None:
         view.store.create_topic(name, partitions=partitions)
