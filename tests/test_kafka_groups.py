@@ -5,6 +5,7 @@ balanced consumer (-G), and ``__consumer_offsets`` decoded independently."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -334,3 +335,23 @@ def test_the_internal_topic_is_hidden_from_the_mount(tmp_path):
         assert listing.stdout.split() == ["seen"]
         hidden = subprocess.run(["stat", str(mnt / "__consumer_offsets")], capture_output=True)
         assert hidden.returncode != 0 and b"No such file" in hidden.stderr
+
+
+def test_kafkajs_consumer_group(tmp_path):
+    script = Path(__file__).parent / "kafkajs" / "group.js"
+    node_modules = Path(sys.prefix) / "node" / "node_modules"  # installed by install.sh
+    assert shutil.which("node"), "node is not installed (mount_scripts/install.sh installs it)"
+    assert (node_modules / "kafkajs").is_dir(), f"KafkaJS is not installed in {node_modules}"
+    with Served(tmp_path / "data") as served:
+        done = subprocess.run(
+            ["node", str(script), served.bootstrap],
+            capture_output=True, text=True, timeout=180,
+            env={**os.environ, "NODE_PATH": str(node_modules)},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["assigned"] == [2, 2]  # the four partitions shared between the two members
+    rows = seen["read"][0] + seen["read"][1]
+    assert sorted(rows) == sorted([i % 4, i // 4, f"m{i}"] for i in range(40))  # each once
+    assert seen["committed"] == [[p, "10"] for p in range(4)]
+    assert "jsg" in seen["groups"]
