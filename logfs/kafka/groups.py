@@ -30,92 +30,29 @@ from ..core.config import now_ms
 from ..core.errors import LogfsError
 from ..core.log import Store
 from . import group_log
-from .group_log import Committed, StoredGroup, StoredMember
+from .group_log import Committed
+from .group_state import (
+    COMPLETING,
+    DEAD,
+    EMPTY,
+    PREPARING,
+    STABLE,
+    Group,
+    GroupError,
+    Member,
+    Round,
+    choose_protocol,
+    common,
+    current_round,
+)
 from .protocol import ErrorCode
 
 logger = logging.getLogger(__name__)
 
-EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
-    "Empty",
-    "PreparingRebalance",
-    "CompletingRebalance",
-    "Stable",
-    "Dead",
-)
 MIN_SESSION_MS, MAX_SESSION_MS = 6000, 1800000  # Kafka's group.{min,max}.session.timeout.ms
 MAX_GROUP_SIZE = 1000
 MAX_METADATA = 4096  # Kafka's offset.metadata.max.bytes
 SWEEP_SECONDS = 0.5
-
-
-class GroupError(Exception):
-    """A request refused with Kafka's error ``code``."""
-
-    def __init__(self, code: ErrorCode) -> None:
-        super().__init__(code.name)
-        self.code = code
-
-
-class Member:
-    __slots__ = (
-        "member_id",
-        "instance_id",
-        "client_id",
-        "client_host",
-        "session_ms",
-        "rebalance_ms",
-        "protocols",
-        "assignment",
-        "deadline",
-        "joined",
-        "waiting",
-    )
-
-    def __init__(self, member_id, instance_id, client_id, client_host, session_ms, rebalance_ms):
-        self.member_id, self.instance_id = member_id, instance_id
-        self.client_id, self.client_host = client_id, client_host
-        self.session_ms, self.rebalance_ms = session_ms, rebalance_ms
-        self.protocols: list[tuple[str, bytes]] = []
-        self.assignment = b""
-        self.deadline = 0.0
-        self.joined = False  # rejoined in the current round
-        self.waiting = 0  # requests parked in JoinGroup/SyncGroup: the member is alive
-
-    def touch(self) -> None:
-        self.deadline = trio.current_time() + self.session_ms / 1000
-
-    def metadata(self, protocol: str | None) -> bytes:
-        return next((m for name, m in self.protocols if name == protocol), b"")
-
-
-class Round:
-    """One rebalance round: what its JoinGroup answers carry once it ends."""
-
-    def __init__(self) -> None:
-        self.done = trio.Event()
-        self.generation, self.protocol, self.leader = 0, None, ""
-        self.members: list[tuple[str, str | None, bytes]] = []
-
-
-class Group:
-    def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-        self.state = EMPTY
-        self.generation = 0
-        self.protocol_type = ""
-        self.protocol: str | None = None
-        self.leader: str | None = None
-        self.members: dict[str, Member] = {}
-        self.pending: dict[str, float] = {}  # member ids handed out, not yet joined: deadline
-        self.offsets: dict[tuple[str, int], Committed] = {}
-        self.round: Round | None = None
-        self.round_deadline = 0.0
-        self.synced: trio.Event | None = None
-
-    def instance(self, instance_id: str | None) -> Member | None:
-        if instance_id is None:
-            return None
-        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
 
 
 class Coordinator:
@@ -144,51 +81,14 @@ class Coordinator:
         stored_groups, offsets = group_log.load(self.store)
         for (group_id, topic, partition), committed in offsets.items():
             self._group(group_id).offsets[(topic, partition)] = committed
-        now = trio.current_time()
         for group_id, stored in stored_groups.items():
             group = self._group(group_id)
-            group.generation, group.protocol_type = stored.generation, stored.protocol_type
-            group.protocol, group.leader = stored.protocol, stored.leader
-            # Members come back as they were, and leave unless they heartbeat in time.
-            for s in stored.members:
-                member = Member(
-                    s.member_id,
-                    s.instance_id,
-                    s.client_id,
-                    s.client_host,
-                    s.session_timeout_ms,
-                    s.rebalance_timeout_ms,
-                )
-                member.protocols = [(stored.protocol or "", s.subscription)]
-                member.assignment = s.assignment
-                member.deadline = now + s.session_timeout_ms / 1000
-                group.members[s.member_id] = member
-            group.state = STABLE if group.members else EMPTY
+            group.restore(stored)
             self._forget_if_idle(group)
         logger.info("loaded %d consumer groups from %s", len(self.groups), group_log.TOPIC)
 
     def _save_group(self, group: Group) -> None:
-        members = tuple(
-            StoredMember(
-                m.member_id,
-                m.instance_id,
-                m.client_id,
-                m.client_host,
-                m.rebalance_ms,
-                m.session_ms,
-                m.metadata(group.protocol),
-                m.assignment,
-            )
-            for m in group.members.values()
-        )
-        value = StoredGroup(
-            group.protocol_type,
-            group.generation,
-            group.protocol,
-            group.leader,
-            self.clock(),
-            members,
-        )
+        value = group.stored(self.clock())
         try:
             group_log.append(
                 self.store, [(group_log.group_key(group.group_id), group_log.group_value(value))]
@@ -253,7 +153,7 @@ class Coordinator:
             self._save_group(group)
         else:
             group.state = COMPLETING
-            group.protocol = _choose(group)
+            group.protocol = choose_protocol(group)
             if group.leader not in group.members:
                 group.leader = next(iter(group.members))
             group.synced = trio.Event()
@@ -307,7 +207,7 @@ class Coordinator:
         group = self._group(group_id)
         if group.members and (
             protocol_type != group.protocol_type
-            or not _common(group, {name for name, _ in protocols})
+            or not common(group, {name for name, _ in protocols})
         ):
             raise GroupError(ErrorCode.inconsistent_group_protocol)
         static = group.instance(instance_id)
@@ -336,7 +236,7 @@ class Coordinator:
             )
         elif member.protocols == protocols and group.state == COMPLETING:
             member.touch()  # a repeated join of this generation: its answer again
-            return _current(group), member_id
+            return current_round(group), member_id
         member.session_ms, member.rebalance_ms = session_ms, rebalance_ms
         member.protocols = list(protocols)
         group.protocol_type = protocol_type
@@ -349,7 +249,7 @@ class Coordinator:
 
     async def _await_round(self, group: Group, member: Member, round_: Round | None) -> Round:
         if round_ is None:  # completed as this member joined
-            return _current(group)
+            return current_round(group)
         member.waiting += 1
         try:
             while not round_.done.is_set():
@@ -519,38 +419,3 @@ class Coordinator:
         group_log.append(self.store, [*records, (group_log.group_key(group_id), None)])
         group.state = DEAD
         del self.groups[group_id]
-
-
-def _common(group: Group, names: set[str]) -> set[str]:
-    """Protocols every member (and the newcomer's ``names``) supports."""
-    common = set(names)
-    for m in group.members.values():
-        common &= {name for name, _ in m.protocols}
-    return common
-
-
-def _choose(group: Group) -> str | None:
-    """Kafka's vote: each member names its most preferred protocol among those
-    all support; the most named wins (the first in member order on a tie)."""
-    common = _common(group, {n for m in group.members.values() for n, _ in m.protocols})
-    votes: dict[str, int] = {}
-    for m in group.members.values():
-        choice = next((name for name, _ in m.protocols if name in common), None)
-        if choice is not None:
-            votes[choice] = votes.get(choice, 0) + 1
-    return max(votes, key=votes.get) if votes else None
-
-
-def _current(group: Group) -> Round:
-    """The answer of the generation in force, for a member joining it again."""
-    round_ = Round()
-    round_.generation, round_.protocol, round_.leader = (
-        group.generation,
-        group.protocol,
-        group.leader or "",
-    )
-    round_.members = [
-        (m.member_id, m.instance_id, m.metadata(group.protocol)) for m in group.members.values()
-    ]
-    round_.done.set()
-    return round_

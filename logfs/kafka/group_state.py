@@ -1,0 +1,158 @@
+"""A consumer group's state as the coordinator (groups.py) keeps it: its
+members, the rebalance round under way, and its committed offsets."""
+
+from __future__ import annotations
+
+import trio
+
+from .group_log import Committed, StoredGroup, StoredMember
+from .protocol import ErrorCode
+
+EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
+    "Empty",
+    "PreparingRebalance",
+    "CompletingRebalance",
+    "Stable",
+    "Dead",
+)
+
+
+class GroupError(Exception):
+    """A request refused with Kafka's error ``code``."""
+
+    def __init__(self, code: ErrorCode) -> None:
+        super().__init__(code.name)
+        self.code = code
+
+
+class Member:
+    __slots__ = (
+        "member_id",
+        "instance_id",
+        "client_id",
+        "client_host",
+        "session_ms",
+        "rebalance_ms",
+        "protocols",
+        "assignment",
+        "deadline",
+        "joined",
+        "waiting",
+    )
+
+    def __init__(self, member_id, instance_id, client_id, client_host, session_ms, rebalance_ms):
+        self.member_id, self.instance_id = member_id, instance_id
+        self.client_id, self.client_host = client_id, client_host
+        self.session_ms, self.rebalance_ms = session_ms, rebalance_ms
+        self.protocols: list[tuple[str, bytes]] = []
+        self.assignment = b""
+        self.deadline = 0.0
+        self.joined = False  # rejoined in the current round
+        self.waiting = 0  # requests parked in JoinGroup/SyncGroup: the member is alive
+
+    def touch(self) -> None:
+        self.deadline = trio.current_time() + self.session_ms / 1000
+
+    def metadata(self, protocol: str | None) -> bytes:
+        return next((m for name, m in self.protocols if name == protocol), b"")
+
+
+class Round:
+    """One rebalance round: what its JoinGroup answers carry once it ends."""
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.generation, self.protocol, self.leader = 0, None, ""
+        self.members: list[tuple[str, str | None, bytes]] = []
+
+
+class Group:
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.state = EMPTY
+        self.generation = 0
+        self.protocol_type = ""
+        self.protocol: str | None = None
+        self.leader: str | None = None
+        self.members: dict[str, Member] = {}
+        self.pending: dict[str, float] = {}  # member ids handed out, not yet joined: deadline
+        self.offsets: dict[tuple[str, int], Committed] = {}
+        self.round: Round | None = None
+        self.round_deadline = 0.0
+        self.synced: trio.Event | None = None
+
+    def restore(self, stored: StoredGroup) -> None:
+        """Take the generation and members ``__consumer_offsets`` kept: after a
+        restart, members go on as they were and leave unless they heartbeat."""
+        self.generation, self.protocol_type = stored.generation, stored.protocol_type
+        self.protocol, self.leader = stored.protocol, stored.leader
+        now = trio.current_time()
+        for s in stored.members:
+            member = Member(
+                s.member_id, s.instance_id, s.client_id, s.client_host,
+                s.session_timeout_ms, s.rebalance_timeout_ms,
+            )  # fmt: skip
+            member.protocols = [(stored.protocol or "", s.subscription)]
+            member.assignment = s.assignment
+            member.deadline = now + s.session_timeout_ms / 1000
+            self.members[s.member_id] = member
+        self.state = STABLE if self.members else EMPTY
+
+    def stored(self, timestamp: int) -> StoredGroup:
+        """The group as its metadata record keeps it."""
+        members = tuple(
+            StoredMember(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_ms,
+                m.session_ms,
+                m.metadata(self.protocol),
+                m.assignment,
+            )  # fmt: skip
+            for m in self.members.values()
+        )
+        return StoredGroup(
+            self.protocol_type, self.generation, self.protocol, self.leader, timestamp, members
+        )
+
+    def instance(self, instance_id: str | None) -> Member | None:
+        if instance_id is None:
+            return None
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
+
+
+def common(group: Group, names: set[str]) -> set[str]:
+    """Protocols every member (and the newcomer's ``names``) supports."""
+    common = set(names)
+    for m in group.members.values():
+        common &= {name for name, _ in m.protocols}
+    return common
+
+
+def choose_protocol(group: Group) -> str | None:
+    """Kafka's vote: each member names its most preferred protocol among those
+    all support; the most named wins (the first in member order on a tie)."""
+    shared = common(group, {n for m in group.members.values() for n, _ in m.protocols})
+    votes: dict[str, int] = {}
+    for m in group.members.values():
+        choice = next((name for name, _ in m.protocols if name in shared), None)
+        if choice is not None:
+            votes[choice] = votes.get(choice, 0) + 1
+    return max(votes, key=votes.get) if votes else None
+
+
+def current_round(group: Group) -> Round:
+    """The answer of the generation in force, for a member joining it again."""
+    round_ = Round()
+    round_.generation, round_.protocol, round_.leader = (
+        group.generation,
+        group.protocol,
+        group.leader or "",
+    )
+    round_.members = [
+        (m.member_id, m.instance_id, m.metadata(group.protocol)) for m in group.members.values()
+    ]
+    round_.done.set()
+    return round_
