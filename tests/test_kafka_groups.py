@@ -355,3 +355,41 @@ def test_kafkajs_consumer_group(tmp_path):
     assert sorted(rows) == sorted([i % 4, i // 4, f"m{i}"] for i in range(40))  # each once
     assert seen["committed"] == [[p, "10"] for p in range(4)]
     assert "jsg" in seen["groups"]
+
+
+def test_a_static_member_takes_its_place_back_without_waiting_for_its_session(tmp_path):
+    with Served(tmp_path / "data", "partitions=2") as served:
+        produce_to = ck.Producer({"bootstrap.servers": served.bootstrap})
+        for i in range(20):
+            produce_to.produce("st", value=b"%d" % i, partition=i % 2)
+        assert produce_to.flush(30) == 0
+        config = {
+            "bootstrap.servers": served.bootstrap, "group.id": "static",
+            "group.instance.id": "reader-1", "session.timeout.ms": 60000,
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        }  # fmt: skip
+
+        def read(count: int) -> tuple[list[bytes], float]:
+            c = ck.Consumer(config)
+            c.subscribe(["st"])
+            started, got = time.monotonic(), []
+            first = None
+            while len(got) < count and time.monotonic() - started < 60:
+                m = c.poll(0.2)
+                if m is not None and not m.error():
+                    first = first or time.monotonic() - started
+                    got.append(m.value())
+                    c.commit(m, asynchronous=False)
+            c.close()  # a static member does not leave the group on close
+            return got, first
+
+        got, _ = read(20)
+        assert sorted(got) == sorted(b"%d" % i for i in range(20))
+        assert stable_members(served.bootstrap, "static") == 1  # still a member
+        for i in range(20, 24):
+            produce_to.produce("st", value=b"%d" % i, partition=i % 2)
+        assert produce_to.flush(30) == 0
+        got, first = read(4)
+        # Taken over at once, not after the old membership's 60 s session.
+        assert sorted(got) == [b"20", b"21", b"22", b"23"] and first < 20
+        assert stable_members(served.bootstrap, "static") == 1
