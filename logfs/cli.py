@@ -50,7 +50,45 @@ def cmd_list(args) -> int:
     return 0
 
 
+def _describe_groups(args) -> int:
+    from .kafka import describe_groups  # Kafka's message library loads only when asked for
+
+    with Store(args.data, read_only=True) as store:
+        groups = describe_groups(store)
+    if args.topic:  # only the groups that committed offsets for TOPIC, and only those
+        for g in groups:
+            g["offsets"] = [o for o in g["offsets"] if o["topic"] == args.topic]
+        groups = [g for g in groups if g["offsets"]]
+    if args.json:
+        print(json.dumps(groups, indent=2))
+        return 0
+    for g in groups:
+        protocol = f"{g['protocol_type']}/{g['protocol'] or ''}".strip("/")
+        print(
+            f"Group: {g['group']}\tState: {g['state']}\tProtocol: {protocol}\t"
+            f"Generation: {g['generation']}\tMembers: {len(g['members'])}"
+        )
+        for m in g["members"]:
+            assigned = ",".join(f"{t}-{p}" for t, p in m["assignment"])
+            print(
+                f"\tMember: {m['member_id']}\tInstance: {m['group_instance_id'] or '-'}\t"
+                f"ClientId: {m['client_id']}\tHost: {m['client_host'] or '-'}\t"
+                f"Assigned: {assigned or '-'}"
+            )
+        for o in g["offsets"]:
+            end = "-" if o["log_end_offset"] is None else o["log_end_offset"]
+            lag = "-" if o["lag"] is None else o["lag"]
+            print(
+                f"\tTopic: {o['topic']}\tPartition: {o['partition']}\t"
+                f"CommittedOffset: {o['committed_offset']}\tLogEndOffset: {end}\t"
+                f"Lag: {lag}\tMember: {o['member_id'] or '-'}"
+            )
+    return 0
+
+
 def cmd_describe(args) -> int:
+    if args.groups:
+        return _describe_groups(args)
     with Store(args.data, read_only=True) as store:
         topics = [args.topic] if args.topic else list(store.topics())
         out = []
@@ -333,6 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("data", metavar="DATA", help=DATA_HELP)
     p.add_argument("topic", metavar="TOPIC", nargs="?", help="only this topic (default: all)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--groups", action="store_true",
+                   help="consumer groups instead: members, committed offsets and lag, "
+                        "from __consumer_offsets (docs/kafka.md)")  # fmt: skip
 
     p = command(
         "dump",

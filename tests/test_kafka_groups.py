@@ -18,6 +18,7 @@ from pathlib import Path
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_helpers import Served, mounted
+from mount_helpers import LOGFS
 
 from logfs.core.log import Store
 
@@ -393,3 +394,53 @@ def test_a_static_member_takes_its_place_back_without_waiting_for_its_session(tm
         # Taken over at once, not after the old membership's 60 s session.
         assert sorted(got) == [b"20", b"21", b"22", b"23"] and first < 20
         assert stable_members(served.bootstrap, "static") == 1
+
+
+def describe_groups_cli(data: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*LOGFS, "describe", str(data), "--groups", *args],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_logfs_describe_groups_shows_members_offsets_and_lag(tmp_path):
+    data = tmp_path / "data"
+    with Served(data) as served:
+        p = ck.Producer({"bootstrap.servers": served.bootstrap})
+        for i in range(10):
+            p.produce("dg", value=b"%d" % i)
+        assert p.flush(30) == 0
+        c = ck.Consumer({
+            "bootstrap.servers": served.bootstrap, "group.id": "lagging",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        })  # fmt: skip
+        c.subscribe(["dg"])
+        read = 0
+        while read < 5:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                read += 1
+                c.commit(m, asynchronous=False)
+        member = c.memberid()
+        # Beside the running daemon: the member, its assignment, the lag.
+        done = describe_groups_cli(data, "--json")
+        assert done.returncode == 0, done.stderr
+        (group,) = json.loads(done.stdout)
+        assert group["group"] == "lagging" and group["state"] == "Stable"
+        assert group["protocol_type"] == "consumer"
+        assert [(m["member_id"], m["assignment"]) for m in group["members"]] == [
+            (member, [["dg", 0]])
+        ]
+        assert group["offsets"] == [
+            {"topic": "dg", "partition": 0, "committed_offset": 5, "log_end_offset": 10,
+             "lag": 5, "member_id": member}
+        ]  # fmt: skip
+        c.close()  # leaves: the group is empty, its offsets stay
+    done = describe_groups_cli(data)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("Group: lagging\tState: Empty\t")
+    assert lines[1] == (
+        "\tTopic: dg\tPartition: 0\tCommittedOffset: 5\tLogEndOffset: 10\tLag: 5\tMember: -"
+    )
+    assert describe_groups_cli(data, "other").stdout == ""

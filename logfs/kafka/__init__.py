@@ -9,6 +9,7 @@ it. Messages are kio's, generated from Kafka's JSON schemas (protocol.py).
 from .access import Access
 from .broker import Broker
 from .group_log import INTERNAL_TOPICS
+from .group_report import describe_groups
 from .sasl import read_credentials
 from .server import (
     MAX_CONNECTIONS,
@@ -28,6 +29,7 @@ __all__ = [
     "Broker",
     "Listener",
     "check_exposure",
+    "describe_groups",
     "parse_listen",
     "read_credentials",
 ]
