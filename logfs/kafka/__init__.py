@@ -10,6 +10,8 @@ from .access import Access
 from .broker import Broker
 from .group_log import INTERNAL_TOPICS
 from .group_report import describe_groups
+from .group_state import GroupError
+from .groups import Coordinator
 from .sasl import read_credentials
 from .server import (
     MAX_CONNECTIONS,
@@ -27,6 +29,8 @@ __all__ = [
     "REQUEST_TIMEOUT",
     "Access",
     "Broker",
+    "Coordinator",
+    "GroupError",
     "Listener",
     "check_exposure",
     "describe_groups",

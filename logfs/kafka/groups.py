@@ -393,6 +393,22 @@ class Coordinator:
             self.groups[group.group_id] = group
         self._forget_if_idle(group)
 
+    def commit_offset(self, group_id: str, topic: str, partition: int, offset: int) -> None:
+        """Commit one offset for a group without members, as an OffsetCommit
+        with generation -1 does (the mount's ``groups/<group>`` files).
+
+        Raises:
+            GroupError: the group has members (they own its commits).
+            LogfsError, OSError: the store refused the write.
+        """
+        group = self.check_commit(group_id, -1, "", None)
+        self.commit(group, {(topic, partition): Committed(offset, -1, "", self.clock())})
+
+    def groups_of(self, topic: str, partition: int) -> list[str]:
+        """The groups with an offset committed for the partition, sorted."""
+        self.load()
+        return sorted(g.group_id for g in self.groups.values() if (topic, partition) in g.offsets)
+
     def committed(self, group_id: str) -> dict[tuple[str, int], Committed]:
         self.load()
         group = self.groups.get(group_id)

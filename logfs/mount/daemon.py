@@ -97,6 +97,8 @@ def serve(
         ops.buffered.mountpoint = real_mountpoint
     try:
         listener = kafka_listener(store, options, ops.ready, ops.view.forget_topic)
+        if listener is not None:  # one coordinator: the mount's groups/ files and the listener's
+            ops.view.groups = listener.broker.groups
         pyfuse3.init(ops, mountpoint, fuse_options)
     except BaseException:
         store.close()

@@ -15,6 +15,7 @@ Paths are tuples of names below the mount point (file names: core/client/names.p
     (topic, "<p>", "time", "<ms>")       Time             symlink to ../offset/<n>
     (topic, "<p>", "from", "<n>")        From             the records' lines from offset n on
     (topic, "<p>", "segments", name)     Segment          symlink into DATA
+    (topic, "<p>", "groups", group)      Group            a consumer group's committed offset
 
 Each directory's class names the kind of each child (`Node.child`), so
 `node_class` answers from the path's shape alone; whether the topic,
@@ -34,6 +35,7 @@ from ..core.client import names
 from ..kafka import INTERNAL_TOPICS
 from .errnos import fail
 from .files import KeyFile
+from .groups import Group, GroupFile, listed
 from .nodes import (
     Append,
     AppendBatches,
@@ -123,6 +125,30 @@ class SegmentDir(Directory):
         return sorted(view.log(self).segment_files())
 
 
+class GroupsDir(Directory):
+    """``<topic>/<p>/groups/``: a file per consumer group with an offset
+    committed for the partition (groups.py)."""
+
+    __slots__ = ()
+    in_partition = True
+
+    @classmethod
+    def child(cls, name: str) -> type[Node] | None:
+        return Group
+
+    def entries(self, view: View) -> list[str]:
+        return listed(view, self.topic, self.partition)
+
+    def create(self, view: View, name: str) -> tuple[Node, OpenFile]:
+        """A new group's commit, written at close."""
+        if view.store.read_only:
+            raise fail(errno.EROFS)
+        path = (*self.path, name)
+        Group.pending.add(path)
+        node = resolve(view, path)
+        return node, GroupFile(view, path, b"")
+
+
 class Partition(Directory):
     __slots__ = ()
     in_partition = True
@@ -136,6 +162,7 @@ class Partition(Directory):
         names.STATE: State,
         names.STREAM: Stream,
         names.TIME: TimeDir,
+        "groups": GroupsDir,
     }
 
     @classmethod

@@ -30,6 +30,7 @@ import trio
 from ..core.client import names
 from ..core.config import flush_messages_reached
 from ..core.log import FromStream, Log, PartitionStream, Store, Uncounted
+from ..kafka import Coordinator
 from .errnos import fail
 from .keys import Keys
 from .memory import Pool, RecordCache
@@ -279,6 +280,8 @@ class View:
         self.read_ahead = Pool()  # shared by the stream readers
         # The buffered mode's append streams (buffered.py `BufferedAppends`), or None
         self.buffered = None
+        # Committed offsets (groups/); the Kafka listener's own when there is one.
+        self.groups = Coordinator(store)
         self._counting: dict[Uncounted, trio.Event] = {}
         # The mount shows DATA's owner, group and permission bits, so that with
         # -o allow_other,default_permissions the kernel lets other users do through
