@@ -166,8 +166,38 @@ def test_ten_thousand_groups_cost_bounded_memory(served):
             assert join(address, f"j{n}", sock=sock).error_code == ErrorCode.member_id_required
         names = list_groups(address, sock)
     assert len([g for g in names if g.startswith("g")]) == 10_000
+    print(f"10,000 groups grew the daemon by {grown} KiB")
     assert grown < 64 * 1024, f"10,000 groups grew the daemon by {grown} KiB"
     # The unused ids expire with their session; their groups are forgotten.
     wait_for(
         lambda: not any(g.startswith("j") for g in list_groups(address)), 60, "the pending ids"
     )
+
+
+def test_members_go_on_after_a_restart_if_they_heartbeat(tmp_path):
+    data = tmp_path / "data"
+    with Served(data) as served:
+        first = join(served.address, "kept")
+        joined = join(served.address, "kept", first.member_id)
+        t = load_request_schema(SYNC_GROUP, 3)
+        m = __import__(t.__module__, fromlist=["SyncGroupRequestAssignment"])
+        body = t(
+            group_id="kept", generation_id=joined.generation_id, member_id=first.member_id,
+            group_instance_id=None,
+            assignments=(m.SyncGroupRequestAssignment(member_id=first.member_id,
+                                                      assignment=b"mine"),),
+        )  # fmt: skip
+        assert call(served.address, SYNC_GROUP, 3, body).error_code == ErrorCode.none
+    with Served(data) as served:
+        t = load_request_schema(HEARTBEAT, 3)
+        beat = t(group_id="kept", generation_id=joined.generation_id,
+                 member_id=first.member_id, group_instance_id=None)  # fmt: skip
+        assert call(served.address, HEARTBEAT, 3, beat).error_code == ErrorCode.none
+        group = describe(served.address, "kept")
+        assert group.group_state == "Stable"
+        assert [(x.member_id, x.member_assignment) for x in group.members] == [
+            (first.member_id, b"mine")
+        ]
+        # Silent from now on: expired like any member.
+        wait_for(lambda: describe(served.address, "kept").group_state != "Stable", 30, "expiry")
+        assert call(served.address, HEARTBEAT, 3, beat).error_code == ErrorCode.unknown_member_id

@@ -76,8 +76,7 @@ class Coordinator:
         """Read ``__consumer_offsets`` once (the store is recovered by now)."""
         if self.loaded:
             return
-        self.loaded = True
-        group_log.ensure_topic(self.store)
+        self.loaded = True  # the topic itself is created by the first write to it
         stored_groups, offsets = group_log.load(self.store)
         for (group_id, topic, partition), committed in offsets.items():
             self._group(group_id).offsets[(topic, partition)] = committed
