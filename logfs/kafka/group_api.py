@@ -40,7 +40,7 @@ def _ms(value) -> int:
 def find_coordinator(broker, request, advertised):
     m = schema(FIND_COORDINATOR, request.version)
     body = request.body
-    host, port = advertised
+    host, port = advertised.host, advertised.port
     key_type = getattr(body, "key_type", GROUP_KEY)
 
     def entry(key: str) -> dict:

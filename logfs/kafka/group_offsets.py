@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 
 from ..core.errors import LogfsError
+from .access import READ
 from .codes import NO_THROTTLE, error_code
 from .group_log import Committed
 from .group_state import GroupError
@@ -33,6 +34,8 @@ def offset_commit(broker, request, advertised):
         )
     except GroupError as e:
         refused = e.code
+    if not broker.allows(advertised, READ):  # Kafka's rule: committing is reading the topic
+        group, refused = None, ErrorCode.topic_authorization_failed
     for topic in body.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
@@ -70,10 +73,13 @@ def offset_commit(broker, request, advertised):
     return make(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
-def _fetched_topics(broker, m, names, group_id, asked, version):
+def _fetched_topics(broker, m, names, group_id, asked, allowed):
     """One group's OffsetFetch topics: ``asked`` [(topic, [partitions])] or, for
     None, every partition the group has committed."""
     committed = broker.groups.committed(group_id)
+    code = ErrorCode.none if allowed else ErrorCode.topic_authorization_failed
+    if not allowed:
+        committed = {}
     if asked is None:
         by_topic: dict[str, list[int]] = {}
         for topic, p in sorted(committed):
@@ -92,7 +98,7 @@ def _fetched_topics(broker, m, names, group_id, asked, version):
                     committed_offset=c.offset if c else -1,
                     committed_leader_epoch=c.leader_epoch if c else -1,
                     metadata=c.metadata if c else "",
-                    error_code=ErrorCode.none,
+                    error_code=code,
                 )
             )
         out.append(make(topic_cls, name=topic, partitions=tuple(rows)))
@@ -102,6 +108,7 @@ def _fetched_topics(broker, m, names, group_id, asked, version):
 def offset_fetch(broker, request, advertised):
     m = schema(OFFSET_FETCH, request.version)
     body = request.body
+    allowed = broker.allows(advertised, READ)
     if request.version >= 8:
         names = (m.OffsetFetchResponseTopics, m.OffsetFetchResponsePartitions)
         groups = []
@@ -111,7 +118,7 @@ def offset_fetch(broker, request, advertised):
                 make(
                     m.OffsetFetchResponseGroup,
                     group_id=g.group_id,
-                    topics=_fetched_topics(broker, m, names, g.group_id, asked, request.version),
+                    topics=_fetched_topics(broker, m, names, g.group_id, asked, allowed),
                     error_code=ErrorCode.none,
                 )
             )
@@ -121,7 +128,7 @@ def offset_fetch(broker, request, advertised):
     return make(
         m.OffsetFetchResponse,
         throttle_time=NO_THROTTLE,
-        topics=_fetched_topics(broker, m, names, body.group_id, asked, request.version),
+        topics=_fetched_topics(broker, m, names, body.group_id, asked, allowed),
         error_code=ErrorCode.none,
     )
 
@@ -164,7 +171,9 @@ def offset_delete(broker, request, advertised):
     for topic in body.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if topic.name in subscribed:
+            if not broker.allows(advertised, READ):
+                codes[tp] = ErrorCode.topic_authorization_failed
+            elif topic.name in subscribed:
                 codes[tp] = ErrorCode.group_subscribed_to_topic
             elif not _partition_known(broker, *tp):
                 codes[tp] = ErrorCode.unknown_topic_or_partition
