@@ -201,3 +201,43 @@ def test_members_go_on_after_a_restart_if_they_heartbeat(tmp_path):
         # Silent from now on: expired like any member.
         wait_for(lambda: describe(served.address, "kept").group_state != "Stable", 30, "expiry")
         assert call(served.address, HEARTBEAT, 3, beat).error_code == ErrorCode.unknown_member_id
+
+
+def test_committing_needs_the_right_to_read_the_topic(tmp_path):
+    """DATA owned by root, mode 0700: the local user nobody may not read its
+    topics, so it may neither commit nor fetch offsets; root may."""
+    import pwd
+
+    import confluent_kafka as ck
+
+    from logfs.core.log import Store
+
+    pwd.getpwnam("nobody")  # the principal below is this local user
+    data = tmp_path / "data"
+    with Store(data) as store:
+        store.create_topic("secret")
+    data.chmod(0o700)
+    users = tmp_path / "users"
+    users.write_text("root:rootpw\nnobody:nobodypw\n")
+    with Served(data, f"kafka.sasl.users={users}") as served:
+
+        def consumer(user: str, password: str) -> ck.Consumer:
+            return ck.Consumer({
+                "bootstrap.servers": served.bootstrap, "group.id": "g",
+                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+                "sasl.username": user, "sasl.password": password,
+            })  # fmt: skip
+
+        as_root = consumer("root", "rootpw")
+        done = as_root.commit(offsets=[ck.TopicPartition("secret", 0, 0)], asynchronous=False)
+        assert done[0].error is None
+        as_nobody = consumer("nobody", "nobodypw")
+        with pytest.raises(ck.KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
+            as_nobody.commit(offsets=[ck.TopicPartition("secret", 0, 5)], asynchronous=False)
+        (fetched,) = as_nobody.committed([ck.TopicPartition("secret", 0)], 30)
+        assert fetched.error is not None and fetched.error.code() == (
+            ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+        )
+        assert as_root.committed([ck.TopicPartition("secret", 0)], 30)[0].offset == 0
+        as_nobody.close()
+        as_root.close()
