@@ -133,7 +133,7 @@ def test_listing(fs, monkeypatch):
     assert fs.listdir("orders", monkeypatch) == ["0", "1", "append", "append.bin", "config"]
     assert sorted(fs.listdir("orders/0", monkeypatch)) == sorted(
         ["append", "append.batches", "append.bin", "from", "offset", "segments", "state", "stream"]
-        + ["time"]
+        + ["time", "groups"]
     )
     fs.store.log("orders", 0).append([b"%d" % i for i in range(OFFSET_LISTING + 50)])
     listed = fs.listdir("orders/0/offset", monkeypatch)
