@@ -78,8 +78,8 @@ class Broker:
         self.appended = trio.Event()  # set (and replaced) by every produce: wakes fetchers
 
     def notify_appended(self) -> None:
+        """Wake the fetchers waiting for records."""
         self.appended.set()
-        self.producers = producers.Producers()
         self.appended = trio.Event()
 
     def allows(self, client: Client, want: str) -> bool:

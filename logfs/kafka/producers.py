@@ -49,24 +49,30 @@ class Producers:
 
     def __init__(self) -> None:
         self._last_id = 0
-        # (topic, partition) -> producer id -> (epoch, recent batches)
-        self._state: dict[tuple[str, int], dict[int, tuple[int, deque[Appended]]]] = {}
+        # (topic, partition) -> (its log, producer id -> (epoch, recent batches)); kept
+        # with the log object, so a partition deleted and created again (through any face:
+        # the mount's rmdir too) starts afresh
+        self._state: dict[tuple[str, int], tuple[object, dict[int, tuple[int, deque[Appended]]]]]
+        self._state = {}
 
     def new_id(self) -> int:
         self._last_id = max(self._last_id + 1, int(time.time() * 1000) << 8)
         return self._last_id
 
     def _partition(self, log) -> dict[int, tuple[int, deque[Appended]]]:
+        """The partition's producers, read back from its active segment the first time
+        (after a restart, Kafka rebuilds its producer state from the log the same way)."""
         tp = (log.topic, log.partition)
-        if tp not in self._state:
+        known = self._state.get(tp)
+        if known is None or known[0] is not log:
             state: dict[int, tuple[int, deque[Appended]]] = {}
             start = log.active_base_offset
             if start is not None:
                 for header, _ in log.raw_batches(start):
                     if header.producer_id >= 0 and not header.is_control:
                         _remember(state, header, header.base_offset)
-            self._state[tp] = state
-        return self._state[tp]
+            known = self._state[tp] = (log, state)
+        return known[1]
 
     def check(self, log, header) -> int | None:
         """The offset a retried batch got, None for a new one to append.
