@@ -98,9 +98,9 @@ def test_unflushed_counts_records_and_hands_out_what_to_sync(tmp_path):
             unflushed.appended(segment, messages=1)
         unflushed.directory = True
         ticket = unflushed.ticket(log.dir, next_offset=2)
-        # each segment's .log, .index and .timeindex, and the directory, as duplicates
+        # each segment's .log, .index and .timeindex, and the directory, by path
         assert len(ticket.fds) == 3 * len(segments) + 1
-        inodes = {os.fstat(fd).st_ino for fd in ticket.fds}
+        inodes = {os.stat(path).st_ino for path in ticket.fds}
         assert inodes == {os.stat(p).st_ino for p in log.segment_files().values()} | {
             os.stat(log.dir).st_ino
         }

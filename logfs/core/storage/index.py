@@ -150,10 +150,11 @@ class _Index:
             os.close(self._fd)
             self._fd = -1
 
-    def close_unwritten(self) -> None:
-        """Close without writing pending entries: the file is about to be removed."""
-        self._written = self._count
-        self.close()
+    def release(self) -> None:
+        """Close the file without writing: pending entries stay pending."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     # ------------------------------------------------------------ mutation
 

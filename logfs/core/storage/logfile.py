@@ -13,6 +13,7 @@ Like Kafka's ``FileRecords``, it knows the batch framing and nothing of indexes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Iterator
@@ -23,11 +24,36 @@ from ..format._codec import scan_batches
 from ..format.record import HEADER_SIZE, BatchHeader, crc32c, read_header, verify_crc
 
 SCAN_CHUNK = 1 << 20
+KINDS = (".log", ".index", ".timeindex")  # a segment's files; the .log first
+DELETED = ".deleted"  # a file about to be removed
 
 
 def segment_name(base_offset: int, suffix: str) -> str:
     """The name of a segment's file: ``00000000000000368769.log`` for (368769, ".log")."""
     return f"{base_offset:020d}{suffix}"
+
+
+def segment_paths(directory: str, base_offset: int, suffix: str = "") -> tuple[str, str, str]:
+    """The ``.log``, ``.index`` and ``.timeindex`` paths of a segment; ``suffix``
+    follows each name (``.cleaned``: a cleaned segment written aside)."""
+    log, index, timeindex = (
+        os.path.join(directory, segment_name(base_offset, kind + suffix)) for kind in KINDS
+    )
+    return log, index, timeindex
+
+
+def remove_segment_files(
+    directory: str | os.PathLike, base_offset: int, suffix: str = "", kinds: tuple[str, ...] = KINDS
+) -> None:
+    """Remove a segment's files (those of ``kinds`` that exist), each renamed
+    to ``*.deleted`` first, as Kafka does; a crash can leave a ``.deleted``
+    file, which the next open removes (swap.py). The ``.log`` goes first: a
+    segment is found by its ``.log``, so from then on it is gone."""
+    for kind in kinds:
+        path = os.path.join(directory, segment_name(base_offset, kind + suffix))
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(path, path + DELETED)
+            os.unlink(path + DELETED)
 
 
 def base_offset_of(name: str, suffix: str | None = None) -> int | None:

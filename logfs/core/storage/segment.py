@@ -23,7 +23,6 @@ files are removed only by `remove_segment_files`.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
@@ -37,38 +36,21 @@ from ..errors import CorruptIndexError, CorruptRecordError
 from ..format._codec import index_points
 from ..format.batching import BatchInfo
 from ..format.record import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, read_header
+from .descriptors import DESCRIPTORS
 from .index import OffsetIndex, TimeIndex
-from .logfile import SCAN_CHUNK, BatchAt, find_batch, iter_batches, segment_name
+from .logfile import (
+    SCAN_CHUNK,
+    BatchAt,
+    find_batch,
+    iter_batches,
+    remove_segment_files,
+    segment_paths,
+)
 from .stream import SegmentStream
 
 logger = logging.getLogger(__name__)
 
 IOV_MAX = 1024  # buffers one writev() takes (Linux)
-KINDS = (".log", ".index", ".timeindex")  # a segment's files; the .log first
-DELETED = ".deleted"  # a file about to be removed
-
-
-def segment_paths(directory: str, base_offset: int, suffix: str = "") -> tuple[str, str, str]:
-    """The ``.log``, ``.index`` and ``.timeindex`` paths of a segment; ``suffix``
-    follows each name (``.cleaned``: a cleaned segment written aside)."""
-    log, index, timeindex = (
-        os.path.join(directory, segment_name(base_offset, kind + suffix)) for kind in KINDS
-    )
-    return log, index, timeindex
-
-
-def remove_segment_files(
-    directory: str | os.PathLike, base_offset: int, suffix: str = "", kinds: tuple[str, ...] = KINDS
-) -> None:
-    """Remove a segment's files (those of ``kinds`` that exist), each renamed
-    to ``*.deleted`` first, as Kafka does; a crash can leave a ``.deleted``
-    file, which the next open removes (swap.py). The ``.log`` goes first: a
-    segment is found by its ``.log``, so from then on it is gone."""
-    for kind in kinds:
-        path = os.path.join(directory, segment_name(base_offset, kind + suffix))
-        with contextlib.suppress(FileNotFoundError):
-            os.rename(path, path + DELETED)
-            os.unlink(path + DELETED)
 
 
 class Walked(NamedTuple):
@@ -107,11 +89,13 @@ class LogSegment:
         self.time_index = TimeIndex(
             self.timeindex_path, base_offset, config.segment_index_bytes, writable=writable
         )
-        if writable:
-            flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
-            self._fd = os.open(self.log_path, flags, 0o644)
-        else:
-            self._fd = os.open(self.log_path, os.O_RDONLY)
+        # Files are open only while the descriptor budget allows (descriptors.py);
+        # a segment written aside (by the cleaner, in a thread) is outside it.
+        self._fd = -1
+        self.pins = 0  # walks under way: the budget does not close the files meanwhile
+        self._managed = not suffix
+        self._flags = os.O_RDWR | os.O_APPEND if writable else os.O_RDONLY
+        self._open_file(self._flags | os.O_CREAT if writable else self._flags)
         self.size = os.fstat(self._fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
@@ -126,6 +110,31 @@ class LogSegment:
         # The last segment at open: only its tail may be torn by a crash (`_is_tail`).
         self.tail_may_tear = writable
         self.stream = SegmentStream(self.size)
+
+    # ------------------------------------------------------------ descriptors
+
+    def _open_file(self, flags: int) -> int:
+        self._fd = os.open(self.log_path, flags, 0o644)
+        if self._managed:
+            DESCRIPTORS.touch(self)
+        return self._fd
+
+    def _file(self) -> int:
+        """The ``.log`` file's descriptor, opened again if the budget closed it."""
+        if self._fd < 0:
+            return self._open_file(self._flags)
+        if self._managed:
+            DESCRIPTORS.touch(self)
+        return self._fd
+
+    def release(self) -> None:
+        """Close the files to stay under the descriptor budget; pending index
+        entries stay in memory, and the next use opens the files again."""
+        self.offset_index.release()
+        self.time_index.release()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     # ------------------------------------------------------------ loading
 
@@ -189,7 +198,7 @@ class LogSegment:
             # Validate what the disk holds, not what the page cache remembers: after
             # a failed fsync Linux may keep pages it never wrote, marked clean.
             # This drops clean cached pages of the tail (dirty ones stay, to be written).
-            os.posix_fadvise(self._fd, start, 0, os.POSIX_FADV_DONTNEED)
+            os.posix_fadvise(self._file(), start, 0, os.POSIX_FADV_DONTNEED)
         self.validated_bytes = self.size - start
         truncated = self._scan_tail(start, verify=True, keep_below=keep_below)
         self.flush_indexes()
@@ -239,8 +248,8 @@ class LogSegment:
             if not verify:
                 raise
             cut = self.size - bad
-            os.ftruncate(self._fd, bad)
-            os.fsync(self._fd)
+            os.ftruncate(self._file(), bad)
+            os.fsync(self._file())
             self.size = bad
             logger.warning("truncated %d bytes: %s", cut, e.args[0])
             return cut
@@ -296,17 +305,22 @@ class LogSegment:
     # ------------------------------------------------------------ reading
 
     def _header_at(self, position: int) -> BatchHeader:
-        buf = os.pread(self._fd, HEADER_SIZE, position)
+        buf = os.pread(self._file(), HEADER_SIZE, position)
         return read_header(buf, 0, position)
 
     def batches(
         self, position: int = 0, *, verify: bool = True, chunk: int = SCAN_CHUNK
     ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
         """Yield (position, header, batch bytes) from ``position`` to the end
-        of the log as it is now (see `iter_batches`)."""
-        return iter_batches(
-            self._fd, position, self.size, verify=verify, chunk=chunk, path=self.log_path
-        )
+        of the log as it is now (see `iter_batches`); the segment's files
+        stay open meanwhile."""
+        fd, self.pins = self._file(), self.pins + 1
+        try:
+            yield from iter_batches(
+                fd, position, self.size, verify=verify, chunk=chunk, path=self.log_path
+            )
+        finally:
+            self.pins -= 1
 
     def _position_of(self, offset: int) -> tuple[int, int]:
         """Position and base offset of the batch holding ``offset``, or the end
@@ -325,7 +339,7 @@ class LogSegment:
         if offset >= self.next_offset:
             return None
         start = self.offset_index.lookup(offset).position
-        found = find_batch(self._fd, start, self.size, offset, self.log_path)
+        found = find_batch(self._file(), start, self.size, offset, self.log_path)
         if found is None and self.end_unknown:
             raise CorruptRecordError(f"offset {offset}: {self.damage}", self.size)
         return found
@@ -372,7 +386,7 @@ class LogSegment:
         ``.log`` file's modification time."""
         if self.max_timestamp != NO_TIMESTAMP or not self.size:
             return self.max_timestamp
-        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+        return os.fstat(self._file()).st_mtime_ns // 1_000_000
 
     # ------------------------------------------------------------ writing
 
@@ -390,12 +404,12 @@ class LogSegment:
             data = [b"".join(data)]
         try:
             expected = sum(len(b) for b in data)
-            written = os.writev(self._fd, data)
+            written = os.writev(self._file(), data)
             if written != expected:
                 raise OSError(errno.ENOSPC, f"short write of {written} of {expected} bytes")
         except BaseException as e:
             try:
-                os.ftruncate(self._fd, start)
+                os.ftruncate(self._file(), start)
             except OSError as undo:  # a torn batch stays in the file: not a clean error
                 raise OSError(
                     undo.errno, f"cutting off a partly written batch failed: {undo.strerror}"
@@ -462,33 +476,39 @@ class LogSegment:
         self.flush_indexes()
 
     def flush_indexes(self) -> None:
+        if self._managed:  # writing opens the index files
+            DESCRIPTORS.touch(self)
         self.offset_index.write_pending()
         self.time_index.write_pending()
 
     def fileno(self) -> int:
-        return self._fd
+        """The ``.log`` file's descriptor, for immediate use only: the budget may
+        close it once another segment opens files (`os.dup` it to keep it)."""
+        return self._file()
 
     def sync_fds(self) -> list[int]:
         """Write pending index entries; the fds whose fsync makes this durable."""
         self.flush_indexes()
-        return [self._fd, self.offset_index.fileno(), self.time_index.fileno()]
+        return [self._file(), self.offset_index.fileno(), self.time_index.fileno()]
 
-    def close(self) -> None:
-        if self.writable and self.damage is None:
+    def sync_paths(self) -> list[str]:
+        """Write pending index entries; the files whose fsync makes this durable
+        (a flush opens them one at a time: see core/log/flushing.py)."""
+        self.flush_indexes()
+        self.offset_index.fileno()  # the index files exist from the first flush on
+        self.time_index.fileno()
+        return [self.log_path, self.index_path, self.timeindex_path]
+
+    def close(self, *, write: bool = True) -> None:
+        """Close the files, writing pending index entries first (``write``)."""
+        if write and self.writable and self.damage is None:
             self.on_become_inactive()  # Kafka too: the time index gets its last entry
-        elif self.writable:
+        elif write and self.writable:
             self.flush_indexes()
-        self.offset_index.close()
-        self.time_index.close()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self.release()
+        DESCRIPTORS.forget(self)
 
     def delete(self) -> None:
         """Close the segment and remove its files (`remove_segment_files`)."""
-        self.offset_index.close_unwritten()
-        self.time_index.close_unwritten()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self.close(write=False)
         remove_segment_files(self.directory, self.base_offset, self.suffix)

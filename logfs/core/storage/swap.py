@@ -27,8 +27,8 @@ import os
 from pathlib import Path
 
 from ..config import TopicConfig
-from .logfile import base_offset_of, fsync_dir, iter_batches
-from .segment import DELETED, LogSegment, remove_segment_files
+from .logfile import DELETED, base_offset_of, fsync_dir, iter_batches
+from .segment import LogSegment, remove_segment_files
 
 logger = logging.getLogger(__name__)
 
