@@ -81,6 +81,12 @@ class LogFailedError(LogfsError):
     ``logfs check --repair``). See docs/reliability.md."""
 
 
+class PartitionLimitError(LogfsError):
+    """Creating the partitions asked for would pass a limit on partitions per
+    topic or per data directory (topics.py, `Limits`); nothing was created.
+    The mount answers ENOSPC."""
+
+
 def describe(error: OSError) -> str:
     """An OSError as ``EIO (Input/output error)``."""
     return f"{errno.errorcode.get(error.errno or 0, 'error')} ({error.strerror or error})"

@@ -12,9 +12,12 @@ from .lines import FromStream, PartitionStream, Uncounted
 from .partition import Log
 from .small import append_line
 from .store import Store
+from .topics import LIMIT_OPTIONS, Limits
 
 __all__ = [
+    "LIMIT_OPTIONS",
     "FlushTicket",
+    "Limits",
     "FromStream",
     "Log",
     "PartitionStream",

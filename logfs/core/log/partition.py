@@ -25,9 +25,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
-import os
-import shutil
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -300,6 +297,11 @@ class Log(LogReads):
         return self._unflushed.messages
 
     @property
+    def flush_failure(self) -> str | None:
+        """Why the last flush could not run (the partition stays online)."""
+        return self._unflushed.failure
+
+    @property
     def last_flush_ms(self) -> int:
         """When the last flush completed (the log's clock)."""
         return self._unflushed.last_flush_ms
@@ -328,6 +330,8 @@ class Log(LogReads):
         except OSError as e:
             if e.errno not in CLEAN_WRITE_ERRORS:
                 self.fail("writing an index before an fsync", e)
+            else:
+                self._unflushed.failed(f"{self.topic}-{self.partition}", e)
             raise
 
     def complete_flush(self, ticket: FlushTicket) -> None:
@@ -342,6 +346,9 @@ class Log(LogReads):
         if ticket.error is not None:
             self.fail("fsync", ticket.error)
             raise ticket.error
+        if ticket.open_error is not None:  # nothing lost: flushed again later
+            self._unflushed.failed(f"{self.topic}-{self.partition}", ticket.open_error, ticket)
+            raise ticket.open_error
         self._failure.require_online()
         self.recovery_point = max(self.recovery_point, ticket.next_offset)
         self._unflushed.completed(ticket, self.clock())
@@ -397,12 +404,10 @@ class Log(LogReads):
         self.segments.clear()
         self._bases.clear()
 
-    def delete(self) -> None:
-        """Remove the partition directory (renamed aside first, as Kafka does)."""
+    def abandon(self) -> None:
+        """Close the segments without writing anything: the partition's
+        directory is being removed (`Store.delete_topic`)."""
         for segment in self.segments:
-            segment.close()
+            segment.close(write=False)
         self.segments.clear()
         self._bases.clear()
-        aside = self.dir.with_name(f"{self.dir.name}.{os.getpid()}-{time.time_ns()}-delete")
-        os.rename(self.dir, aside)
-        shutil.rmtree(aside, ignore_errors=True)

@@ -9,17 +9,26 @@ Layout (Kafka's, so a broker's log directory opens too)::
       cleaner-offset-checkpoint            compacted partitions: first offset not cleaned
       config/<topic>.properties            the topic's own settings, key=value lines
       .lock                                flock'd by the one process writing DATA
+      .deleting                            topics being deleted, one a line (deletion.py)
 
 The checkpoint files are Kafka's (checkpoints.py); a missing or garbled one
 only costs time.
 
 Anything else in DATA or a partition directory (Kafka's meta.properties,
 leader-epoch-checkpoint, partition.metadata, .snapshot and .txnindex files,
-``-delete``/``-future`` directories) is left alone.
+``-future`` directories) is left alone; ``-delete`` directories, what an
+interrupted topic deletion left, are removed when a writer opens DATA
+(deletion.py).
+
+Limits on the shape of DATA (partitions per topic and in all, topics.py's
+`Limits`) are checked here, so every face that creates topics gets them; the
+open-file limit is raised and the segments' descriptor budget sized from it
+when a store opens (core/storage/descriptors.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -39,7 +48,7 @@ from ..errors import (
     UnknownTopicError,
     describe,
 )
-from ..storage import fsync_dir
+from ..storage import fsync_dir, raise_nofile_limit
 from .checkpoints import (
     CLEANER_FILE,
     LOG_START_FILE,
@@ -47,9 +56,10 @@ from .checkpoints import (
     read_checkpoint,
     write_checkpoint,
 )
+from .deletion import delete_partitions, finish_deletions
 from .partition import Log
 from .partitioner import Partitioner
-from .topics import TopicSettings, validate_topic_name
+from .topics import Catalog, Limits, TopicSettings, validate_topic_name
 
 logger = logging.getLogger(__name__)
 
@@ -74,11 +84,15 @@ class Store:
         read_only: bool = False,
         lock_timeout: float = 0.0,
         recover: bool = True,
+        limits: Limits | None = None,
     ) -> None:
         """``recover=False`` leaves a writer's partitions unopened until
         `recover` (the daemon mounts first and recovers in a worker thread)."""
+        raise_nofile_limit()
         self.path = Path(path)
         self.read_only = read_only
+        self.limits = limits or Limits()
+        self._catalog = Catalog()
         self.checkpoint_failure: str | None = None  # why the last checkpoint write failed
         # the log cleaner's first dirty offset per partition (cleaner.py)
         self._first_dirty: dict[tuple[str, int], int] = {}
@@ -121,13 +135,16 @@ class Store:
         recovery = read_checkpoint(self.path / RECOVERY_POINT_FILE)
         starts = read_checkpoint(self.path / LOG_START_FILE)
         self._first_dirty = read_checkpoint(self.path / CLEANER_FILE)
-        self._settings.load()
-        for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
+        if not self.read_only:
+            finish_deletions(self.path)
+        for entry in os.scandir(self.path):
             match = PARTITION_DIR.fullmatch(entry.name)
             if not match or not entry.is_dir():
                 continue
             tp = (match.group(1), int(match.group(2)))
             self._unopened[tp] = (entry.path, recovery.get(tp, 0), starts.get(tp, 0))
+            self._catalog.add(*tp)
+        self._settings.load(self._catalog.counts())
         if not self.read_only and recover:
             # A writer recovers every partition now; a reader opens each on first use.
             self.recover()
@@ -173,15 +190,12 @@ class Store:
 
     # ------------------------------------------------------------ topics
 
-    def topics(self) -> dict[str, int]:
-        """Topic name -> number of partitions, sorted by name."""
-        counts: dict[str, int] = {}
-        for topic, _ in sorted([*self._logs, *self._unopened]):
-            counts[topic] = counts.get(topic, 0) + 1
-        return dict(sorted(counts.items()))
+    def topics(self) -> Mapping[str, int]:
+        """Topic name -> number of partitions, sorted by name (read-only)."""
+        return self._catalog.counts()
 
     def partitions(self, topic: str) -> list[int]:
-        parts = sorted(p for t, p in [*self._logs, *self._unopened] if t == topic)
+        parts = self._catalog.partitions(topic)
         if not parts:
             raise UnknownTopicError(f"unknown topic {topic!r}")
         return parts
@@ -194,42 +208,72 @@ class Store:
         validate_topic_name(name)
         if partitions < 1:
             raise InvalidConfigError(f"a topic needs at least one partition, not {partitions}")
-        if name in self.topics():
+        if name in self._catalog:
             raise TopicExistsError(f"topic {name!r} already exists")
         # Kafka's metrics name a topic with '.' as '_', so it refuses a topic whose name
         # differs from an existing one's only there (a.b beside a_b).
-        colliding = [t for t in self.topics() if t.replace(".", "_") == name.replace(".", "_")]
+        colliding = self._catalog.colliding(name)
         if colliding:
             raise InvalidTopicError(
-                f"topic {name!r} collides with existing topic {colliding[0]!r} "
+                f"topic {name!r} collides with existing topic {colliding!r} "
                 "('.' and '_' are the same in Kafka's metric names)"
             )
+        self._catalog.check_limits(self.limits, name, partitions)
         self._settings.set(name, config or {})
         self._add_logs(name, range(partitions))
 
     def add_partitions(self, name: str, total: int) -> None:
         """Grow a topic to ``total`` partitions."""
         self._require_writable()
-        current = self.partitions(name)
-        if total <= len(current):
-            raise InvalidConfigError(f"topic {name!r} already has {len(current)} partitions")
-        self._add_logs(name, range(max(current) + 1, max(current) + 1 + total - len(current)))
+        count = len(self.partitions(name))
+        if total <= count:
+            raise InvalidConfigError(f"topic {name!r} already has {count} partitions")
+        self._catalog.check_limits(self.limits, name, total)
+        last = self._catalog.last(name)
+        self._add_logs(name, range(last + 1, last + 1 + total - count))
 
     def _add_logs(self, name: str, partitions: range) -> None:
-        config = self._settings.config(name)
-        for p in partitions:
-            self._logs[(name, p)] = Log(self.path / f"{name}-{p}", name, p, config)
+        """Create the partitions; if one fails, those made are removed again
+        (nothing half-created) and the error raised."""
+        config, made = self._settings.config(name), []
+        try:
+            for p in partitions:
+                made.append(p)
+                self._logs[(name, p)] = Log(self.path / f"{name}-{p}", name, p, config)
+                self._catalog.add(name, p)
+        except BaseException:
+            self._forget(name, made)
+            with contextlib.suppress(OSError):
+                delete_partitions(self.path, name, made)
+            if name not in self._catalog:
+                self._settings.remove(name)
+            raise
         fsync_dir(self.path)
         self.checkpoint()
 
-    def delete_topic(self, name: str) -> None:
-        self._require_writable()
-        for p in self.partitions(name):
-            self._logs.pop((name, p)).delete()
+    def _forget(self, name: str, partitions: Sequence[int]) -> None:
+        for p in partitions:
+            log = self._logs.pop((name, p), None)
+            if log is not None:
+                log.abandon()
+            self._unopened.pop((name, p), None)
             self._first_dirty.pop((name, p), None)
-        self._settings.remove(name)
-        fsync_dir(self.path)
-        self.checkpoint()
+            self._catalog.discard(name, p)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic: every partition directory is renamed aside first
+        (all or none: a topic that fails to delete stays whole), then the
+        topic is forgotten and the directories removed (deletion.py)."""
+        self._require_writable()
+        parts = self.partitions(name)
+
+        def forget() -> None:
+            self._forget(name, parts)
+            self._settings.remove(name)
+            with contextlib.suppress(OSError):  # logged; a stale entry is ignored at open
+                self.checkpoint()
+
+        delete_partitions(self.path, name, parts, forget)
 
     def topic_config(self, name: str) -> TopicConfig:
         self.partitions(name)
@@ -289,10 +333,11 @@ class Store:
         return p, self.log(topic, p).append_packed(packed, lengths), len(lengths)
 
     def _offline(self, topic: str) -> set[int]:
-        return {p for (t, p), log in self._logs.items() if t == topic and log.failure}
+        logs = (self._logs.get((topic, p)) for p in self._catalog.partitions(topic))
+        return {log.partition for log in logs if log is not None and log.failure}
 
     def logs(self) -> list[Log]:
-        return [self.log(*tp) for tp in sorted([*self._logs, *self._unopened])]
+        return [self.log(*tp) for tp in self._catalog.pairs()]
 
     def flush(self) -> None:
         """fsync every online partition (offline ones cannot be: see `Log.fail`)."""
@@ -303,6 +348,14 @@ class Store:
     def failures(self) -> dict[str, str]:
         """Offline partitions (``topic-partition``) and why."""
         return {f"{t}-{p}": log.failure for (t, p), log in self._logs.items() if log.failure}
+
+    def flush_failures(self) -> dict[str, str]:
+        """Online partitions whose last flush could not run, and why."""
+        return {
+            f"{t}-{p}": f"flush cannot run: {log.flush_failure}"
+            for (t, p), log in self._logs.items()
+            if log.flush_failure
+        }
 
     def first_dirty(self, topic: str, partition: int) -> int:
         """Where the partition's dirty part starts: the log cleaner's (cleaner.py)."""
