@@ -41,6 +41,7 @@ import trio
 from ..core.client import mountinfo
 from ..core.errors import LogfsError
 from ..core.log import Store
+from ..core.storage import DESCRIPTORS, raise_nofile_limit
 from .cleaning import Cleaner
 from .flusher import Flusher
 from .network import address_of, kafka_listener
@@ -77,9 +78,19 @@ def serve(
 ) -> int:
     """Run a mount until it is unmounted or signalled; returns an exit code."""
     keep_freed_memory()
+    limit = raise_nofile_limit()  # the descriptor budget: core/storage/descriptors.py
+    logger.info("open-file limit %d: up to %d segments hold open files", limit, DESCRIPTORS.limit)
     # Partitions are recovered once mounted, in a worker thread: meanwhile the
     # root's user.logfs.health says "recovering" and other requests wait.
-    store = Store(data, defaults=options.defaults, read_only=options.read_only, recover=False)
+    # Store raises the open-file limit to the hard one and sizes the segments'
+    # descriptor budget from it (core/storage/descriptors.py).
+    store = Store(
+        data,
+        defaults=options.defaults,
+        read_only=options.read_only,
+        recover=False,
+        limits=options.limits,
+    )
     flusher = Flusher(store, **options.tasks["flusher"])
     log_cleaner = Cleaner(store, **options.tasks["cleaner"])
     ops = Operations(

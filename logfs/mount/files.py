@@ -333,5 +333,6 @@ def state_text(log: Log) -> bytes:
         "size_bytes": log.size_bytes,
         "status": "offline" if log.failure else "online",
         "failure": log.failure,
+        "flush_failure": log.flush_failure,
     }
     return (json.dumps(state) + "\n").encode()

@@ -19,7 +19,6 @@ daemon loses nothing (appends are in the page cache once write() returns).
 
 from __future__ import annotations
 
-import logging
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -31,8 +30,6 @@ from ..core.errors import LogfsError
 
 if TYPE_CHECKING:
     from ..core.log import FlushTicket, Log, Store
-
-logger = logging.getLogger(__name__)
 
 
 async def sync_in_thread(ticket: FlushTicket) -> None:
@@ -107,9 +104,8 @@ class Flusher:
     async def _flush_quietly(self, log: Log) -> None:
         try:
             await self.flush_log(log)
-        except OSError as e:  # a clean ENOSPC writing an index: retried next tick
-            if log.failure is None:
-                logger.warning("flushing %s-%s failed: %s", log.topic, log.partition, e)
+        except OSError:  # offline, or a clean error (EMFILE, ENOSPC) retried next tick:
+            pass  # the core logged it once (Log.fail, Log.flush_failure)
         except LogfsError:  # offline: Log.fail logged it once
             pass
 
@@ -123,7 +119,7 @@ class Flusher:
         async with lock:
             ticket = log.prepare_flush()
             await self.sync(ticket)
-            if ticket.error is not None:
+            if ticket.error is not None or ticket.open_error is not None:
                 self.errors += 1
             log.complete_flush(ticket)  # raises the fsync's error: the partition is offline
             self.flushes += 1

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from ..core.config import TopicConfig
 from ..core.errors import LogfsError
+from ..core.log import LIMIT_OPTIONS, Limits
 from .view import Ownership
 
 # Passed to the kernel / libfuse as they are.
@@ -64,6 +65,7 @@ class MountOptions(NamedTuple):
     kafka: str | None = None  # kafka=[HOST:]PORT: also serve Kafka's protocol there
     kafka_settings: Mapping[str, int | bool | str] = {}  # KAFKA_OPTIONS
     buffered: bool = False  # acks=0: append files through the page cache (buffered.py)
+    limits: Limits = Limits()  # partitions per topic and in all (LIMIT_OPTIONS)
 
 
 def parse_options(options: Mapping[str, str | None]) -> MountOptions:
@@ -71,6 +73,7 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     fuse, defaults, tasks = set(), {}, {"flusher": {}, "cleaner": {}}
     partitions, log, kafka, kafka_settings, buffered = 1, None, None, {}, False
     owner = Ownership()
+    limits = Limits()
     for key, value in options.items():
         if key in FUSE_OPTIONS:
             fuse.add(key)
@@ -97,6 +100,10 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
                 raise LogfsError(f"{key}={value}: expected a positive integer")
             task, argument, unit = BROKER_OPTIONS[key]
             tasks[task][argument] = int(value) * unit
+        elif key in LIMIT_OPTIONS:
+            if not (value or "").isdigit() or int(value) < 1:
+                raise LogfsError(f"{key}={value}: expected a positive integer")
+            limits = limits._replace(**{LIMIT_OPTIONS[key]: int(value)})
         elif key == "fsname" or key == "subtype":
             continue  # always the data dir and "logfs"
         elif "." in key:
@@ -110,7 +117,7 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
         fuse.add("default_permissions")
     return MountOptions(
         frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks, owner, kafka,
-        kafka_settings, buffered,
+        kafka_settings, buffered, limits,
     )  # fmt: skip
 
 

@@ -264,7 +264,7 @@ class Root(Directory):
             health, failures = "recovering", {}
         else:
             offline = store.failures()
-            failures = dict(offline)
+            failures = dict(offline) | store.flush_failures()
             if store.checkpoint_failure:
                 failures["checkpoints"] = f"writing failed: {store.checkpoint_failure}"
             health = "failed" if offline else "degraded" if failures else "ok"

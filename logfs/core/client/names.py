@@ -31,6 +31,7 @@ from ..errors import (
     LogFailedError,
     LogfsError,
     OffsetOutOfRangeError,
+    PartitionLimitError,
     ReadOnlyError,
     RecordTooLargeError,
     TopicExistsError,
@@ -83,6 +84,7 @@ ERRNOS: dict[type[BaseException], int] = {
     InvalidRecordError: errno.EINVAL,
     InvalidConfigError: errno.EINVAL,
     TopicExistsError: errno.EEXIST,
+    PartitionLimitError: errno.ENOSPC,  # a limit on partitions: nothing created
     RecordTooLargeError: errno.EMSGSIZE,
     ReadOnlyError: errno.EROFS,
     CorruptRecordError: errno.EIO,
