@@ -249,7 +249,11 @@ class Store:
                 self._settings.remove(name)
             raise
         fsync_dir(self.path)
-        self.checkpoint()
+        # New partitions start at 0, what the checkpoints say of a partition they do
+        # not list; rewriting them (a sort of every partition) is only needed while
+        # they may still list a deleted topic of the same name (a failed write).
+        if self.checkpoint_failure is not None:
+            self.checkpoint()
 
     def _forget(self, name: str, partitions: Sequence[int]) -> None:
         for p in partitions:
