@@ -50,6 +50,20 @@ def write_checkpoint(path: Path, entries: Mapping[tuple[str, int], int]) -> None
     replace_file(path, "\n".join(lines) + "\n")
 
 
+def write_checkpoints(
+    data: Path,
+    points: dict[tuple[str, int], int],
+    starts: dict[tuple[str, int], int],
+    first_dirty: dict[tuple[str, int], int] | None,
+) -> None:
+    """Write DATA's recovery points, log start offsets and (unless None) the
+    cleaner's first dirty offsets, each file replaced atomically."""
+    write_checkpoint(data / RECOVERY_POINT_FILE, points)
+    write_checkpoint(data / LOG_START_FILE, starts)
+    if first_dirty is not None:
+        write_checkpoint(data / CLEANER_FILE, first_dirty)
+
+
 def replace_file(path: Path, text: str) -> None:
     """Replace ``path``'s contents by ``text`` atomically and durably."""
     tmp = path.with_name(path.name + ".tmp")

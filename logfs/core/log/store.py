@@ -16,14 +16,9 @@ only costs time.
 
 Anything else in DATA or a partition directory (Kafka's meta.properties,
 leader-epoch-checkpoint, partition.metadata, .snapshot and .txnindex files,
-``-future`` directories) is left alone; ``-delete`` directories, what an
-interrupted topic deletion left, are removed when a writer opens DATA
-(deletion.py).
-
-Limits on the shape of DATA (partitions per topic and in all, topics.py's
-`Limits`) are checked here, so every face that creates topics gets them; the
-open-file limit is raised and the segments' descriptor budget sized from it
-when a store opens (core/storage/descriptors.py).
+``-future`` directories) is left alone; ``-delete`` ones are removed
+(deletion.py). The limits on partitions (topics.py) are checked here, for
+every face; opening raises the open-file limit (storage/descriptors.py).
 """
 
 from __future__ import annotations
@@ -54,7 +49,7 @@ from .checkpoints import (
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
     read_checkpoint,
-    write_checkpoint,
+    write_checkpoints,
 )
 from .deletion import delete_partitions, finish_deletions
 from .partition import Log
@@ -249,9 +244,8 @@ class Store:
                 self._settings.remove(name)
             raise
         fsync_dir(self.path)
-        # New partitions start at 0, what the checkpoints say of a partition they do
-        # not list; rewriting them (a sort of every partition) is only needed while
-        # they may still list a deleted topic of the same name (a failed write).
+        # New partitions start at 0, as unlisted ones do: the checkpoints are rewritten
+        # only if they may list a deleted topic of the same name (a failed write).
         if self.checkpoint_failure is not None:
             self.checkpoint()
 
@@ -383,26 +377,14 @@ class Store:
         if self.read_only:
             return
         # partitions not opened (recovered) yet keep what the checkpoints said
-        points = {tp: entry[1] for tp, entry in self._unopened.items()}
-        starts = {tp: entry[2] for tp, entry in self._unopened.items()}
+        logs, unopened = self._logs, self._unopened
+        points = {tp: entry[1] for tp, entry in unopened.items()}
+        starts = {tp: entry[2] for tp, entry in unopened.items()}
+        points |= {tp: log.recovery_point for tp, log in logs.items()}
+        starts |= {tp: log.log_start_offset for tp, log in logs.items()}
+        dirty = {tp: o for tp, o in self._first_dirty.items() if tp in logs or tp in unopened}
         try:
-            write_checkpoint(
-                self.path / RECOVERY_POINT_FILE,
-                points | {tp: log.recovery_point for tp, log in self._logs.items()},
-            )
-            write_checkpoint(
-                self.path / LOG_START_FILE,
-                starts | {tp: log.log_start_offset for tp, log in self._logs.items()},
-            )
-            if self._first_dirty:
-                write_checkpoint(
-                    self.path / CLEANER_FILE,
-                    {
-                        tp: o
-                        for tp, o in self._first_dirty.items()
-                        if tp in self._logs or tp in self._unopened
-                    },
-                )
+            write_checkpoints(self.path, points, starts, dirty if self._first_dirty else None)
         except OSError as e:
             if self.checkpoint_failure is None:
                 logger.error("writing the checkpoints in %s failed: %s", self.path, e)
