@@ -13,11 +13,17 @@ reasons are in docs/reliability.md.
 
 from __future__ import annotations
 
+import errno
 import logging
 
 from ..errors import LogFailedError, describe
 
 logger = logging.getLogger(__name__)
+
+# Errors a write() reports before anything reaches the file: once the partly
+# written batch is cut off again the partition is as it was, so the append
+# fails with this errno and the partition stays online.
+CLEAN_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE})
 
 
 class Failure:

@@ -32,8 +32,10 @@ import logging
 import os
 from collections.abc import Callable
 
+from ..config import flush_due
 from ..errors import describe
 from ..storage import LogSegment, sync_fd
+from .failure import CLEAN_WRITE_ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -145,3 +147,76 @@ class Unflushed:
         if self.failure is not None:
             logger.info("flushing works again (after %s)", self.failure)
             self.failure = None
+
+
+class LogFlushing:
+    """The flushing half of `Log` (partition.py holds the fields it uses): the three
+    steps above as the partition's methods, and what the flusher asks of it."""
+
+    @property
+    def unflushed_messages(self) -> int:
+        """Records appended and not yet fsynced."""
+        return self._unflushed.messages
+
+    @property
+    def flush_failure(self) -> str | None:
+        """Why the last flush could not run (the partition stays online)."""
+        return self._unflushed.failure
+
+    @property
+    def last_flush_ms(self) -> int:
+        """When the last flush completed (the log's clock)."""
+        return self._unflushed.last_flush_ms
+
+    def flush_due(self, now: int | None = None) -> bool:
+        return self.failure is None and flush_due(
+            self.config,
+            unflushed=self._unflushed.messages,
+            last_flush_ms=self._unflushed.last_flush_ms,
+            now_ms=self.clock() if now is None else now,
+        )
+
+    def prepare_flush(self) -> FlushTicket:
+        """Step 1 of a flush: write pending index entries and name the files to
+        fsync, so that `FlushTicket.sync` can run in a thread while appends go on.
+
+        Raises:
+            LogFailedError: the partition is offline.
+            OSError: writing the index entries failed (the partition goes
+                offline unless the error is a clean ENOSPC).
+        """
+        self._failure.require_online()
+        try:
+            return self._unflushed.ticket(self.dir, self.next_offset)
+        except OSError as e:
+            if e.errno not in CLEAN_WRITE_ERRORS:
+                self.fail("writing an index before an fsync", e)
+            else:
+                self._unflushed.failed(f"{self.topic}-{self.partition}", e)
+            raise
+
+    def complete_flush(self, ticket: FlushTicket) -> None:
+        """Step 3: advance the recovery point to what the synced ticket made
+        durable. If its fsync failed the partition goes offline instead.
+
+        Raises:
+            OSError: the ticket's fsync failed.
+            LogFailedError: the partition went offline meanwhile; the recovery
+                point stays where it was.
+        """
+        if ticket.error is not None:
+            self.fail("fsync", ticket.error)
+            raise ticket.error
+        if ticket.open_error is not None:  # nothing lost: flushed again later
+            self._unflushed.failed(f"{self.topic}-{self.partition}", ticket.open_error, ticket)
+            raise ticket.open_error
+        self._failure.require_online()
+        self.recovery_point = max(self.recovery_point, ticket.next_offset)
+        self._unflushed.completed(ticket, self.clock())
+
+    def flush(self) -> None:
+        """fsync everything appended so far (in this thread) and advance the
+        recovery point: the three steps above."""
+        ticket = self.prepare_flush()
+        ticket.sync()
+        self.complete_flush(ticket)

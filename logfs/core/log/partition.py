@@ -23,31 +23,24 @@ compacted partition's keys.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..config import TopicConfig, flush_due, now_ms, segments_to_delete, should_roll
+from ..config import TopicConfig, now_ms, segments_to_delete, should_roll
 from ..errors import InvalidRecordError, ReadOnlyError
 from ..format import batching, compression, validate
 from ..format.batching import BatchInfo
 from ..storage.recovery import load_segments
 from ..storage.segment import LogSegment
-from .failure import Failure
-from .flushing import FlushTicket, Unflushed
+from .failure import CLEAN_WRITE_ERRORS, Failure
+from .flushing import LogFlushing, Unflushed
 from .keys import LiveKeys
 from .reads import LogReads
 
 logger = logging.getLogger(__name__)
-
-# Errors a write() reports before anything reaches the file: once the partly
-# written batch is cut off again the partition is as it was, so the append
-# fails with this errno and the partition stays online.
-CLEAN_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE})
-
 
 def _age(now: int, segment: LogSegment, pending: list[tuple[bytes, BatchInfo]]) -> int:
     """The age segment.ms compares, as Kafka counts it: from the segment's first
@@ -58,7 +51,7 @@ def _age(now: int, segment: LogSegment, pending: list[tuple[bytes, BatchInfo]]) 
     return now - pending[0][1].max_timestamp
 
 
-class Log(LogReads):
+class Log(LogReads, LogFlushing):
     """A topic-partition's segments, appends, flushes and retention; its
     reads are `LogReads`'.
 
@@ -288,77 +281,6 @@ class Log(LogReads):
         self._add_segment(segment)
         self._unflushed.directory = True
         return segment
-
-    # ------------------------------------------------------------ flushing
-
-    @property
-    def unflushed_messages(self) -> int:
-        """Records appended and not yet fsynced."""
-        return self._unflushed.messages
-
-    @property
-    def flush_failure(self) -> str | None:
-        """Why the last flush could not run (the partition stays online)."""
-        return self._unflushed.failure
-
-    @property
-    def last_flush_ms(self) -> int:
-        """When the last flush completed (the log's clock)."""
-        return self._unflushed.last_flush_ms
-
-    def flush_due(self, now: int | None = None) -> bool:
-        return self.failure is None and flush_due(
-            self.config,
-            unflushed=self._unflushed.messages,
-            last_flush_ms=self._unflushed.last_flush_ms,
-            now_ms=self.clock() if now is None else now,
-        )
-
-    def prepare_flush(self) -> FlushTicket:
-        """Step 1 of a flush (flushing.py): write pending index entries and
-        duplicate the descriptors to fsync, so that `FlushTicket.sync` can run
-        in a thread while appends go on.
-
-        Raises:
-            LogFailedError: the partition is offline.
-            OSError: writing the index entries failed (the partition goes
-                offline unless the error is a clean ENOSPC).
-        """
-        self._failure.require_online()
-        try:
-            return self._unflushed.ticket(self.dir, self.next_offset)
-        except OSError as e:
-            if e.errno not in CLEAN_WRITE_ERRORS:
-                self.fail("writing an index before an fsync", e)
-            else:
-                self._unflushed.failed(f"{self.topic}-{self.partition}", e)
-            raise
-
-    def complete_flush(self, ticket: FlushTicket) -> None:
-        """Step 3: advance the recovery point to what the synced ticket made
-        durable. If its fsync failed the partition goes offline instead.
-
-        Raises:
-            OSError: the ticket's fsync failed.
-            LogFailedError: the partition went offline meanwhile; the recovery
-                point stays where it was.
-        """
-        if ticket.error is not None:
-            self.fail("fsync", ticket.error)
-            raise ticket.error
-        if ticket.open_error is not None:  # nothing lost: flushed again later
-            self._unflushed.failed(f"{self.topic}-{self.partition}", ticket.open_error, ticket)
-            raise ticket.open_error
-        self._failure.require_online()
-        self.recovery_point = max(self.recovery_point, ticket.next_offset)
-        self._unflushed.completed(ticket, self.clock())
-
-    def flush(self) -> None:
-        """fsync everything appended so far (in this thread) and advance the
-        recovery point: the three steps of flushing.py."""
-        ticket = self.prepare_flush()
-        ticket.sync()
-        self.complete_flush(ticket)
 
     # ------------------------------------------------------------ retention
 

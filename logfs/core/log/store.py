@@ -8,13 +8,11 @@ Layout (Kafka's, so a broker's log directory opens too)::
       log-start-offset-checkpoint          per partition: first offset not deleted
       cleaner-offset-checkpoint            compacted partitions: first offset not cleaned
       config/<topic>.properties            the topic's own settings, key=value lines
-      .lock                                flock'd by the one process writing DATA
+      .lock                                the writer lock (storage/lock.py)
       .deleting                            topics being deleted, one a line (deletion.py)
 
 The checkpoint files are Kafka's (checkpoints.py); a missing or garbled one
-only costs time.
-
-Anything else in DATA or a partition directory (Kafka's meta.properties,
+only costs time. Anything else in DATA or a partition directory (Kafka's meta.properties,
 leader-epoch-checkpoint, partition.metadata, .snapshot and .txnindex files,
 ``-future`` directories) is left alone; ``-delete`` ones are removed
 (deletion.py). The limits on partitions (topics.py) are checked here, for
@@ -24,7 +22,6 @@ every face; opening raises the open-file limit (storage/descriptors.py).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import re
@@ -34,7 +31,6 @@ from pathlib import Path
 
 from ..config import TopicConfig
 from ..errors import (
-    DataDirBusyError,
     InvalidConfigError,
     InvalidTopicError,
     LogfsError,
@@ -43,7 +39,7 @@ from ..errors import (
     UnknownTopicError,
     describe,
 )
-from ..storage import fsync_dir, raise_nofile_limit
+from ..storage import fsync_dir, lock_data_dir, raise_nofile_limit
 from .checkpoints import (
     CLEANER_FILE,
     LOG_START_FILE,
@@ -58,7 +54,6 @@ from .topics import Catalog, Limits, TopicSettings, validate_topic_name
 
 logger = logging.getLogger(__name__)
 
-LOCK_FILE = ".lock"
 
 PARTITION_DIR = re.compile(r"(.+)-(0|[1-9][0-9]*)")
 
@@ -103,28 +98,12 @@ class Store:
                 raise LogfsError(f"{self.path}: no such data directory")
         else:
             self.path.mkdir(parents=True, exist_ok=True)
-            self._lock(lock_timeout)
+            self._lock_fd = lock_data_dir(self.path, lock_timeout)
         try:
             self._open_logs(recover)
         except BaseException:
             self.close()
             raise
-
-    def _lock(self, timeout: float) -> None:
-        self._lock_fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(self._lock_fd)
-                    self._lock_fd = -1
-                    raise DataDirBusyError(
-                        f"{self.path} is in use by another logfs process (a mount or a writer)"
-                    ) from None
-                time.sleep(0.05)
 
     def _open_logs(self, recover: bool) -> None:
         recovery = read_checkpoint(self.path / RECOVERY_POINT_FILE)
@@ -402,11 +381,9 @@ class Store:
                 self.checkpoint()
                 for name, failure in self.failures().items():
                     logger.warning(
-                        "%s stays offline (%s): it is recovered from its recovery point "
-                        "when DATA is next opened",
-                        name,
-                        failure,
-                    )
+                        "%s stays offline (%s): recovered from its recovery point when "
+                        "DATA is next opened", name, failure,
+                    )  # fmt: skip
         finally:
             for log in self._logs.values():
                 log.close()

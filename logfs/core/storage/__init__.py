@@ -1,9 +1,11 @@
 """Files: a segment's ``.log``, ``.index`` and ``.timeindex`` and their removal,
 the batch walker over a ``.log``, a segment's stream index, recovery of a
-partition directory, the crash-safe swap of rewritten segments, and the fsync
-helpers, and the budget of open descriptors. Knows nothing of topics or partitions' policies."""
+partition directory, the crash-safe swap of rewritten segments, the fsync
+helpers, the budget of open descriptors and the data directory's writer lock.
+Knows nothing of topics or partitions' policies."""
 
 from .descriptors import DESCRIPTORS, raise_nofile_limit
+from .lock import lock_data_dir
 from .logfile import fsync_dir, segment_name, sync_fd
 from .segment import LogSegment
 
@@ -11,6 +13,7 @@ __all__ = [
     "DESCRIPTORS",
     "LogSegment",
     "fsync_dir",
+    "lock_data_dir",
     "raise_nofile_limit",
     "segment_name",
     "sync_fd",
