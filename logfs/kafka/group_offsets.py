@@ -55,21 +55,7 @@ def offset_commit(broker, request, advertised):
             codes.update(dict.fromkeys(wanted, ErrorCode.none))
         except (LogfsError, OSError) as e:
             codes.update(dict.fromkeys(wanted, error_code(e)))
-    topics = tuple(
-        make(
-            m.OffsetCommitResponseTopic,
-            name=topic.name,
-            partitions=tuple(
-                make(
-                    m.OffsetCommitResponsePartition,
-                    partition_index=p.partition_index,
-                    error_code=codes[(topic.name, p.partition_index)],
-                )
-                for p in topic.partitions
-            ),
-        )
-        for topic in body.topics
-    )
+    topics = _answers(m.OffsetCommitResponseTopic, m.OffsetCommitResponsePartition, body, codes)
     return make(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
@@ -184,13 +170,24 @@ def offset_delete(broker, request, advertised):
         coordinator.delete_offsets(group, gone)
     except (LogfsError, OSError) as e:
         codes.update(dict.fromkeys(gone, error_code(e)))
-    topics = tuple(
+    topics = _answers(m.OffsetDeleteResponseTopic, m.OffsetDeleteResponsePartition, body, codes)
+    return make(
+        m.OffsetDeleteResponse,
+        error_code=ErrorCode.none,
+        throttle_time=NO_THROTTLE,
+        topics=topics,
+    )
+
+
+def _answers(topic_type, partition_type, body, codes: dict[tuple[str, int], int]) -> tuple:
+    """The response's topics: each partition the request named, with its error code."""
+    return tuple(
         make(
-            m.OffsetDeleteResponseTopic,
+            topic_type,
             name=topic.name,
             partitions=tuple(
                 make(
-                    m.OffsetDeleteResponsePartition,
+                    partition_type,
                     partition_index=p.partition_index,
                     error_code=codes[(topic.name, p.partition_index)],
                 )
@@ -198,10 +195,4 @@ def offset_delete(broker, request, advertised):
             ),
         )
         for topic in body.topics
-    )
-    return make(
-        m.OffsetDeleteResponse,
-        error_code=ErrorCode.none,
-        throttle_time=NO_THROTTLE,
-        topics=topics,
     )

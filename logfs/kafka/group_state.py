@@ -143,9 +143,9 @@ def choose_protocol(group: Group) -> str | None:
     return max(votes, key=votes.get) if votes else None
 
 
-def current_round(group: Group) -> Round:
-    """The answer of the generation in force, for a member joining it again."""
-    round_ = Round()
+def settle(round_: Round, group: Group) -> Round:
+    """End ``round_`` with the group's generation in force: its protocol, leader and
+    members, and wake the members waiting on it."""
     round_.generation, round_.protocol, round_.leader = (
         group.generation,
         group.protocol,
@@ -156,3 +156,8 @@ def current_round(group: Group) -> Round:
     ]
     round_.done.set()
     return round_
+
+
+def current_round(group: Group) -> Round:
+    """The answer of the generation in force, for a member joining it again."""
+    return settle(Round(), group)

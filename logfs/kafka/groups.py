@@ -37,6 +37,7 @@ from .group_state import (
     choose_protocol,
     common,
     current_round,
+    settle,
 )
 from .group_store import GroupStore
 from .protocol import ErrorCode
@@ -91,15 +92,7 @@ class Coordinator(GroupStore):
             group.synced = trio.Event()
             for m in group.members.values():
                 m.touch()
-        round_.generation, round_.protocol, round_.leader = (
-            group.generation,
-            group.protocol,
-            group.leader or "",
-        )
-        round_.members = [
-            (m.member_id, m.instance_id, m.metadata(group.protocol)) for m in group.members.values()
-        ]
-        round_.done.set()
+        settle(round_, group)
         self._forget_if_idle(group)
 
     def _remove(self, group: Group, member_id: str) -> None:
