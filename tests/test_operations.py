@@ -532,8 +532,8 @@ def test_errno_table_never_hangs_or_loops_callers():
 
 def test_unexpected_errors_become_eio(fs, monkeypatch):
     monkeypatch.setattr(fs.store, "topics", lambda: 1 / 0)
-    with fuse_error(errno.EIO):
-        fs.call("lookup", pyfuse3.ROOT_INODE, b"orders", None)
+    with fuse_error(errno.EIO):  # a name the mount has not seen asks the store
+        fs.call("lookup", pyfuse3.ROOT_INODE, b"unseen", None)
 
 
 def test_close_files_keeps_partial_lines_at_unmount(fs):

@@ -25,7 +25,7 @@ from .buffered import BufferedAppends
 from .errnos import fail, fuse_errors, log_rejected
 from .flusher import Flusher
 from .tree import Root, resolve
-from .view import DATA_OWNER, OpenFile, Ownership, View
+from .view import DATA_OWNER, Caller, OpenFile, Ownership, TopicLife, View
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +70,12 @@ class Operations(pyfuse3.Operations):
         self.buffered = self.view.buffered = BufferedAppends() if buffered else None
         self.files: dict[int, OpenFile] = {}
         self._fh = itertools.count(1)
+        # The topic life each open file was opened in, and whether it was opened
+        # for writing: a deleted topic's descriptors never reach a new one.
+        self._opened: dict[int, tuple[TopicLife | None, bool]] = {}
+        # Open directories: the node and its names, listed once at the first readdir
+        # so every later chunk of the listing costs only its own entries.
+        self._listings: dict[int, tuple[int, list[str] | None]] = {}
 
     @fuse_errors
     async def lookup(self, parent_inode, name, ctx=None):
@@ -126,7 +132,7 @@ class Operations(pyfuse3.Operations):
                 raise fail(errno.EPERM)
             if gid != current.st_gid and gid not in os.getgrouplist(pwd_name(caller), ctx.gid):
                 raise fail(errno.EPERM)
-        self.view.changed_owner[node.path] = (uid, gid, mode)
+        self.view.changes(node)[node.path] = (uid, gid, mode)
 
     @fuse_errors
     async def readlink(self, inode, ctx=None):
@@ -138,12 +144,21 @@ class Operations(pyfuse3.Operations):
     async def opendir(self, inode, ctx=None):
         if not self.view.node(inode).directory:
             raise fail(errno.ENOTDIR)
-        return inode
+        fh = next(self._fh)
+        self._listings[fh] = (inode, None)
+        return fh
 
     @fuse_errors
     async def readdir(self, fh, start_id, token):
-        node = self.view.node(fh)
-        entries = node.entries(self.view)
+        """One chunk of the listing (as much as the kernel's buffer takes): the
+        names are listed once per opendir (again when it starts over, as for
+        rewinddir), so a large directory's listing costs each chunk only its
+        entries and other requests are served between chunks."""
+        inode, entries = self._listings.get(fh, (fh, None))
+        node = self.view.node(inode)
+        if entries is None or start_id == 0:
+            entries = node.entries(self.view)
+            self._listings[fh] = (inode, entries)
         for i in range(start_id, len(entries)):
             try:
                 child = resolve(self.view, (*node.path, entries[i]))
@@ -156,19 +171,20 @@ class Operations(pyfuse3.Operations):
             child.lookups += 1
 
     async def releasedir(self, fh):
-        pass
+        self._listings.pop(fh, None)
 
     @fuse_errors
     async def mkdir(self, parent_inode, name, mode, ctx=None):
         """A topic in the root (with ``-o partitions=N``), partitions up to
         ``<n>`` in a topic; nothing else."""
-        self.view.node(parent_inode).mkdir(self.view, os.fsdecode(name), self.partitions)
+        parent = self.view.node(parent_inode)
+        parent.mkdir(self.view, os.fsdecode(name), self.partitions, mode, Caller.of(ctx))
         return await self.lookup(parent_inode, name, ctx)
 
     @fuse_errors
     async def rmdir(self, parent_inode, name, ctx=None):
         """Topics only: partitions cannot be removed, as in Kafka."""
-        self.view.node(parent_inode).rmdir(self.view, os.fsdecode(name))
+        self.view.node(parent_inode).rmdir(self.view, os.fsdecode(name), Caller.of(ctx))
         if self.buffered is not None:
             self.buffered.forget_topic(os.fsdecode(name))
 
@@ -178,8 +194,7 @@ class Operations(pyfuse3.Operations):
         written at close); the rest of the tree is fixed."""
         node, file = self.view.node(parent_inode).create(self.view, os.fsdecode(name))
         node.lookups += 1
-        fh = next(self._fh)
-        self.files[fh] = file
+        fh = self._add(file, node.life, writing=True)
         return file.info(fh), self.view.attrs(node)
 
     @fuse_errors
@@ -214,10 +229,16 @@ class Operations(pyfuse3.Operations):
 
     @fuse_errors
     async def open(self, inode, flags, ctx=None):
-        file = self.view.node(inode).open(self.view, flags)
+        node = self.view.node(inode)
+        file = node.open(self.view, flags)
+        fh = self._add(file, node.life, writing=flags & os.O_ACCMODE != os.O_RDONLY)
+        return file.info(fh)
+
+    def _add(self, file: OpenFile, life: TopicLife | None, *, writing: bool) -> int:
         fh = next(self._fh)
         self.files[fh] = file
-        return file.info(fh)
+        self._opened[fh] = (life, writing)
+        return fh
 
     def _file(self, fh: int) -> OpenFile:
         file = self.files.get(fh)
@@ -225,20 +246,41 @@ class Operations(pyfuse3.Operations):
             raise fail(errno.EBADF)
         return file
 
+    def _deleted(self, fh: int) -> bool:
+        """Whether ``fh``'s topic was deleted since it was opened."""
+        life, _ = self._opened.get(fh, (None, False))
+        return life is not None and life.deleted
+
     @fuse_errors
     async def read(self, fh, off, size):
-        return await self._file(fh).read(off, size)
+        """A deleted topic's open file reads as ended: what was read before
+        the deletion stays read, the rest is gone with the topic."""
+        file = self._file(fh)
+        if self._deleted(fh):
+            return b""
+        return await file.read(off, size)
 
     @fuse_errors
     async def write(self, fh, off, buf):
-        await self._file(fh).write(off, buf)
+        """ESTALE once the file's topic was deleted (never the re-created one)."""
+        file = self._file(fh)
+        if self._deleted(fh):
+            raise fail(errno.ESTALE)
+        await file.write(off, buf)
         return len(buf)
 
     @fuse_errors
     async def flush(self, fh):
         """close(): what the open file holds takes effect (an append file's
-        partial line becomes a record); errors reach close()."""
-        await self._file(fh).flush()
+        partial line becomes a record); errors reach close(). A deleted
+        topic's file opened for writing answers ESTALE: nothing it held
+        was appended."""
+        file = self._file(fh)
+        if self._deleted(fh):
+            if self._opened[fh][1]:
+                raise fail(errno.ESTALE)
+            return
+        await file.flush()
 
     @fuse_errors
     async def _release(self, fh):
@@ -246,15 +288,21 @@ class Operations(pyfuse3.Operations):
 
     async def release(self, fh):
         try:
-            await self._release(fh)
+            if not self._deleted(fh):  # else nothing can take effect (flush said ESTALE)
+                await self._release(fh)
         except pyfuse3.FUSEError as e:
             log_rejected(logging.WARNING, "closing a file lost what it held: errno %d", e.errno)
         self.files.pop(fh, None)
+        self._opened.pop(fh, None)
 
     @fuse_errors
     async def fsync(self, fh, datasync):
-        """fsync on an append file returns once its partition(s) are durable."""
-        await self._file(fh).fsync()
+        """fsync on an append file returns once its partition(s) are durable;
+        ESTALE once its topic was deleted."""
+        file = self._file(fh)
+        if self._deleted(fh):
+            raise fail(errno.ESTALE)
+        await file.fsync()
 
     # ------------------------------------------------------------ extended attributes
 
@@ -286,6 +334,8 @@ class Operations(pyfuse3.Operations):
     def close_files(self) -> None:
         """At unmount: every open append file's partial line becomes a record."""
         for fh, file in list(self.files.items()):
+            if self._deleted(fh):
+                continue  # its topic is gone: nothing to keep
             try:
                 file.unmount()
             except Exception as e:  # noqa: BLE001 - shutdown goes on

@@ -51,7 +51,7 @@ from .nodes import (
     TopicAppend,
     TopicAppendBin,
 )
-from .view import Node, OpenFile, Stat, View
+from .view import Caller, Node, OpenFile, Stat, View
 
 OFFSET_LISTING = 100  # `ls offset/` shows the newest this many offsets
 DIRECTORY = Stat(stat.S_IFDIR | 0o755)
@@ -223,20 +223,23 @@ class Topic(Directory):
         return cls.children.get(name) or (Partition if number(name) is not None else None)
 
     def entries(self, view: View) -> list[str]:
-        count = view.store.topics().get(self.topic, 0)
+        count = view.partitions(self.topic) or 0
         children = list(self.children)
         if not view.store.topic_config(self.topic).compact:
             children.remove(names.KEYS)
         return [str(p) for p in range(count)] + children
 
-    def mkdir(self, view: View, name: str, partitions: int) -> None:
+    def mkdir(self, view: View, name: str, partitions: int, mode: int, caller: Caller) -> None:
         """``mkdir <topic>/<n>``: partitions up to n."""
         n = number(name)
         if n is None:
             raise fail(errno.EINVAL)
-        if n < view.store.topics().get(self.topic, 0):
+        if n < (view.partitions(self.topic) or 0):
             raise fail(errno.EEXIST)
-        view.store.add_partitions(self.topic, n + 1)
+        try:
+            view.store.add_partitions(self.topic, n + 1)
+        finally:
+            view.topics_changed()
 
 
 class Root(Directory):
@@ -248,13 +251,35 @@ class Root(Directory):
         return None if name in INTERNAL_TOPICS else Topic
 
     def entries(self, view: View) -> list[str]:
-        return [t for t in view.store.topics() if t not in INTERNAL_TOPICS]
+        return [t for t in view.topics() if t not in INTERNAL_TOPICS]
 
-    def mkdir(self, view: View, name: str, partitions: int) -> None:
-        view.store.create_topic(name, partitions=partitions)
+    def mkdir(self, view: View, name: str, partitions: int, mode: int, caller: Caller) -> None:
+        """A topic, owned by the user who made it (`View.creator`)."""
+        try:
+            view.store.create_topic(name, partitions=partitions)
+        finally:
+            view.topics_changed()
+        view.born(name, *view.creator(caller, mode))
 
-    def rmdir(self, view: View, name: str) -> None:
-        view.store.delete_topic(name)
+    def rmdir(self, view: View, name: str, caller: Caller) -> None:
+        """Delete topic ``name`` as POSIX removes a directory: the caller needs
+        write and search permission here, and with the sticky bit set must own
+        this directory or the topic (the kernel checks the same with
+        ``default_permissions``). A topic holding records is a non-empty
+        directory: only its owner or root may delete it whole (ENOTEMPTY for
+        anyone else)."""
+        topic = resolve(view, (name,))
+        here, there = view.attrs(self), view.attrs(topic)
+        if not view.may(caller, here, os.W_OK | os.X_OK):
+            raise fail(errno.EACCES)
+        if caller.uid not in (0, here.st_uid, there.st_uid) and here.st_mode & stat.S_ISVTX:
+            raise fail(errno.EPERM)
+        if caller.uid not in (0, there.st_uid) and holds_records(view, name):
+            raise fail(errno.ENOTEMPTY)
+        try:
+            view.store.delete_topic(name)
+        finally:
+            view.topics_changed()  # a topic that failed to delete stays, with its owner
         view.forget_topic(name)
 
     def xattrs(self, view: View) -> dict[str, bytes]:
@@ -274,6 +299,14 @@ class Root(Directory):
             names.HEALTH_XATTR: health.encode(),
             names.FAILURES_XATTR: json.dumps(failures, sort_keys=True).encode(),
         }
+
+
+def holds_records(view: View, topic: str) -> bool:
+    """Whether any partition of ``topic`` has a record retention kept."""
+    return any(
+        view.store.log(topic, p).next_offset > view.store.log(topic, p).log_start_offset
+        for p in range(view.partitions(topic) or 0)
+    )
 
 
 def node_class(path: tuple[str, ...]) -> type[Node] | None:
@@ -297,5 +330,7 @@ def resolve(view: View, path: tuple[str, ...]) -> Node:
         raise fail(errno.ENOENT)
     cls.placed(view, path)
     node = view.inodes.at(path) or cls(path)
+    if path and node.life is None:
+        node.life = view.life(path[0])
     node.refresh(view)
     return view.inodes.add(node)

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
+import pwd
 import stat
 import time
 from collections.abc import Callable, Iterable
@@ -50,6 +52,51 @@ class Ownership(NamedTuple):
 
 
 DATA_OWNER = Ownership()  # no options: DATA's owner, group and modes
+
+
+def groups_of(caller: Caller) -> list[int]:
+    """The groups of ``caller``'s user (by name, for getgrouplist)."""
+    try:
+        name = pwd.getpwuid(caller.uid).pw_name
+    except KeyError:
+        return [caller.gid]
+    return os.getgrouplist(name, caller.gid)
+
+
+class TopicLife:
+    """One life of a topic in the mount: from its creation (or the mount's
+    first sight of it) to its deletion. Nodes and open files keep the life
+    they were found in, so a topic re-created under the same name is a new
+    life: new inode numbers and generation, its own owner and modes.
+
+    ``uid``/``gid``/``mode`` (None: the mount's) are the topic's owner, group
+    and directory mode; ``changed`` the chown and chmod of its paths.
+    """
+
+    __slots__ = ("generation", "uid", "gid", "mode", "changed", "deleted")
+
+    def __init__(
+        self,
+        generation: int,
+        uid: int | None = None,
+        gid: int | None = None,
+        mode: int | None = None,
+    ) -> None:
+        self.generation = generation
+        self.uid, self.gid, self.mode = uid, gid, mode
+        self.changed: dict[tuple[str, ...], tuple[int, int, int]] = {}
+        self.deleted = False
+
+
+class Caller(NamedTuple):
+    """Who makes a request (the FUSE request context; None there: root)."""
+
+    uid: int = 0
+    gid: int = 0
+
+    @classmethod
+    def of(cls, ctx) -> Caller:
+        return cls() if ctx is None else cls(ctx.uid, ctx.gid)
 
 
 class Stat(NamedTuple):
@@ -115,7 +162,7 @@ class Node:
     in slots of their own.
     """
 
-    __slots__ = ("inode", "path", "lookups")
+    __slots__ = ("inode", "path", "lookups", "life")
 
     in_partition = False
     compacted_only = False
@@ -126,6 +173,7 @@ class Node:
         self.inode = 0  # given by `InodeTable.add`
         self.path = path
         self.lookups = 0
+        self.life: TopicLife | None = None  # its topic's, set by `resolve` (None: the root)
 
     @property
     def topic(self) -> str:
@@ -146,10 +194,10 @@ class Node:
         in exists now (and is compacted, for ``compacted_only`` kinds)."""
         if not path:
             return
-        topics = view.store.topics()
-        if path[0] not in topics:
+        count = view.partitions(path[0])
+        if count is None:
             raise fail(errno.ENOENT)
-        if cls.in_partition and int(path[1]) >= topics[path[0]]:
+        if cls.in_partition and int(path[1]) >= count:
             raise fail(errno.ENOENT)
         if cls.compacted_only and not view.store.topic_config(path[0]).compact:
             raise fail(errno.ENOENT)
@@ -192,10 +240,10 @@ class Node:
         """The names in this directory, in listing order."""
         raise fail(errno.ENOTDIR)
 
-    def mkdir(self, view: View, name: str, partitions: int) -> None:
+    def mkdir(self, view: View, name: str, partitions: int, mode: int, caller: Caller) -> None:
         raise fail(errno.EPERM)
 
-    def rmdir(self, view: View, name: str) -> None:
+    def rmdir(self, view: View, name: str, caller: Caller) -> None:
         raise fail(errno.EPERM)
 
     def create(self, view: View, name: str) -> tuple[Node, OpenFile]:
@@ -287,20 +335,92 @@ class View:
         # -o allow_other,default_permissions the kernel lets other users do through
         # the mount what DATA lets them do, and no more (docs/operations.md);
         # uid=, gid= and umask= replace them, as for sshfs and ntfs-3g.
+        self._owner = owner
         data = os.stat(store.path)
         self._uid = data.st_uid if owner.uid is None else owner.uid
         self._gid = data.st_gid if owner.gid is None else owner.gid
         self._perm = stat.S_IMODE(data.st_mode) if owner.umask is None else 0o777 & ~owner.umask
-        # chown and chmod of a path, remembered for the mount's life: (uid, gid, mode bits)
+        # chown and chmod of the root, remembered for the mount's life: (uid, gid, mode
+        # bits); those of a topic's paths live and die with the topic (`TopicLife`)
         self.changed_owner: dict[tuple[str, ...], tuple[int, int, int]] = {}
+        self._lives: dict[str, TopicLife] = {}
+        self._generations = itertools.count(1)
+        self._topics: dict[str, int] | None = None  # store.topics(), kept between changes
         self.started_ns = time.time_ns()
         self.is_ready: Callable[[], bool] = lambda: True  # the store recovered (operations.py)
 
     def node(self, inode: int) -> Node:
+        """The node the kernel knows by ``inode``; ENOENT once its topic was
+        deleted (a re-created topic is another life, never reached through it)."""
         node = self.inodes.get(inode)
-        if node is None:
+        if node is None or (node.life is not None and node.life.deleted):
             raise fail(errno.ENOENT)
         return node
+
+    def topics(self) -> dict[str, int]:
+        """Topic -> partitions, kept between the mount's own changes, so a
+        lookup or a listing never sorts every partition again."""
+        if self._topics is None:
+            self._topics = self.store.topics()
+        return self._topics
+
+    def partitions(self, topic: str) -> int | None:
+        """``topic``'s partition count (None: no such topic). A miss reads the
+        store again: a topic made by the store's own API is found too."""
+        count = self.topics().get(topic)
+        if count is None:
+            self._topics = None
+            count = self.topics().get(topic)
+        return count
+
+    def topics_changed(self) -> None:
+        """A topic was created or deleted or grew partitions."""
+        self._topics = None
+
+    def life(self, topic: str) -> TopicLife:
+        """The current life of ``topic`` (begun now if the mount has not seen it)."""
+        life = self._lives.get(topic)
+        if life is None:
+            life = self._lives[topic] = TopicLife(next(self._generations))
+        return life
+
+    def born(self, topic: str, uid: int, gid: int, mode: int) -> None:
+        """``topic`` was just created by ``uid``/``gid`` with directory ``mode``."""
+        self.topics_changed()
+        self._lives[topic] = TopicLife(next(self._generations), uid, gid, mode)
+
+    def creator(self, caller: Caller, mode: int) -> tuple[int, int, int]:
+        """The owner, group and mode of a topic ``caller`` makes with mkdir's
+        ``mode`` (the kernel applied the caller's umask): the caller's, as on
+        ext4, unless the mount's ``uid=``/``gid=``/``umask=`` say otherwise."""
+        uid = caller.uid if self._owner.uid is None else self._owner.uid
+        gid = caller.gid if self._owner.gid is None else self._owner.gid
+        return uid, gid, stat.S_IMODE(mode) & ~(self._owner.umask or 0)
+
+    def may(self, caller: Caller, attrs: pyfuse3.EntryAttributes, want: int) -> bool:
+        """Whether ``caller`` has the ``want`` bits (os.W_OK | os.X_OK, ...)
+        on a node with ``attrs``, as the kernel's default_permissions judges."""
+        if caller.uid == 0:
+            return True
+        if caller.uid == attrs.st_uid:
+            bits = attrs.st_mode >> 6
+        elif attrs.st_gid == caller.gid or attrs.st_gid in groups_of(caller):
+            bits = attrs.st_mode >> 3
+        else:
+            bits = attrs.st_mode
+        return bits & want == want
+
+    def owner(self, node: Node) -> tuple[int, int]:
+        """``node``'s owner and group before any chown of it: its topic's."""
+        life = node.life
+        uid = self._uid if life is None or life.uid is None else life.uid
+        gid = self._gid if life is None or life.gid is None else life.gid
+        return uid, gid
+
+    def changes(self, node: Node) -> dict[tuple[str, ...], tuple[int, int, int]]:
+        """Where the chown and chmod of ``node`` are kept: its topic's life, or
+        the mount's for the root."""
+        return self.changed_owner if node.life is None else node.life.changed
 
     def log(self, node: Node) -> Log:
         return self.store.log(node.topic, node.partition)
@@ -311,16 +431,18 @@ class View:
         st = node.stat(self)
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = node.inode
-        attrs.generation = 0
-        attrs.st_uid, attrs.st_gid = self._uid, self._gid
+        attrs.generation = 0 if node.life is None else node.life.generation
+        attrs.st_uid, attrs.st_gid = self.owner(node)
         attrs.st_blksize = names.MAX_WRITE  # tools size their writes by st_blksize
         mode = st.mode
         attrs.st_nlink = 2 if stat.S_ISDIR(mode) else 1
         if stat.S_ISDIR(mode):
-            mode = stat.S_IFDIR | self._perm
+            life = node.life
+            own = life is not None and len(node.path) == 1 and life.mode is not None
+            mode = stat.S_IFDIR | (life.mode if own else self._perm)
         elif stat.S_ISREG(mode):
             mode = stat.S_IFREG | (self._perm & (0o666 if mode & 0o200 else 0o444))
-        changed = self.changed_owner.get(node.path)
+        changed = self.changes(node).get(node.path)
         if changed is not None:
             attrs.st_uid, attrs.st_gid = changed[0], changed[1]
             mode = stat.S_IFMT(mode) | changed[2]
@@ -335,7 +457,13 @@ class View:
         return attrs
 
     def forget_topic(self, topic: str) -> None:
-        """After a topic is deleted: fresh inodes next time."""
+        """After a topic is deleted: its life ends (its nodes and open files
+        answer as a deleted file's, its owner and modes are gone), and its
+        paths get fresh inodes next time."""
+        self.topics_changed()
+        life = self._lives.pop(topic, None)
+        if life is not None:
+            life.deleted = True
         self.inodes.unlink_prefix((topic,))
 
     def refresh_keys(self, topic: str) -> None:
