@@ -39,8 +39,9 @@ MIB = 1 << 20
 RSS_BOUND_MIB = 256  # the daemon's resident memory after any case (docs/reliability.md)
 PROBE_BOUND_S = 0.5  # the longest another user's `cat state` may wait during a case
 CONTROL = b"".join(b"control %d\n" % i for i in range(100))
-PARTITIONS = 2000  # of the large topic (row 12)
-TOPICS = 1000  # in the mount beside it
+LONG = os.environ.get("LOGFS_STRESS") == "long"
+PARTITIONS = 5000 if LONG else 1000  # of the large topic (row 12)
+TOPICS = 3000 if LONG else 300  # in the mount beside it
 
 # The other user's reader: reads the control topic's state in a loop until its
 # stdin closes, then prints how many reads it made and the longest one (s).
@@ -330,8 +331,7 @@ def test_hostile(hostile, case):
 def test_hostile_in_random_order(hostile):
     """Every case once more in a random order; with ``LOGFS_STRESS=long``,
     over and over for ``LOGFS_STRESS_SECONDS``. The seed is printed."""
-    long = os.environ.get("LOGFS_STRESS") == "long"
-    seconds = float(os.environ.get("LOGFS_STRESS_SECONDS", "180")) if long else 0
+    seconds = float(os.environ.get("LOGFS_STRESS_SECONDS", "180")) if LONG else 0
     seed = int(os.environ.get("LOGFS_STRESS_SEED", random.randrange(1 << 30)))
     print(f"LOGFS_STRESS_SEED={seed}")
     rng = random.Random(seed)
