@@ -571,3 +571,62 @@ def test_the_mount_reaches_logs_only_through_their_methods():
             if name in forbidden:
                 found.append(f"{path.name}:{node.lineno} {name}")
     assert found == []
+
+
+def Ctx(uid: int, gid: int) -> types.SimpleNamespace:  # noqa: N802 - stands for a class
+    """A FUSE request context: who asks."""
+    return types.SimpleNamespace(uid=uid, gid=gid, pid=1, umask=0o022)
+
+
+def test_a_re_created_topic_is_a_new_life(fs):
+    fs.write("orders/0/append", b"old\n")
+    topic, stream = fs.inode("orders"), fs.inode("orders/0/stream")
+    before = fs.stat("orders")
+    reader = fs.open("orders/0/stream")
+    writer = fs.open("orders/0/append", os.O_WRONLY)
+    fs.call("rmdir", pyfuse3.ROOT_INODE, b"orders", None)
+    fs.call("mkdir", pyfuse3.ROOT_INODE, b"orders", 0o700, Ctx(1000, 1000))
+    fs.write("orders/0/append", b"new\n")
+    assert fs.call("read", reader, 0, 100) == b""  # the old topic's: ended
+    with fuse_error(errno.ESTALE):
+        fs.call("write", writer, 0, b"into the new one?\n")
+    with fuse_error(errno.ESTALE):
+        fs.call("flush", writer)
+    fs.call("release", writer)
+    fs.close(reader)
+    for inode in (topic, stream):
+        with fuse_error(errno.ENOENT):
+            fs.call("getattr", inode, None)
+    after = fs.stat("orders")
+    assert after.st_ino != before.st_ino and after.generation != before.generation
+    assert (after.st_uid, after.st_gid, stat.S_IMODE(after.st_mode)) == (1000, 1000, 0o700)
+    assert fs.values("orders") == [b"new"]
+
+
+def test_rmdir_follows_posix(fs):
+    fs.call("mkdir", pyfuse3.ROOT_INODE, b"theirs", 0o755, Ctx(1000, 1000))
+    fs.write("theirs/0/append", b"x\n")
+    fields = types.SimpleNamespace(
+        update_mode=True, update_uid=False, update_gid=False, update_size=False
+    )
+
+    def chmod_root(mode: int) -> None:
+        root = fs.stat("")
+        root.st_mode = stat.S_IFDIR | mode
+        fs.call("setattr", pyfuse3.ROOT_INODE, root, fields, None, None)
+
+    chmod_root(0o777)
+    with fuse_error(errno.ENOTEMPTY):  # records: its owner's or root's to delete
+        fs.call("rmdir", pyfuse3.ROOT_INODE, b"theirs", Ctx(2000, 2000))
+    chmod_root(0o1777)
+    with fuse_error(errno.EPERM):  # sticky: neither the root's nor the topic's owner
+        fs.call("rmdir", pyfuse3.ROOT_INODE, b"orders", Ctx(2000, 2000))
+    chmod_root(0o755)
+    with fuse_error(errno.EACCES):  # no write permission on the root
+        fs.call("rmdir", pyfuse3.ROOT_INODE, b"orders", Ctx(2000, 2000))
+    chmod_root(0o777)
+    fs.call("rmdir", pyfuse3.ROOT_INODE, b"theirs", Ctx(1000, 1000))
+    fs.call("rmdir", pyfuse3.ROOT_INODE, b"orders", Ctx(2000, 2000))  # empty: anyone may
+    for name in (b"theirs", b"orders"):
+        with fuse_error(errno.ENOENT):
+            fs.call("lookup", pyfuse3.ROOT_INODE, name, None)
