@@ -268,7 +268,10 @@ class Root(Directory):
         ``default_permissions``). A topic holding records is a non-empty
         directory: only its owner or root may delete it whole (ENOTEMPTY for
         anyone else)."""
-        topic = resolve(view, (name,))
+        if view.partitions(name) is None:
+            raise fail(errno.ENOENT)
+        topic = view.inodes.at((name,)) or Topic((name,))  # no inode for a name unseen
+        topic.life = topic.life or view.life(name)
         here, there = view.attrs(self), view.attrs(topic)
         if not view.may(caller, here, os.W_OK | os.X_OK):
             raise fail(errno.EACCES)
