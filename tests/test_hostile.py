@@ -91,6 +91,10 @@ class Hostile:
         self.names = itertools.count()
         self.figures: dict[str, float] = {}
 
+    def figure(self, name: str, value: float) -> None:
+        """Keep the largest ``value`` measured of ``name`` (for the report)."""
+        self.figures[name] = max(value, self.figures.get(name, value))
+
     def name(self, prefix: str) -> str:
         """A topic name not used yet (the cases run again in the long mode)."""
         return f"{prefix}{next(self.names)}"
@@ -123,11 +127,11 @@ class Hostile:
         assert probe.returncode == 0, err
         reads, longest = out.split()
         assert int(reads) > 0
-        self.figures[f"{case}: longest state read (s)"] = float(longest)
+        self.figure(f"{case}: longest state read (s)", float(longest))
         assert float(longest) < PROBE_BOUND_S, f"{case}: a state read took {longest} s"
         assert self.daemon.proc.poll() is None, f"{case}: the daemon died"
         rss = status_mib(self.daemon.pid, "VmRSS")
-        self.figures[f"{case}: RSS (MiB)"] = rss
+        self.figure(f"{case}: RSS (MiB)", rss)
         assert rss < RSS_BOUND_MIB, f"{case}: RSS {rss} MiB"
         assert (self.mnt / "control/0/stream").read_bytes() == CONTROL
 
@@ -253,16 +257,16 @@ def large_listings_do_not_stall_others(h: Hostile) -> None:
     with h.attack("row 12: ls of large directories"):
         start = time.monotonic()
         listed = sh(f"ls {h.mnt}/big | wc -l").stdout
-        h.figures[f"row 12: ls of {PARTITIONS} partitions (s)"] = time.monotonic() - start
+        h.figure(f"row 12: ls of {PARTITIONS} partitions (s)", time.monotonic() - start)
         assert int(listed) == PARTITIONS + 3  # append, append.bin, config
         start = time.monotonic()
         listed = sh(f"ls {h.mnt} | wc -l").stdout
-        h.figures[f"row 12: ls of {TOPICS}+ topics (s)"] = time.monotonic() - start
+        h.figure(f"row 12: ls of {TOPICS}+ topics (s)", time.monotonic() - start)
         assert int(listed) >= TOPICS + 2
         start = time.monotonic()
         topic = h.name("quick")
         sh(f"mkdir {h.mnt}/{topic}")
-        h.figures["row 12: mkdir beside them (s)"] = time.monotonic() - start
+        h.figure("row 12: mkdir beside them (s)", time.monotonic() - start)
     sh(f"rmdir {h.mnt}/{topic}")
 
 
