@@ -223,6 +223,7 @@ class Topic(Directory):
         return cls.children.get(name) or (Partition if number(name) is not None else None)
 
     def entries(self, view: View) -> list[str]:
+        view.topics_changed()  # once per listing: partitions added by the Kafka face
         count = view.partitions(self.topic) or 0
         children = list(self.children)
         if not view.store.topic_config(self.topic).compact:
@@ -251,6 +252,7 @@ class Root(Directory):
         return None if name in INTERNAL_TOPICS else Topic
 
     def entries(self, view: View) -> list[str]:
+        view.topics_changed()  # once per listing: topics made by the Kafka face
         return [t for t in view.topics() if t not in INTERNAL_TOPICS]
 
     def mkdir(self, view: View, name: str, partitions: int, mode: int, caller: Caller) -> None:

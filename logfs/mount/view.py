@@ -198,7 +198,9 @@ class Node:
         if count is None:
             raise fail(errno.ENOENT)
         if cls.in_partition and int(path[1]) >= count:
-            raise fail(errno.ENOENT)
+            view.topics_changed()  # grown by the store's own API (the Kafka face)?
+            if int(path[1]) >= (view.partitions(path[0]) or 0):
+                raise fail(errno.ENOENT)
         if cls.compacted_only and not view.store.topic_config(path[0]).compact:
             raise fail(errno.ENOENT)
 
@@ -359,7 +361,10 @@ class View:
 
     def topics(self) -> dict[str, int]:
         """Topic -> partitions, kept between the mount's own changes, so a
-        lookup or a listing never sorts every partition again."""
+        lookup or a chunk of a listing never sorts every partition again.
+        Read again at the start of each listing of the root or a topic and
+        on a lookup that misses: topics the store's own API (the Kafka face)
+        creates or grows are found."""
         if self._topics is None:
             self._topics = self.store.topics()
         return self._topics
