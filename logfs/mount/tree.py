@@ -285,7 +285,7 @@ class Root(Directory):
             view.store.delete_topic(name)
         finally:
             view.topics_changed()  # a topic that failed to delete stays, with its owner
-        view.forget_topic(name)
+        view.forget_topic(name, by_rmdir=True)
 
     def xattrs(self, view: View) -> dict[str, bytes]:
         """The daemon's pid, DATA, and the mount's health with why."""

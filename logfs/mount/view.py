@@ -461,14 +461,23 @@ class View:
         attrs.entry_timeout = attrs.attr_timeout = st.timeout
         return attrs
 
-    def forget_topic(self, topic: str) -> None:
+    def forget_topic(self, topic: str, *, by_rmdir: bool = False) -> None:
         """After a topic is deleted: its life ends (its nodes and open files
         answer as a deleted file's, its owner and modes are gone), and its
-        paths get fresh inodes next time."""
+        paths get fresh inodes next time. Deleted otherwise than by an
+        ``rmdir`` through the kernel (over Kafka), the kernel is told to drop
+        its entry, so a path walked next reaches a topic re-created under the
+        name, not the deleted one."""
         self.topics_changed()
         life = self._lives.pop(topic, None)
         if life is not None:
             life.deleted = True
+        inode = self.inodes.inode_of((topic,))
+        if inode is not None and not by_rmdir:
+            # asynchronous: a request may hold the root's lock meanwhile
+            pyfuse3.invalidate_entry_async(
+                ROOT_INODE, os.fsencode(topic), deleted=inode, ignore_enoent=True
+            )
         self.inodes.unlink_prefix((topic,))
 
     def refresh_keys(self, topic: str) -> None:
