@@ -7,8 +7,9 @@ and asserts: the errno it gets, the daemon alive, the daemon's RSS (VmRSS from
 /proc) under `RSS_BOUND_MIB`, another user's reads of a control topic's
 ``state`` answered within `PROBE_BOUND_S` (`LISTING_BOUND_S` during
 listings) all through the attack (a probe process reading in a loop as the
-other user), and the control topic's data unchanged. ``LOGFS_STRESS=long`` runs the cases again in random order for
-``LOGFS_STRESS_SECONDS`` (180 by default). Figures: docs/reliability.md
+other user), and the control topic's data unchanged. ``LOGFS_STRESS=long``
+runs the cases again in random order for ``LOGFS_STRESS_SECONDS`` (180 by
+default). Figures: docs/reliability.md
 (Hostile clients).
 """
 
