@@ -24,8 +24,9 @@ from ..core.log import Store
 from .buffered import BufferedAppends
 from .errnos import fail, fuse_errors, log_rejected
 from .flusher import Flusher
+from .lives import Caller, TopicLife
 from .tree import Root, resolve
-from .view import DATA_OWNER, Caller, OpenFile, Ownership, TopicLife, View
+from .view import DATA_OWNER, OpenFile, Ownership, View
 
 logger = logging.getLogger(__name__)
 

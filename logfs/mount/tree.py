@@ -36,6 +36,7 @@ from ..kafka import INTERNAL_TOPICS
 from .errnos import fail
 from .files import KeyFile
 from .groups import Group, GroupFile, listed
+from .lives import Caller, permits
 from .nodes import (
     Append,
     AppendBatches,
@@ -51,7 +52,7 @@ from .nodes import (
     TopicAppend,
     TopicAppendBin,
 )
-from .view import Caller, Node, OpenFile, Stat, View
+from .view import Node, OpenFile, Stat, View
 
 OFFSET_LISTING = 100  # `ls offset/` shows the newest this many offsets
 DIRECTORY = Stat(stat.S_IFDIR | 0o755)
@@ -256,12 +257,12 @@ class Root(Directory):
         return [t for t in view.topics() if t not in INTERNAL_TOPICS]
 
     def mkdir(self, view: View, name: str, partitions: int, mode: int, caller: Caller) -> None:
-        """A topic, owned by the user who made it (`View.creator`)."""
+        """A topic, owned by the user who made it (`Lives.born`)."""
         try:
             view.store.create_topic(name, partitions=partitions)
         finally:
             view.topics_changed()
-        view.born(name, *view.creator(caller, mode))
+        view.lives.born(name, caller, mode)
 
     def rmdir(self, view: View, name: str, caller: Caller) -> None:
         """Delete topic ``name`` as POSIX removes a directory: the caller needs
@@ -273,9 +274,9 @@ class Root(Directory):
         if view.partitions(name) is None:
             raise fail(errno.ENOENT)
         topic = view.inodes.at((name,)) or Topic((name,))  # no inode for a name unseen
-        topic.life = topic.life or view.life(name)
+        topic.life = topic.life or view.lives.life(name)
         here, there = view.attrs(self), view.attrs(topic)
-        if not view.may(caller, here, os.W_OK | os.X_OK):
+        if not permits(caller, here, os.W_OK | os.X_OK):
             raise fail(errno.EACCES)
         if caller.uid not in (0, here.st_uid, there.st_uid) and here.st_mode & stat.S_ISVTX:
             raise fail(errno.EPERM)
@@ -336,6 +337,6 @@ def resolve(view: View, path: tuple[str, ...]) -> Node:
     cls.placed(view, path)
     node = view.inodes.at(path) or cls(path)
     if path and node.life is None:
-        node.life = view.life(path[0])
+        node.life = view.lives.life(path[0])
     node.refresh(view)
     return view.inodes.add(node)

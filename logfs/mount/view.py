@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import itertools
 import os
-import pwd
 import stat
 import time
 from collections.abc import Callable, Iterable
@@ -35,6 +33,7 @@ from ..core.log import FromStream, Log, PartitionStream, Store, Uncounted
 from ..kafka import Coordinator
 from .errnos import fail
 from .keys import Keys
+from .lives import Caller, Lives, Ownership, TopicLife
 from .memory import Pool, RecordCache
 
 if TYPE_CHECKING:
@@ -43,60 +42,7 @@ if TYPE_CHECKING:
 ROOT_INODE = pyfuse3.ROOT_INODE
 
 
-class Ownership(NamedTuple):
-    """The ``uid=``, ``gid=`` and ``umask=`` mount options (None: DATA's)."""
-
-    uid: int | None = None
-    gid: int | None = None
-    umask: int | None = None
-
-
 DATA_OWNER = Ownership()  # no options: DATA's owner, group and modes
-
-
-def groups_of(caller: Caller) -> list[int]:
-    """The groups of ``caller``'s user (by name, for getgrouplist)."""
-    try:
-        name = pwd.getpwuid(caller.uid).pw_name
-    except KeyError:
-        return [caller.gid]
-    return os.getgrouplist(name, caller.gid)
-
-
-class TopicLife:
-    """One life of a topic in the mount: from its creation (or the mount's
-    first sight of it) to its deletion. Nodes and open files keep the life
-    they were found in, so a topic re-created under the same name is a new
-    life: new inode numbers and generation, its own owner and modes.
-
-    ``uid``/``gid``/``mode`` (None: the mount's) are the topic's owner, group
-    and directory mode; ``changed`` the chown and chmod of its paths.
-    """
-
-    __slots__ = ("generation", "uid", "gid", "mode", "changed", "deleted")
-
-    def __init__(
-        self,
-        generation: int,
-        uid: int | None = None,
-        gid: int | None = None,
-        mode: int | None = None,
-    ) -> None:
-        self.generation = generation
-        self.uid, self.gid, self.mode = uid, gid, mode
-        self.changed: dict[tuple[str, ...], tuple[int, int, int]] = {}
-        self.deleted = False
-
-
-class Caller(NamedTuple):
-    """Who makes a request (the FUSE request context; None there: root)."""
-
-    uid: int = 0
-    gid: int = 0
-
-    @classmethod
-    def of(cls, ctx) -> Caller:
-        return cls() if ctx is None else cls(ctx.uid, ctx.gid)
 
 
 class Stat(NamedTuple):
@@ -337,7 +283,6 @@ class View:
         # -o allow_other,default_permissions the kernel lets other users do through
         # the mount what DATA lets them do, and no more (docs/operations.md);
         # uid=, gid= and umask= replace them, as for sshfs and ntfs-3g.
-        self._owner = owner
         data = os.stat(store.path)
         self._uid = data.st_uid if owner.uid is None else owner.uid
         self._gid = data.st_gid if owner.gid is None else owner.gid
@@ -345,8 +290,7 @@ class View:
         # chown and chmod of the root, remembered for the mount's life: (uid, gid, mode
         # bits); those of a topic's paths live and die with the topic (`TopicLife`)
         self.changed_owner: dict[tuple[str, ...], tuple[int, int, int]] = {}
-        self._lives: dict[str, TopicLife] = {}
-        self._generations = itertools.count(1)
+        self.lives = Lives(owner)
         self._topics: dict[str, int] | None = None  # store.topics(), kept between changes
         self.started_ns = time.time_ns()
         self.is_ready: Callable[[], bool] = lambda: True  # the store recovered (operations.py)
@@ -381,39 +325,6 @@ class View:
     def topics_changed(self) -> None:
         """A topic was created or deleted or grew partitions."""
         self._topics = None
-
-    def life(self, topic: str) -> TopicLife:
-        """The current life of ``topic`` (begun now if the mount has not seen it)."""
-        life = self._lives.get(topic)
-        if life is None:
-            life = self._lives[topic] = TopicLife(next(self._generations))
-        return life
-
-    def born(self, topic: str, uid: int, gid: int, mode: int) -> None:
-        """``topic`` was just created by ``uid``/``gid`` with directory ``mode``."""
-        self.topics_changed()
-        self._lives[topic] = TopicLife(next(self._generations), uid, gid, mode)
-
-    def creator(self, caller: Caller, mode: int) -> tuple[int, int, int]:
-        """The owner, group and mode of a topic ``caller`` makes with mkdir's
-        ``mode`` (the kernel applied the caller's umask): the caller's, as on
-        ext4, unless the mount's ``uid=``/``gid=``/``umask=`` say otherwise."""
-        uid = caller.uid if self._owner.uid is None else self._owner.uid
-        gid = caller.gid if self._owner.gid is None else self._owner.gid
-        return uid, gid, stat.S_IMODE(mode) & ~(self._owner.umask or 0)
-
-    def may(self, caller: Caller, attrs: pyfuse3.EntryAttributes, want: int) -> bool:
-        """Whether ``caller`` has the ``want`` bits (os.W_OK | os.X_OK, ...)
-        on a node with ``attrs``, as the kernel's default_permissions judges."""
-        if caller.uid == 0:
-            return True
-        if caller.uid == attrs.st_uid:
-            bits = attrs.st_mode >> 6
-        elif attrs.st_gid == caller.gid or attrs.st_gid in groups_of(caller):
-            bits = attrs.st_mode >> 3
-        else:
-            bits = attrs.st_mode
-        return bits & want == want
 
     def owner(self, node: Node) -> tuple[int, int]:
         """``node``'s owner and group before any chown of it: its topic's."""
@@ -469,9 +380,7 @@ class View:
         its entry, so a path walked next reaches a topic re-created under the
         name, not the deleted one."""
         self.topics_changed()
-        life = self._lives.pop(topic, None)
-        if life is not None:
-            life.deleted = True
+        self.lives.end(topic)
         inode = self.inodes.inode_of((topic,))
         if inode is not None and not by_rmdir:
             # asynchronous: a request may hold the root's lock meanwhile
