@@ -32,6 +32,7 @@ from ..core.config import flush_messages_reached
 from ..core.log import FromStream, Log, PartitionStream, Store, Uncounted
 from ..kafka import Coordinator
 from .errnos import fail
+from .inodes import InodeTable
 from .keys import Keys
 from .lives import Caller, Lives, Ownership, TopicLife
 from .memory import Pool, RecordCache
@@ -203,58 +204,6 @@ class Node:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inode}, /{'/'.join(self.path)}, {self.lookups})"
-
-
-class InodeTable:
-    """Nodes by inode and by path; a path keeps its inode while the kernel
-    remembers it, and gets a fresh one after its topic is deleted."""
-
-    def __init__(self, root: Node) -> None:
-        root.inode = ROOT_INODE
-        self._nodes: dict[int, Node] = {ROOT_INODE: root}
-        self._by_path: dict[tuple[str, ...], int] = {(): ROOT_INODE}
-        self._next = ROOT_INODE + 1
-
-    def __len__(self) -> int:
-        return len(self._nodes)
-
-    def get(self, inode: int) -> Node | None:
-        return self._nodes.get(inode)
-
-    def inode_of(self, path: tuple[str, ...]) -> int | None:
-        """The inode the kernel knows ``path`` by, if any."""
-        return self._by_path.get(path)
-
-    def at(self, path: tuple[str, ...]) -> Node | None:
-        """The node the kernel knows ``path`` by, if any."""
-        inode = self._by_path.get(path)
-        return None if inode is None else self._nodes[inode]
-
-    def add(self, node: Node) -> Node:
-        """Give ``node`` an inode, once; the caller counts the lookup."""
-        if not node.inode:
-            node.inode = self._next
-            self._next += 1
-            self._nodes[node.inode] = node
-            self._by_path[node.path] = node.inode
-        return node
-
-    def forget(self, inode: int, count: int) -> None:
-        node = self._nodes.get(inode)
-        if node is None or inode == ROOT_INODE:
-            return
-        node.lookups -= count
-        if node.lookups <= 0:
-            del self._nodes[inode]
-            if self._by_path.get(node.path) == inode:
-                del self._by_path[node.path]
-
-    def unlink_prefix(self, prefix: tuple[str, ...]) -> None:
-        """Forget the paths under ``prefix`` (a deleted topic): later lookups
-        get new inodes, so no cached page of the old topic is ever served."""
-        n = len(prefix)
-        for path in [p for p in self._by_path if p[:n] == prefix and p]:
-            del self._by_path[path]
 
 
 class View:
