@@ -26,22 +26,32 @@ USER = "logfs-reader"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def reader_user() -> pwd.struct_passwd:
+@pytest.fixture(scope="module")
+def reader_user():
+    """An unprivileged user to read as (root reads through any permission bits): made
+    here when missing, and removed again afterwards if it was made here."""
     try:
-        return pwd.getpwnam(USER)
+        existing = pwd.getpwnam(USER)
     except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER],
-            check=True,
-        )
-        return pwd.getpwnam(USER)
+        existing = None
+    if existing is not None:
+        yield existing
+        return
+    subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER],
+        check=True,
+    )
+    try:
+        yield pwd.getpwnam(USER)
+    finally:
+        subprocess.run(["userdel", USER], check=False, capture_output=True)
 
 
 @pytest.fixture
-def workdir():
+def workdir(reader_user):
     """A directory the reader owns, outside tmp_path (whose parents are root's, 0700),
     with logfs and the job copied in."""
-    user = reader_user()
+    user = reader_user
     path = Path(tempfile.mkdtemp(prefix="logfs-spark-perm-"))
     shutil.copytree(ROOT / "logfs", path / "logfs", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyspark_logfs.py", path)  # Spark registers the format from it
