@@ -16,8 +16,8 @@
 # 2. A virtual environment in the checkout (.venv) holding logfs with its test and Spark
 #    extras, installed by pip as users install it (`pip install -e '.[test,spark]'`),
 #    editable so that the suite and .venv/bin/logfs run the checkout's code; pip compiles
-#    logfs/core/format/_codec.pyx (Cython) in place. pip runs only when pyproject.toml,
-#    setup.py or _codec.pyx has changed since the last install (a stamp
+#    logfs/core/format/_codec.pyx (Cython) and logfs/mount/_fuseinit.c in place. pip runs only
+#    when pyproject.toml, setup.py or those sources have changed since the last install (a stamp
 #    .venv/.installed-<hash of them>) or what it installs is missing. The install brings,
 #    like a wheel's, logfs-pyspark-python.pth: it sets PYSPARK_PYTHON to the venv's Python
 #    (unless already set) whenever it starts, so a job run as .venv/bin/python job.py, from
@@ -140,10 +140,14 @@ if [[ ! -e $VENV ]] || ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
     "$PYTHON" -m venv --clear "$VENV"
 fi
 
-# pip builds the compiled codec in place (editable install): again when its source changes.
-hash=$(cat pyproject.toml setup.py logfs/core/format/_codec.pyx | sha256sum | cut -c1-16)
+# pip builds the compiled parts in place (editable install): again when their sources change.
+hash=$(cat pyproject.toml setup.py logfs/core/format/_codec.pyx logfs/mount/_fuseinit.c |
+    sha256sum | cut -c1-16)
 stamp=$VENV/.installed-$hash
-built=$(compgen -G "logfs/core/format/_codec*.so" || true)
+built=1
+for module in logfs/core/format/_codec logfs/mount/_fuseinit; do
+    compgen -G "$module*.so" >/dev/null || built=
+done
 pth=$(compgen -G "$VENV/lib/python3*/site-packages/logfs-pyspark-python.pth" || true)
 if [[ -e $stamp && -x $VENV/bin/logfs && -n $built && -n $pth && ${LOGFS_FORCE_PIP:-0} != 1 ]]; then
     say "system packages and .venv are up to date"

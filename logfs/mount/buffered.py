@@ -32,6 +32,7 @@ import pyfuse3
 import trio
 
 from ..core.errors import LogfsError
+from . import fuseinit
 from .appendfile import AppendFile
 from .framing import BatchFramer, FramingError, LengthFramer, LineFramer
 from .view import OpenFile, View
@@ -243,9 +244,15 @@ class BufferedAppends:
         through the mount (this loop serves that open) and asks for the write
         back with sync_file_range(2), which sends no fsync: what reaches the
         log is made durable by the flush policy, as any append."""
+        await trio.sleep(WRITE_BACK_INTERVAL)
+        if not fuseinit.asked():
+            logger.warning(
+                "the kernel was not asked for handle_killpriv_v2 (pyfuse3 imported before "
+                "logfs.mount, or _fuseinit not built): each buffered write() costs a round trip"
+            )
         while True:
-            await trio.sleep(WRITE_BACK_INTERVAL)
             await self.write_back_open_files()
+            await trio.sleep(WRITE_BACK_INTERVAL)
 
     async def write_back_open_files(self) -> None:
         for path in [p for p, s in self.streams.items() if s.opens > 0]:

@@ -120,13 +120,18 @@ class Operations(pyfuse3.Operations):
         logs to a worker user (nginx's reopen, logrotate's ``create``,
         ``install -m``) work; the kernel then checks access by them with
         ``default_permissions``. As in Unix: only root gives a file away,
-        its owner may chmod it and give it to a group of theirs."""
+        its owner may chmod it and give it to a group of theirs; files keep no
+        set-user-ID or set-group-ID bit."""
         if self.store.read_only:
             raise fail(errno.EROFS)
         current = self.view.attrs(node)
         uid = attr.st_uid if fields.update_uid else current.st_uid
         gid = attr.st_gid if fields.update_gid else current.st_gid
         mode = stat.S_IMODE(attr.st_mode if fields.update_mode else current.st_mode)
+        if not node.directory:
+            # Never kept on files: no file here is a program, and the kernel leaves
+            # dropping them at a write to the file system (fuseinit.py).
+            mode &= ~(stat.S_ISUID | stat.S_ISGID)
         caller = ctx.uid if ctx is not None else 0
         if caller != 0:
             if caller != current.st_uid or uid != current.st_uid:
@@ -310,8 +315,8 @@ class Operations(pyfuse3.Operations):
     @fuse_errors
     async def getxattr(self, inode, name, ctx=None):
         if not name.startswith(b"user."):
-            # The kernel asks for security.capability before every write() that
-            # goes through the page cache (the buffered mode): answer at once.
+            # security.capability: asked before a write() through the page cache
+            # (the buffered mode) unless handle_killpriv_v2 was granted (fuseinit.py).
             raise fail(pyfuse3.ENOATTR)
         value = self.view.node(inode).xattrs(self.view).get(os.fsdecode(name))
         if value is None:

@@ -1,0 +1,113 @@
+/*
+ * Asks the kernel for FUSE_HANDLE_KILLPRIV_V2 at mount time, which pyfuse3 3.5
+ * and libfuse 3.14 cannot request (docs/mount.md, "Buffered mode").
+ *
+ * Without it the kernel asks the file system for a file's security.capability
+ * attribute before every write() that goes through its page cache (to drop
+ * set-user-ID privileges): one FUSE round trip per write() in the buffered
+ * mode, which is the round trip that mode exists to remove. With it the file
+ * system clears those bits itself (logfs keeps none on files) and the kernel
+ * stops asking once it has seen a file without them.
+ *
+ * How: this library is loaded with RTLD_GLOBAL before pyfuse3 (mount/fuseinit.py),
+ * so pyfuse3's call of libfuse's fuse_session_mount() reaches the function below.
+ * It mounts with libfuse's own function, then hands the session a custom I/O
+ * (fuse_session_custom_io, libfuse >= 3.14) whose writev() is the plain system
+ * call, except that the reply to the kernel's INIT request (the first reply, of
+ * a fixed size and shape) gets one more flag set. libfuse is found at run time
+ * (dlopen), so the library loads, and does nothing, where libfuse 3 is missing.
+ */
+#include <Python.h> /* first, as Python asks; it defines _GNU_SOURCE (dlvsym) */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define INIT_REPLY_BYTES 80 /* struct fuse_out_header (16) + struct fuse_init_out (64) */
+#define ERROR_AT 4          /* fuse_out_header.error */
+#define MAJOR_AT 16         /* fuse_init_out.major */
+#define FLAGS_AT 28         /* fuse_init_out.flags */
+#define FUSE_KERNEL_MAJOR 7
+#define HANDLE_KILLPRIV_V2 (1u << 28)
+
+struct fuse_session;
+
+/* libfuse 3.14's struct fuse_custom_io (fuse_lowlevel.h). */
+struct custom_io {
+    ssize_t (*writev)(int fd, struct iovec *iov, int count, void *userdata);
+    ssize_t (*read)(int fd, void *buf, size_t len, void *userdata);
+    void *splice_receive;
+    void *splice_send;
+};
+
+/* Read by mount/fuseinit.py: 1 once the INIT reply carried the flag. */
+int logfs_killpriv_v2_asked = 0;
+
+static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
+{
+    (void)userdata;
+    return read(fd, buf, len);
+}
+
+static ssize_t write_reply(int fd, struct iovec *iov, int count, void *userdata)
+{
+    (void)userdata;
+    if (!logfs_killpriv_v2_asked) {
+        unsigned char reply[INIT_REPLY_BYTES];
+        size_t total = 0;
+        for (int i = 0; i < count; i++)
+            total += iov[i].iov_len;
+        if (total == INIT_REPLY_BYTES) {
+            size_t at = 0;
+            for (int i = 0; i < count; i++) {
+                memcpy(reply + at, iov[i].iov_base, iov[i].iov_len);
+                at += iov[i].iov_len;
+            }
+            int32_t error;
+            uint32_t major, flags;
+            memcpy(&error, reply + ERROR_AT, sizeof error);
+            memcpy(&major, reply + MAJOR_AT, sizeof major);
+            if (error == 0 && major == FUSE_KERNEL_MAJOR) {
+                memcpy(&flags, reply + FLAGS_AT, sizeof flags);
+                flags |= HANDLE_KILLPRIV_V2;
+                memcpy(reply + FLAGS_AT, &flags, sizeof flags);
+                logfs_killpriv_v2_asked = 1;
+                struct iovec whole = {reply, INIT_REPLY_BYTES};
+                return writev(fd, &whole, 1);
+            }
+        }
+    }
+    return writev(fd, iov, count);
+}
+
+typedef int (*mount_fn)(struct fuse_session *, const char *);
+typedef int (*fd_fn)(struct fuse_session *);
+typedef int (*custom_io_fn)(struct fuse_session *, const struct custom_io *, int);
+
+int fuse_session_mount(struct fuse_session *se, const char *mountpoint)
+{
+    void *lib = dlopen("libfuse3.so.3", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL)
+        return -1;
+    mount_fn real_mount = (mount_fn)dlvsym(lib, "fuse_session_mount", "FUSE_3.0");
+    fd_fn session_fd = (fd_fn)dlvsym(lib, "fuse_session_fd", "FUSE_3.0");
+    custom_io_fn custom_io = (custom_io_fn)dlvsym(lib, "fuse_session_custom_io", "FUSE_3.0");
+    if (real_mount == NULL)
+        return -1;
+    int res = real_mount(se, mountpoint);
+    if (res != 0 || session_fd == NULL || custom_io == NULL)
+        return res; /* mounted as pyfuse3 would have; the kernel keeps asking */
+    static const struct custom_io io = {write_reply, read_request, NULL, NULL};
+    custom_io(se, &io, session_fd(se));
+    return 0;
+}
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, .m_name = "_fuseinit", .m_size = -1};
+
+PyMODINIT_FUNC PyInit__fuseinit(void)
+{
+    return PyModule_Create(&module);
+}

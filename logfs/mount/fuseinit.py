@@ -1,0 +1,38 @@
+"""Loads `_fuseinit` (a small C library) before pyfuse3, so that the mount asks
+the kernel for FUSE's ``handle_killpriv_v2`` (see ``_fuseinit.c``).
+
+Without it the kernel asks for a file's ``security.capability`` attribute before
+every ``write()`` through its page cache: a round trip per line in the buffered
+mode (``-o acks=0``, docs/mount.md). Loaded with ``RTLD_GLOBAL`` ahead of
+pyfuse3, the library's ``fuse_session_mount`` is the one pyfuse3 calls. It must
+come first: once pyfuse3 is imported its calls are bound to libfuse, and the
+mount works as before (`asked` then stays False, and the daemon says so).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import sys
+
+_library: ctypes.CDLL | None = None
+
+
+def _load() -> ctypes.CDLL | None:
+    if "pyfuse3" in sys.modules:
+        return None
+    spec = importlib.util.find_spec(f"{__package__}._fuseinit")
+    if spec is None or spec.origin is None:
+        return None  # not built (a source checkout without its build step)
+    return ctypes.CDLL(spec.origin, mode=os.RTLD_GLOBAL)
+
+
+def asked() -> bool:
+    """Whether this process's mount asked the kernel for ``handle_killpriv_v2``."""
+    if _library is None:
+        return False
+    return bool(ctypes.c_int.in_dll(_library, "logfs_killpriv_v2_asked").value)
+
+
+_library = _load()
