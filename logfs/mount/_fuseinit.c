@@ -14,11 +14,13 @@
  * It mounts with libfuse's own function, then hands the session a custom I/O
  * (fuse_session_custom_io, libfuse >= 3.14) whose writev() is the plain system
  * call, except that the reply to the kernel's INIT request (the first reply, of
- * a fixed size and shape) gets one more flag set. libfuse is found at run time
- * (dlopen), so the library loads, and does nothing, where libfuse 3 is missing.
+ * a fixed size and shape) gets one more flag set. libfuse's functions are those
+ * of the libfuse already loaded by pyfuse3 (found at run time), so the library
+ * loads, and does nothing, in a process that never mounts.
  */
 #include <Python.h> /* first, as Python asks; it defines _GNU_SOURCE (dlvsym) */
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -86,16 +88,30 @@ typedef int (*mount_fn)(struct fuse_session *, const char *);
 typedef int (*fd_fn)(struct fuse_session *);
 typedef int (*custom_io_fn)(struct fuse_session *, const struct custom_io *, int);
 
+/* The libfuse 3 that pyfuse3 loaded: the system's, or the copy a pyfuse3 wheel carries
+ * under another name (pyfuse3.libs/libfuse3-<hash>.so.*). Never loads one itself. */
+static int find_libfuse(struct dl_phdr_info *info, size_t size, void *found)
+{
+    (void)size;
+    const char *slash = strrchr(info->dlpi_name, '/');
+    const char *name = slash ? slash + 1 : info->dlpi_name;
+    if (strncmp(name, "libfuse3", strlen("libfuse3")) != 0)
+        return 0;
+    *(void **)found = dlopen(info->dlpi_name, RTLD_NOW | RTLD_NOLOAD);
+    return *(void **)found != NULL;
+}
+
 int fuse_session_mount(struct fuse_session *se, const char *mountpoint)
 {
-    void *lib = dlopen("libfuse3.so.3", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL)
+    void *lib = NULL;
+    dl_iterate_phdr(find_libfuse, &lib);
+    mount_fn real_mount = lib ? (mount_fn)dlvsym(lib, "fuse_session_mount", "FUSE_3.0") : NULL;
+    if (real_mount == NULL) {
+        errno = ENOSYS;
         return -1;
-    mount_fn real_mount = (mount_fn)dlvsym(lib, "fuse_session_mount", "FUSE_3.0");
+    }
     fd_fn session_fd = (fd_fn)dlvsym(lib, "fuse_session_fd", "FUSE_3.0");
     custom_io_fn custom_io = (custom_io_fn)dlvsym(lib, "fuse_session_custom_io", "FUSE_3.0");
-    if (real_mount == NULL)
-        return -1;
     int res = real_mount(se, mountpoint);
     if (res != 0 || session_fd == NULL || custom_io == NULL)
         return res; /* mounted as pyfuse3 would have; the kernel keeps asking */
