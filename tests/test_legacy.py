@@ -215,6 +215,41 @@ def test_buffered_writes_cost_no_round_trip_each(tmp_path):
     assert trace.count("opcode: WRITE ") + trace.count("opcode: GETXATTR ") < 20, trace[-2000:]
 
 
+def test_one_line_writes_are_answered_before_pyfuse3(tmp_path):
+    """The default mode's one-line write()s are appended and answered as the
+    daemon receives them (logfs/mount/_fuseinit.c): libfuse's trace shows no
+    WRITE request for them; a write of two lines, one over max.message.bytes
+    and one to a file whose topic was deleted take pyfuse3's way, with their
+    usual answers."""
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    log = tmp_path / "daemon.log"
+    with Daemon(data, mnt, "debug", log=log):
+        (mnt / "t").mkdir()
+        (mnt / "t" / "config").write_text("max.message.bytes=300\n")
+        before = len(log.read_text(errors="replace"))
+        fd = os.open(mnt / "t" / "0" / "append", os.O_WRONLY | os.O_APPEND)
+        for i in range(200):
+            os.write(fd, b"line %d\n" % i)
+        one_line_trace = log.read_text(errors="replace")[before:]
+        os.write(fd, b"two\nlines\n")
+        with pytest.raises(OSError) as refused:
+            os.write(fd, b"x" * 400 + b"\n")
+        assert refused.value.errno == errno.EMSGSIZE
+        expected = b"".join(b"line %d\n" % i for i in range(200)) + b"two\nlines\n"
+        assert (mnt / "t" / "0" / "stream").read_bytes() == expected
+        assert (mnt / "t" / "0" / "offset" / "199").read_bytes() == b"line 199"
+        os.rmdir(mnt / "t")
+        with pytest.raises(OSError) as stale:
+            os.write(fd, b"after\n")
+        assert stale.value.errno == errno.ESTALE
+        with pytest.raises(OSError) as stale:
+            os.close(fd)  # the close of a deleted topic's file says so, and closes it
+        assert stale.value.errno == errno.ESTALE
+        assert "opcode: WRITE " not in one_line_trace
+        assert log.read_text(errors="replace")[before:].count("opcode: WRITE ") == 3
+
+
 def test_files_keep_no_set_id_bits(buffered):
     """The kernel leaves dropping set-user-ID and set-group-ID bits at a write to
     logfs (handle_killpriv_v2): files never keep them; directories keep theirs."""

@@ -18,6 +18,7 @@
  * of the libfuse already loaded by pyfuse3 (found at run time), so the library
  * loads, and does nothing, in a process that never mounts.
  */
+#define PY_SSIZE_T_CLEAN
 #include <Python.h> /* first, as Python asks; it defines _GNU_SOURCE (dlvsym) */
 #include <dlfcn.h>
 #include <link.h>
@@ -47,10 +48,68 @@ struct custom_io {
 /* Read by mount/fuseinit.py: 1 once the INIT reply carried the flag. */
 int logfs_killpriv_v2_asked = 0;
 
+/* The one-line write() of the default mode (mount/fuseinit.py, `set_write_hook`):
+ * a WRITE request whose data is exactly one line goes to the hook, with the GIL
+ * that pyfuse3 holds while it receives a request. The hook answers -1 (not taken:
+ * libfuse and pyfuse3 get the request as always), 0 (appended) or an errno; a taken
+ * request is answered here, and libfuse is told the read was interrupted, which
+ * pyfuse3 answers by waiting for the next request. */
+#define FUSE_WRITE_OPCODE 16
+#define IN_HEADER_BYTES 40  /* struct fuse_in_header */
+#define WRITE_IN_BYTES 40   /* struct fuse_write_in (protocol 7.9 and later) */
+#define DATA_AT (IN_HEADER_BYTES + WRITE_IN_BYTES)
+
+static PyObject *write_hook = NULL;
+
+static ssize_t answer(int fd, uint64_t unique, int error, uint32_t size)
+{
+    uint32_t reply[6] = {error ? 16 : 24, (uint32_t)-error, 0, 0, size, 0};
+    memcpy(&reply[2], &unique, sizeof unique);
+    struct iovec whole = {reply, reply[0]};
+    return writev(fd, &whole, 1);
+}
+
+static long call_hook(uint64_t fh, const char *data, uint32_t size)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    long taken = -1;
+    PyObject *result = PyObject_CallFunction(write_hook, "Ky#", (unsigned long long)fh, data,
+                                             (Py_ssize_t)size);
+    if (result != NULL) {
+        taken = PyLong_AsLong(result);
+        Py_DECREF(result);
+    }
+    if (PyErr_Occurred()) {
+        PyErr_WriteUnraisable(write_hook);
+        taken = -1;
+    }
+    PyGILState_Release(gil);
+    return taken;
+}
+
 static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
 {
     (void)userdata;
-    return read(fd, buf, len);
+    ssize_t got = read(fd, buf, len);
+    if (write_hook == NULL || got <= DATA_AT)
+        return got;
+    const unsigned char *request = buf;
+    uint32_t opcode, size;
+    uint64_t unique, fh;
+    memcpy(&opcode, request + 4, sizeof opcode);
+    memcpy(&unique, request + 8, sizeof unique);
+    memcpy(&fh, request + IN_HEADER_BYTES, sizeof fh);
+    memcpy(&size, request + IN_HEADER_BYTES + 16, sizeof size);
+    const char *data = (const char *)request + DATA_AT;
+    if (opcode != FUSE_WRITE_OPCODE || (ssize_t)size != got - DATA_AT || data[size - 1] != '\n'
+        || memchr(data, '\n', size - 1) != NULL)
+        return got;
+    long taken = call_hook(fh, data, size);
+    if (taken < 0)
+        return got;
+    answer(fd, unique, (int)taken, size);
+    errno = EINTR;
+    return -1;
 }
 
 static ssize_t write_reply(int fd, struct iovec *iov, int count, void *userdata)
@@ -120,8 +179,27 @@ int fuse_session_mount(struct fuse_session *se, const char *mountpoint)
     return 0;
 }
 
+static PyObject *set_write_hook(PyObject *self, PyObject *hook)
+{
+    (void)self;
+    if (hook != Py_None && !PyCallable_Check(hook)) {
+        PyErr_SetString(PyExc_TypeError, "the write hook must be callable or None");
+        return NULL;
+    }
+    Py_XDECREF(write_hook);
+    write_hook = hook == Py_None ? NULL : hook;
+    Py_XINCREF(write_hook);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"set_write_hook", set_write_hook, METH_O,
+     "hook(fh, data) -> -1 (not taken), 0 (appended) or an errno, for one-line WRITEs"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, .m_name = "_fuseinit", .m_size = -1};
+    PyModuleDef_HEAD_INIT, .m_name = "_fuseinit", .m_size = -1, .m_methods = methods};
 
 PyMODINIT_FUNC PyInit__fuseinit(void)
 {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from ..core.config import flush_messages_reached
 from ..core.log import Log, append_line
 from .framing import Batches, BatchFramer, Framed, LengthFramer, LineFramer, Packed
 from .view import OpenFile, View
@@ -60,18 +61,32 @@ class AppendFile(OpenFile):
         """Append the records ``data`` completes. The framer's new pending tail
         is committed only once they are in the log: a rejected write() leaves
         the file as it was."""
-        if self.partition is not None and isinstance(self.framer, LineFramer):
-            value = self.framer.single_line(data)  # one line per write(): the fast path
-            log = self.view.store.log(self.topic, self.partition) if value is not None else None
-            first = None if log is None else append_line(log, value)
-            if first is not None:
-                self.add_receipt(self.partition, first, 1)
-                await self._appended()
-                return
+        if self.write_now(data):
+            return
         framed, tail = self.framer.feed(data)
         self.append(framed)
         self.framer.pending = tail
         await self._appended()
+
+    def write_now(self, data: bytes) -> bool:
+        """One line per write(), what loggers write: exactly one unkeyed line to
+        a partition takes `append_line`'s fast path. Not taken (nothing done)
+        for anything else, nor when the partition's ``flush.messages`` would
+        have this write() wait for an fsync."""
+        if self.partition is None or not isinstance(self.framer, LineFramer):
+            return False
+        value = self.framer.single_line(data)
+        if value is None:
+            return False
+        log = self.view.store.log(self.topic, self.partition)
+        if flush_messages_reached(log.config, unflushed=log.unflushed_messages + 1):
+            return False
+        first = append_line(log, value)
+        if first is None:
+            return False
+        self.add_receipt(self.partition, first, 1)
+        self.view.refresh_keys(self.topic)
+        return True
 
     async def flush(self) -> None:
         """close(): a trailing partial line becomes a record."""

@@ -42,6 +42,7 @@ from ..core.client import mountinfo
 from ..core.errors import LogfsError
 from ..core.log import Store
 from ..core.storage import DESCRIPTORS, raise_nofile_limit
+from . import fuseinit
 from .cleaning import Cleaner
 from .flusher import Flusher
 from .network import address_of, kafka_listener
@@ -111,6 +112,7 @@ def serve(
         if listener is not None:  # one coordinator: the mount's groups/ files and the listener's
             ops.view.groups = listener.broker.groups
         pyfuse3.init(ops, mountpoint, fuse_options)
+        fuseinit.set_write_hook(ops.write_now)
     except BaseException:
         store.close()
         raise
@@ -129,6 +131,7 @@ def serve(
         with contextlib.ExitStack() as teardown:  # runs bottom-up, each step even if one fails
             teardown.callback(store.close)
             teardown.callback(pyfuse3.close, unmount=True)
+            teardown.callback(fuseinit.set_write_hook, None)
             teardown.callback(store.checkpoint)
             teardown.callback(store.flush)
             teardown.callback(ops.close_files)

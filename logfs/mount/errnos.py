@@ -114,19 +114,21 @@ def fuse_errors(handler):
         except pyfuse3.FUSEError:
             raise
         except Exception as e:
-            if isinstance(e, (CorruptRecordError, CorruptIndexError)):
-                # bit rot below the recovery point is only found when read: say where
-                log_rejected(
-                    logging.ERROR,
-                    "%s%r: %s (answering EIO)",
-                    *(handler.__name__, args, e),
-                    limit=FAILED,
-                )
-            elif isinstance(e, InvalidBatchError):
-                # the writer only sees EINVAL: the daemon's log says what was wrong
-                log_rejected(logging.WARNING, "%s refused a batch: %s", handler.__name__, e)
-            elif not isinstance(e, LogfsError):
-                logger.debug("%s%r failed: %r", handler.__name__, args, e)
-            raise pyfuse3.FUSEError(errno_for(e)) from None
+            raise pyfuse3.FUSEError(failed(handler.__name__, args, e)) from None
 
     return wrapper
+
+
+def failed(name: str, args: tuple, e: Exception) -> int:
+    """The errno that answers request ``name`` failing with ``e``, logged as it deserves."""
+    if isinstance(e, pyfuse3.FUSEError):
+        return e.errno
+    if isinstance(e, (CorruptRecordError, CorruptIndexError)):
+        # bit rot below the recovery point is only found when read: say where
+        log_rejected(logging.ERROR, "%s%r: %s (answering EIO)", name, args, e, limit=FAILED)
+    elif isinstance(e, InvalidBatchError):
+        # the writer only sees EINVAL: the daemon's log says what was wrong
+        log_rejected(logging.WARNING, "%s refused a batch: %s", name, e)
+    elif not isinstance(e, LogfsError):
+        logger.debug("%s%r failed: %r", name, args, e)
+    return errno_for(e)

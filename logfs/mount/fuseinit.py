@@ -1,5 +1,6 @@
 """Loads `_fuseinit` (a small C library) before pyfuse3, so that the mount asks
-the kernel for FUSE's ``handle_killpriv_v2`` (see ``_fuseinit.c``).
+the kernel for FUSE's ``handle_killpriv_v2`` and can take one-line ``write()``s
+before pyfuse3 does (see ``_fuseinit.c``).
 
 Without it the kernel asks for a file's ``security.capability`` attribute before
 every ``write()`` through its page cache: a round trip per line in the buffered
@@ -15,6 +16,7 @@ import ctypes
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 
 _library: ctypes.CDLL | None = None
 
@@ -33,6 +35,19 @@ def asked() -> bool:
     if _library is None:
         return False
     return bool(ctypes.c_int.in_dll(_library, "logfs_killpriv_v2_asked").value)
+
+
+def set_write_hook(hook: Callable[[int, bytes], int] | None) -> bool:
+    """Have ``hook(fh, data)`` see each WRITE request whose data is exactly one
+    line before pyfuse3 does: it answers -1 to leave the request to pyfuse3,
+    0 once the line is appended, or an errno. It runs inside pyfuse3's receive,
+    on the trio thread, and must not raise or wait. False where the library
+    is not in use (the mount then works without it)."""
+    if _library is None:
+        return False
+    module = importlib.import_module(f"{__package__}._fuseinit")  # the library loaded above
+    module.set_write_hook(hook)
+    return True
 
 
 _library = _load()
