@@ -53,7 +53,6 @@ class RemoteStore:
     ) -> None:
         sasl = (sasl_plain_username, sasl_plain_password)
         self._wire = Wire(address, timeout, sasl=sasl, client_id=client_id)
-        self.read_only = True
         self.internal_topics: frozenset[str] = INTERNAL_TOPICS  # grows with is_internal
 
     def topics(self) -> Mapping[str, int]:
