@@ -39,15 +39,19 @@ class Served:
         self.proc: subprocess.Popen | None = None
         self.address: tuple[str, int] | None = None
 
-    def start(self, timeout: float = 60) -> Served:
+    def command(self) -> list[str]:
         cmd = [*LOGFS, "serve", str(self.data), "--listen", self.listen]
         if self.options:
             cmd += ["-o", ",".join(self.options)]
+        return cmd
+
+    def start(self, timeout: float = 60) -> Served:
         self.log.write_bytes(b"")
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
-            )
+                self.command(),
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+            )  # fmt: skip
         deadline = time.monotonic() + timeout
         while (found := SERVING.search(self.log.read_text(errors="replace"))) is None:
             if self.proc.poll() is not None:

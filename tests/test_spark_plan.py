@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pyarrow as pa
@@ -15,7 +16,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from logfs import Store
 from logfs.core.client import producer
-from logfs.core.errors import CorruptRecordError
+from logfs.core.errors import CorruptRecordError, OffsetOutOfRangeError
 from logfs.core.format import compression
 from logfs.core.format.decoding import decode_records
 from logfs.core.format.record import (
@@ -29,6 +30,7 @@ from logfs.spark import LogfsDataSource
 from logfs.spark.arrow import decode_columns, read_range
 from logfs.spark.options import (
     DataLossError,
+    Listener,
     OffsetRange,
     SparkOptionError,
     TopicPartition,
@@ -130,6 +132,82 @@ def test_ending_offsets_are_refused_in_streaming():
 def test_path_is_required():
     with pytest.raises(SparkOptionError, match="path"):
         parse_options({"subscribe": "t"}, streaming=False)
+
+
+PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+def test_exactly_one_of_path_and_bootstrap_servers():
+    for options in ({}, {"path": "/d", "kafka.bootstrap.servers": "h:1"}):
+        with pytest.raises(SparkOptionError, match="exactly one of .*path.*kafka.bootstrap"):
+            parse_options({"subscribe": "t", **options}, streaming=False)
+        with pytest.raises(SparkOptionError, match="exactly one of .*path.*kafka.bootstrap"):
+            write_options({"topic": "t", **options}, columns("value binary"))
+    o = parse_options(
+        {"subscribe": "t", "Kafka.Bootstrap.Servers": "a:1, b:2", "kafka.client.id": "me",
+         "kafka.request.timeout.ms": "1500", "kafka.group.id": "ignored"},
+        streaming=False,
+    )  # fmt: skip
+    assert o.path is None and o.listener == Listener("a:1, b:2", None, None, 1.5, "me")
+    assert o.listener.address == "kafka://a:1, b:2"
+    w = write_options({"kafka.bootstrap.servers": "a:1", "topic": "t"}, columns("value binary"))
+    assert w.path is None and w.listener == Listener("a:1")
+    with pytest.raises(SparkOptionError, match='"kafka.bootstrap.servers".*HOST:PORT'):
+        parse_options({"subscribe": "t", "kafka.bootstrap.servers": "a:1,b"}, streaming=False)
+
+
+@pytest.mark.parametrize(
+    "jaas, user, password",
+    [
+        (f'{PLAIN} required username="u" password="p";', "u", "p"),
+        (f"  {PLAIN}  required\n username=u\n password=p2 ; ", "u", "p2"),
+        (f'{PLAIN} optional password="a b;c=d" username="x\\"y";', 'x"y', "a b;c=d"),
+        (f'{PLAIN} required username="" password="";', "", ""),
+    ],
+)
+def test_sasl_plain_from_the_jaas_config(jaas, user, password):
+    o = parse_options(
+        {"subscribe": "t", "kafka.bootstrap.servers": "h:1", "kafka.sasl.jaas.config": jaas,
+         "kafka.security.protocol": "sasl_plaintext", "kafka.sasl.mechanism": "PLAIN"},
+        streaming=False,
+    )  # fmt: skip
+    assert (o.listener.username, o.listener.password) == (user, password)
+    assert "password" not in repr(o.listener)  # Spark may log the options
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"kafka.security.protocol": "SSL"}, '"kafka.security.protocol": SSL is not supported'),
+        ({"kafka.security.protocol": "SASL_SSL"}, "SASL_SSL is not supported"),
+        ({"kafka.security.protocol": "SASL_PLAINTEXT"}, '"kafka.sasl.mechanism": GSSAPI'),
+        ({"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-256"},
+         '"kafka.sasl.mechanism": SCRAM-SHA-256 is not supported'),
+        ({"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN"},
+         '"kafka.sasl.jaas.config" is required'),
+        ({"kafka.sasl.jaas.config":
+          'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" '
+          'password="p";'}, "ScramLoginModule is not supported"),
+        ({"kafka.sasl.jaas.config": f'{PLAIN} required username="u";'},
+         "username and password are required"),
+        ({"kafka.sasl.jaas.config": f'{PLAIN} required username="u" password="p"'},
+         "ending with ';'"),
+        ({"kafka.sasl.jaas.config": f'{PLAIN} always username="u" password="p";'},
+         "not a JAAS control flag"),
+        ({"kafka.sasl.jaas.config": f'{PLAIN} required username "u" password="p";'},
+         'key="value" pairs'),
+        ({"kafka.sasl.jaas.config": f'{PLAIN} required username="u password=p;'},
+         "cannot parse"),
+    ],
+)  # fmt: skip
+def test_unsupported_security_options_are_named(options, message):
+    sasl = {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN"}
+    if "kafka.sasl.jaas.config" in options:
+        options = {**sasl, **options}
+    with pytest.raises(SparkOptionError, match=re.escape(message)):
+        parse_options(
+            {"subscribe": "t", "kafka.bootstrap.servers": "h:1", **options}, streaming=False
+        )
 
 
 # ---------------------------------------------------------------- planning
@@ -299,6 +377,41 @@ def test_read_range_after_retention(tmp_path):
         assert rows[0].column("offset").to_pylist() == [2]
         with pytest.raises(DataLossError, match="gone"):
             list(read_range(store, OffsetRange("gone", 0, 0, 3)))
+
+
+def test_read_range_when_offsets_go_while_being_read(tmp_path):
+    """Over the network the batches are fetched after the log was opened: offsets that
+    retention takes meanwhile (`OffsetOutOfRangeError` from Fetch) are data loss."""
+    with Store(tmp_path) as store:
+        store.create_topic("t")
+        for i in range(4):
+            store.log("t", 0).append([b"%d" % i])
+
+    class Retained:  # the Store, with retention deleting offsets 1 and 2 after the first batch
+        def __init__(self, store):
+            self.store, self.reads = store, 0
+
+        def log(self, topic, partition):
+            log = self.store.log(topic, partition)
+            self.reads += 1
+            if self.reads > 1:
+                log.log_start_offset = 3
+                return log
+            fetch = log.raw_batches
+            return SimpleNamespace(
+                log_start_offset=0, next_offset=4, raw_batches=lambda s, e: self._cut(fetch(s, e))
+            )
+
+        @staticmethod
+        def _cut(batches):
+            yield next(batches)
+            raise OffsetOutOfRangeError("t-0 at offset 1: OFFSET_OUT_OF_RANGE")
+
+    with Store(tmp_path, read_only=True) as store:
+        with pytest.raises(DataLossError, match=r"offsets 1\.\.3 of t-0 went away"):
+            list(read_range(Retained(store), OffsetRange("t", 0, 0, 4)))
+        batches = read_range(Retained(store), OffsetRange("t", 0, 0, 4), fail_on_data_loss=False)
+        assert [o for b in batches for o in b.column("offset").to_pylist()] == [0, 3]
 
 
 # ---------------------------------------------------------------- writing without Spark

@@ -26,6 +26,10 @@ INT_MAX = (1 << 31) - 1
 
 CODECS = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+# Kafka's internal topics: the group coordinator's log (logfs/kafka), which pattern
+# subscriptions leave out (Kafka's consumer's exclude.internal.topics=true).
+CONSUMER_OFFSETS = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS})
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)

@@ -25,11 +25,11 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from ..core.config import CONSUMER_OFFSETS as TOPIC
+from ..core.config import INTERNAL_TOPICS as INTERNAL_TOPICS  # the listener's name for them
 from ..core.errors import LogfsError
 from ..core.log import Store
 
-TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({TOPIC})
 PARTITIONS = 1  # one node: one partition holds every group (Kafka's default is 50)
 CONFIG = {"cleanup.policy": "compact"}
 

@@ -28,11 +28,12 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from ..core.errors import UnknownTopicError
+from ..core.errors import OffsetOutOfRangeError, UnknownTopicError
 from ..core.format import BatchHeader, decode, decode_records, gather
 from .options import DATA_LOSS_HINT, DataLossError, OffsetRange
 
 if TYPE_CHECKING:
+    from ..core.client import RemoteStore
     from ..core.log import Store
 
 HEADER_TYPE = pa.list_(
@@ -108,7 +109,11 @@ class _RowsWithHeaders:
 
 
 def read_range(
-    store: Store, r: OffsetRange, *, include_headers: bool = False, fail_on_data_loss: bool = True
+    store: Store | RemoteStore,
+    r: OffsetRange,
+    *,
+    include_headers: bool = False,
+    fail_on_data_loss: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the records ``[r.start, r.end)`` of one partition of ``store``.
 
@@ -143,16 +148,34 @@ def read_range(
     if start >= end:
         return
     to_arrow = _with_headers if include_headers else _columnar
-    chunk, rows, size = [], 0, 0
-    for header, batch in log.raw_batches(start, end):
-        if header.is_control:
-            continue
-        chunk.append((header, batch))
-        rows += header.records_count
-        size += header.size
-        if rows >= BATCH_ROWS or size >= BATCH_BYTES:
+    chunk, rows, size, position = [], 0, 0, start
+    try:
+        for header, batch in log.raw_batches(start, end):
+            position = header.next_offset
+            if header.is_control:
+                continue
+            chunk.append((header, batch))
+            rows += header.records_count
+            size += header.size
+            if rows >= BATCH_ROWS or size >= BATCH_BYTES:
+                yield to_arrow(chunk, r, start, end)
+                chunk, rows, size = [], 0, 0
+    except (OffsetOutOfRangeError, UnknownTopicError) as e:
+        # Over the network the offsets are fetched after the log was opened: retention
+        # (or a deleted topic) may take them meanwhile.
+        if fail_on_data_loss:
+            raise DataLossError(
+                f"offsets {position}..{end - 1} of {r.topic}-{r.partition} went away while "
+                f"they were read ({e}). {DATA_LOSS_HINT}"
+            ) from e
+        if chunk:
             yield to_arrow(chunk, r, start, end)
-            chunk, rows, size = [], 0, 0
+        if isinstance(e, OffsetOutOfRangeError):  # what is left, from the new log start
+            yield from read_range(
+                store, r._replace(start=position), include_headers=include_headers,
+                fail_on_data_loss=False,
+            )  # fmt: skip
+        return
     if chunk:
         yield to_arrow(chunk, r, start, end)
 

@@ -2,9 +2,9 @@
 
 Everything decided from offsets alone: which topic-partitions a query reads, where it starts
 and ends, how the ranges are cut for parallelism and rate-limited. It is plain Python over a
-`Store` (only ``topics()`` and ``log(t, p)`` with ``log_start_offset``, ``next_offset`` and
-``offset_for_time`` are used, so tests pass a fake), tested without a JVM. The options it
-plans from are parsed in options.py.
+`Store` or a `RemoteStore` (only ``topics()`` and ``log(t, p)`` with ``log_start_offset``,
+``next_offset`` and ``offset_for_time`` are used, so tests pass a fake), tested without a JVM.
+The options it plans from are parsed in options.py.
 
 A resolved offset map, used as the streaming offset, has only real offsets, topics and
 partitions sorted::
@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..core.config import INTERNAL_TOPICS
 from .options import (
     DATA_LOSS_HINT,
     EARLIEST,
@@ -48,7 +49,11 @@ def subscribed(store: Store, options: SourceOptions) -> list[TopicPartition]:
     if options.subscribe is not None:
         names = [t for t in options.subscribe if t in topics]
     else:
-        names = [t for t in topics if re.fullmatch(options.subscribe_pattern, t)]
+        # Kafka's consumer leaves internal topics out of pattern subscriptions
+        # (exclude.internal.topics=true); a listener also marks them is_internal.
+        internal = INTERNAL_TOPICS | getattr(store, "internal_topics", frozenset())
+        pattern = options.subscribe_pattern
+        names = [t for t in topics if t not in internal and re.fullmatch(pattern, t)]
     return sorted(TopicPartition(t, p) for t in set(names) for p in range(topics[t]))
 
 

@@ -3,7 +3,9 @@
 Planning (``partitions``, ``initialOffset``, ``latestOffset``) runs on the driver and opens the
 data directory read-only each time, so it sees what a live writer appended since; ``read`` runs
 in executor workers, is stateless and opens the store read-only too (no lock, no writes, safe
-beside a running mount or writer).
+beside a running mount or writer). With ``kafka.bootstrap.servers`` instead of ``path`` both
+open a `RemoteStore` of the listener instead: the same planning over ListOffsets, the same
+reading over Fetch.
 
 The stream offset is the Kafka source's per-partition JSON, ``{"topic": {"0": 42}}``: the next
 offset to read of every partition. A micro-batch reads ``[start, end)`` of each partition, so a
@@ -23,6 +25,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from ..core.client import RemoteStore
 from ..core.config import now_ms
 from ..core.log import Store
 from .options import (
@@ -44,8 +47,10 @@ class RangePartition(InputPartition):
         self.range = r
 
 
-def _open(path: str) -> Store:
-    return Store(path, read_only=True)
+def _open(options: SourceOptions) -> Store | RemoteStore:
+    if options.listener is not None:
+        return options.listener.store()
+    return Store(options.path, read_only=True)
 
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator:
@@ -55,7 +60,7 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator:
         # Spark hands a bare InputPartition when `partitions` planned none (an empty
         # selection): nothing to read, as the Kafka source reads nothing.
         return
-    with _open(options.path) as store:
+    with _open(options) as store:
         yield from read_range(
             store,
             partition.range,
@@ -69,7 +74,7 @@ class LogfsBatchReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> list[RangePartition]:
-        with _open(self.options.path) as store:
+        with _open(self.options) as store:
             return [RangePartition(r) for r in batch_ranges(store, self.options)]
 
     def read(self, partition: InputPartition) -> Iterator:
@@ -88,7 +93,7 @@ class LogfsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_trigger_ms = 0  # when minOffsetsPerTrigger last let a batch run
 
     def initialOffset(self) -> dict:
-        with _open(self.options.path) as store:
+        with _open(self.options) as store:
             tps = subscribed(store, self.options)
             o = self.options
             return to_json(resolve(store, tps, o.starting, o.starting_timestamp, o))
@@ -146,7 +151,7 @@ class LogfsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json(self._latest()[0])
 
     def _latest(self) -> tuple[PartitionOffsets, PartitionOffsets]:
-        with _open(self.options.path) as store:
+        with _open(self.options) as store:
             latest, earliest = {}, {}
             for tp in subscribed(store, self.options):
                 log = store.log(*tp)

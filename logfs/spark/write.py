@@ -17,9 +17,10 @@ The batches go to the one writer of the data directory: a live ``logfs mount`` o
 by its mount record), through ``MNT/<topic>/<p>/append.batches``, where the daemon only
 validates and appends them while shell tools keep writing beside; else the store, opened
 for writing for the flush, waiting up to ``lockTimeout`` seconds (default 60) for another
-writer's lock. Delivery is at least once, as with Kafka: a task that fails after appending
-and is retried appends its rows again; a task whose mount went away mid-write fails with a
-`ProducerError` saying so.
+writer's lock. With ``kafka.bootstrap.servers`` instead of ``path``, the producer sends them
+to that Kafka listener in Produce requests (acks=-1). Delivery is at least once, as with
+Kafka: a task that fails after appending and is retried appends its rows again; a task whose
+mount went away mid-write fails with a `ProducerError` saying so.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 from ..core.client import Producer
 from ..core.errors import DataDirBusyError, LogfsError
 from .arrow import spark_schema
-from .options import SparkOptionError
+from .options import Listener, SparkOptionError, parse_location
 
 DEFAULT_LOCK_TIMEOUT = 60.0
 _HEADERS = spark_schema(include_headers=True)["headers"].dataType  # the Kafka source's
@@ -46,9 +47,10 @@ _HEADERS = spark_schema(include_headers=True)["headers"].dataType  # the Kafka s
 
 @dataclass
 class WriteOptions:
-    path: str
+    path: str | None  # a data directory, or
     topic: str | None
     lock_timeout: float
+    listener: Listener | None = None  # a Kafka listener
 
 
 @dataclass
@@ -61,8 +63,7 @@ class AppendedMessage(WriterCommitMessage):
 def write_options(options: Mapping[str, str], schema: StructType) -> WriteOptions:
     """Check the options and the DataFrame's columns on the driver, before any task runs."""
     opts = {k.lower(): v for k, v in options.items()}
-    if not opts.get("path"):
-        raise SparkOptionError('option "path" (the logfs data directory) is required')
+    path, listener = parse_location(opts)
     # Matched by exact name, as the Kafka sink does: a column "Value" is not "value".
     types = {f.name: f.dataType for f in schema.fields}
     if "value" not in types:
@@ -89,7 +90,7 @@ def write_options(options: Mapping[str, str], schema: StructType) -> WriteOption
         lock_timeout = float(opts.get("locktimeout", DEFAULT_LOCK_TIMEOUT))
     except ValueError:
         raise SparkOptionError('option "lockTimeout" must be a number of seconds') from None
-    return WriteOptions(opts["path"], topic, lock_timeout)
+    return WriteOptions(path, topic, lock_timeout, listener)
 
 
 def _column(batch, name: str) -> list | None:
@@ -109,8 +110,12 @@ def produce(options: WriteOptions, batches: Iterator) -> dict[str, int]:
     first = next(rows, None)
     if first is None:
         return counts
+    if options.listener is not None:
+        producer = options.listener.producer()
+    else:
+        producer = Producer(options.path, lock_timeout=options.lock_timeout)
     try:
-        with Producer(options.path, lock_timeout=options.lock_timeout) as producer:
+        with producer:
             for batch in itertools.chain([first], rows):
                 _send(producer, options, batch, counts)
             producer.flush()

@@ -1,9 +1,11 @@
 """What a writer beside the daemon runs: `Producer`, delivery of its batches to
 the live mount (else the store), the mount record that tells where the
 mount is, and the names both sides of a mount share (file names, xattrs, the
-errno table)."""
+errno table); and for readers without the data directory, `RemoteStore`: a
+Kafka listener's topics and batches over Kafka's protocol."""
 
 from . import mountinfo, names
 from .producer import Producer
+from .remote import RemoteStore
 
-__all__ = ["Producer", "mountinfo", "names"]
+__all__ = ["Producer", "RemoteStore", "mountinfo", "names"]

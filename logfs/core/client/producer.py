@@ -75,7 +75,10 @@ class Producer:
             ``producer``; other topics get their own codec.
         buffer_memory: pending bytes beyond which `send` flushes by itself.
         lock_timeout: seconds a flush without a mount waits for DATA's lock.
-        mount_timeout: seconds to wait for a mount's answer before taking it for hung.
+        mount_timeout: seconds to wait for a mount's answer before taking it for hung
+            (over the network: for a Kafka listener's answer, and to connect).
+        sasl_plain_username, sasl_plain_password, client_id: over the network, SASL/PLAIN
+            credentials for a listener with ``kafka.sasl.users``, and the requests' client id.
 
     Not thread-safe: use one producer per thread.
     """
@@ -89,6 +92,9 @@ class Producer:
         buffer_memory: int = BUFFER_MEMORY,
         lock_timeout: float = 30.0,
         mount_timeout: float = mountinfo.XATTR_TIMEOUT,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
+        client_id: str = "logfs-producer",
     ) -> None:
         if compression_type is not None and compression_type not in CODECS:
             raise InvalidConfigError(
@@ -97,7 +103,10 @@ class Producer:
         if batch_size < 0:
             raise InvalidConfigError(f"batch_size {batch_size} is negative")
         self.data = os.fspath(data)
-        self._wire = wire.Wire(self.data, mount_timeout) if wire.is_address(self.data) else None
+        self._wire = None
+        if wire.is_address(self.data):
+            sasl = (sasl_plain_username, sasl_plain_password)
+            self._wire = wire.Wire(self.data, mount_timeout, sasl=sasl, client_id=client_id)
         self.batch_size = batch_size
         self.compression_type = compression_type or "none"
         self.buffer_memory = buffer_memory

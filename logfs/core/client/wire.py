@@ -7,8 +7,14 @@ generated classes (imported on first use: a program that never produces over
 the network, such as a Spark worker, never loads them): Metadata for a
 topic's partition count, DescribeConfigs for its settings, CreateTopics for a
 topic that does not exist, Produce (acks=-1) of at most `REQUEST_BYTES` of
-batches per request. A partition's error code
-becomes the `LogfsError` class the store would have raised.
+batches per request; and for readers (remote.py) Metadata of every topic,
+ListOffsets and Fetch. A partition's error code becomes the `LogfsError` class
+the store would have raised.
+
+The address is Kafka's bootstrap list, ``kafka://HOST:PORT[,HOST:PORT...]``:
+each is tried in order until one connects. With SASL/PLAIN credentials each
+connection authenticates first (SaslHandshake v1, then SaslAuthenticate), as
+Kafka's clients do.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from ..errors import (
     InvalidRecordError,
     InvalidTopicError,
     LogfsError,
+    OffsetOutOfRangeError,
     ReadOnlyError,
     TopicExistsError,
     UnknownTopicError,
@@ -35,11 +42,22 @@ from ..format import read_header
 
 SCHEME = "kafka://"
 REQUEST_BYTES = 1 << 20  # batches per Produce request, as Kafka's max.request.size
-PRODUCE, METADATA, CREATE_TOPICS, DESCRIBE_CONFIGS = 0, 3, 19, 32
-VERSIONS = {PRODUCE: 9, METADATA: 12, CREATE_TOPICS: 7, DESCRIBE_CONFIGS: 4}
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+SASL_HANDSHAKE, CREATE_TOPICS, DESCRIBE_CONFIGS, SASL_AUTHENTICATE = 17, 19, 32, 36
+VERSIONS = {
+    PRODUCE: 9,
+    FETCH: 12,  # the last version that names topics (13+ name them by id)
+    LIST_OFFSETS: 7,
+    METADATA: 12,
+    SASL_HANDSHAKE: 1,
+    CREATE_TOPICS: 7,
+    DESCRIBE_CONFIGS: 4,
+    SASL_AUTHENTICATE: 2,
+}
 TOPIC_RESOURCE = 2
 NONE, UNKNOWN_TOPIC, TOPIC_EXISTS = 0, 3, 36
 ERRORS = {  # Kafka's error code -> the error the store would have raised
+    1: OffsetOutOfRangeError,  # OFFSET_OUT_OF_RANGE
     2: InvalidBatchError,  # CORRUPT_MESSAGE
     10: BatchTooLargeError,  # MESSAGE_TOO_LARGE
     87: InvalidRecordError,  # INVALID_RECORD
@@ -55,8 +73,29 @@ class WireError(LogfsError):
     """The broker could not be reached, or answered with an unexpected error."""
 
 
+class AuthenticationError(WireError):
+    """The broker refused the SASL credentials, or offers no SASL/PLAIN."""
+
+
 def is_address(data: str) -> bool:
     return data.startswith(SCHEME)
+
+
+def parse_servers(address: str) -> list[tuple[str, int]]:
+    """``[(host, port), ...]`` of ``kafka://HOST:PORT[,HOST:PORT...]`` (or of the bare list).
+
+    Raises:
+        InvalidConfigError: an entry without a numeric port, or none at all.
+    """
+    servers = []
+    for entry in address.removeprefix(SCHEME).rstrip("/").split(","):
+        host, sep, port = entry.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise InvalidConfigError(
+                f"{address!r}: expected kafka://HOST:PORT (several separated by commas)"
+            )
+        servers.append((host.strip("[]"), int(port)))
+    return servers
 
 
 def _error(code, what: str, message: str | None) -> LogfsError:
@@ -66,54 +105,116 @@ def _error(code, what: str, message: str | None) -> LogfsError:
 
 
 class Wire:
-    """A connection to ``kafka://HOST:PORT`` (opened on first use)."""
+    """A connection to ``kafka://HOST:PORT[,HOST:PORT...]`` (opened on first use).
 
-    def __init__(self, address: str, timeout: float = 30.0) -> None:
-        host, sep, port = address.removeprefix(SCHEME).rstrip("/").rpartition(":")
-        if not sep or not port.isdigit():
-            raise InvalidConfigError(f"{address!r}: expected kafka://HOST:PORT")
-        self.address = (host.strip("[]"), int(port))
+    Args:
+        address: the bootstrap list; the first server that accepts the connection is used.
+        timeout: seconds to connect and to wait for each answer.
+        sasl: SASL/PLAIN ``(username, password)``; ``(None, None)`` or None: no SASL.
+        client_id: the client id the requests carry.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        timeout: float = 30.0,
+        *,
+        sasl: tuple[str | None, str | None] | None = None,
+        client_id: str = "logfs",
+    ) -> None:
+        self.servers = parse_servers(address)
+        if sasl is not None and sasl.count(None) == 1:
+            raise InvalidConfigError("a SASL/PLAIN username needs a password, and vice versa")
+        self.sasl = None if sasl is None or sasl[0] is None else sasl
         self.timeout = timeout
+        self.client_id = client_id
+        self.address = self.servers[0]  # the server connected to, once connected
         self._sock: socket.socket | None = None
         self._correlation = 0
+
+    @property
+    def name(self) -> str:
+        return f"kafka://{self.address[0]}:{self.address[1]}"
 
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
 
-    def _call(self, api_key: int, **fields):
+    def _connect(self) -> None:
+        failures = []
+        for address in self.servers:
+            try:
+                self._sock = socket.create_connection(address, timeout=self.timeout)
+            except OSError as e:
+                failures.append(f"{address[0]}:{address[1]}: {e}")
+                continue
+            self.address = address
+            break
+        else:
+            raise WireError(f"no Kafka listener could be reached ({'; '.join(failures)})")
+        if self.sasl is not None:
+            try:
+                self._authenticate(*self.sasl)
+            except BaseException:
+                self.close()
+                raise
+
+    def _authenticate(self, user: str, password: str) -> None:
+        """SASL/PLAIN (RFC 4616): SaslHandshake v1, then the token in SaslAuthenticate."""
+        answer = self._exchange(SASL_HANDSHAKE, mechanism="PLAIN")
+        if answer.error_code != NONE:
+            offered = ", ".join(answer.mechanisms) or "none"
+            raise AuthenticationError(
+                f"{self.name} does not offer SASL mechanism PLAIN (it offers {offered})"
+            )
+        token = b"\0" + user.encode() + b"\0" + password.encode()
+        answer = self._exchange(SASL_AUTHENTICATE, auth_bytes=token)
+        if answer.error_code != NONE:
+            raise AuthenticationError(
+                f"{self.name}: SASL/PLAIN authentication as {user!r} failed: "
+                f"{answer.error_message or getattr(answer.error_code, 'name', answer.error_code)}"
+            )
+
+    def call(self, api_key: int, **fields):
+        """One request (kio's message of the version in `VERSIONS`) and its answer."""
+        if self._sock is None:
+            self._connect()
+        return self._exchange(api_key, **fields)
+
+    def _exchange(self, api_key: int, **fields):
         from kio.index import load_request_schema, load_response_schema
-        from kio.schema.request_header.v2.header import RequestHeader
-        from kio.schema.response_header.v1.header import ResponseHeader
         from kio.serial import entity_reader, entity_writer
 
         version = VERSIONS[api_key]
         request_type = load_request_schema(api_key, version)
+        response_type = load_response_schema(api_key, version)
+        header_type = request_type.__header_schema__  # v1, or v2 for flexible versions
         self._correlation += 1
         buffer = io.BytesIO()
-        entity_writer(RequestHeader)(
+        entity_writer(header_type)(
             buffer,
-            RequestHeader(
+            header_type(
                 request_api_key=api_key,
                 request_api_version=version,
                 correlation_id=self._correlation,
-                client_id="logfs-producer",
+                client_id=self.client_id,
             ),
         )
         entity_writer(request_type)(buffer, request_type(**fields))
         frame = buffer.getvalue()
         try:
-            if self._sock is None:
-                self._sock = socket.create_connection(self.address, timeout=self.timeout)
             self._sock.sendall(struct.pack(">i", len(frame)) + frame)
             (size,) = struct.unpack(">i", self._receive(4))
             answer = self._receive(size)
         except OSError as e:
             self.close()
-            raise WireError(f"kafka://{self.address[0]}:{self.address[1]}: {e}") from None
-        _, used = entity_reader(ResponseHeader)(answer, 0)
-        body, _ = entity_reader(load_response_schema(api_key, version))(answer, used)
+            hint = ""
+            if self.sasl is None and isinstance(e, ConnectionError):
+                hint = " (a listener with kafka.sasl.users closes unauthenticated connections)"
+            raise WireError(f"{self.name}: {e}{hint}") from None
+        _, used = entity_reader(response_type.__header_schema__)(answer, 0)
+        body, _ = entity_reader(response_type)(answer, used)
         return body
 
     def _receive(self, n: int) -> bytes:
@@ -127,7 +228,7 @@ class Wire:
         return bytes(data)
 
     @staticmethod
-    def _module(api_key: int):
+    def module(api_key: int):
         from kio.index import load_payload_module
         from kio.static.constants import EntityType
 
@@ -137,8 +238,8 @@ class Wire:
 
     def topic(self, name: str) -> tuple[int, TopicConfig] | None:
         """The topic's partition count and settings, or None if it does not exist."""
-        m = self._module(METADATA)
-        answer = self._call(
+        m = self.module(METADATA)
+        answer = self.call(
             METADATA,
             topics=(m.MetadataRequestTopic(topic_id=None, name=name),),
             allow_auto_topic_creation=False,
@@ -149,8 +250,8 @@ class Wire:
             return None
         if found.error_code != NONE:
             raise _error(found.error_code, name, None)
-        m = self._module(DESCRIBE_CONFIGS)
-        answer = self._call(
+        m = self.module(DESCRIBE_CONFIGS)
+        answer = self.call(
             DESCRIBE_CONFIGS,
             resources=(
                 m.DescribeConfigsResource(
@@ -167,8 +268,8 @@ class Wire:
 
     def create_topic(self, name: str) -> None:
         """Create ``name`` with the broker's default partitions; one that exists is fine."""
-        m = self._module(CREATE_TOPICS)
-        answer = self._call(
+        m = self.module(CREATE_TOPICS)
+        answer = self.call(
             CREATE_TOPICS,
             topics=(
                 m.CreatableTopic(
@@ -188,7 +289,7 @@ class Wire:
     ) -> list[tuple[int, int]]:
         """Append ``batches`` (acks=-1), at most `REQUEST_BYTES` a request; returns
         (first offset, record count) per request, in order."""
-        m = self._module(PRODUCE)
+        m = self.module(PRODUCE)
         out, group, size = [], [], 0
         for batch in [*batches, None]:
             if group and (batch is None or size + len(batch) > REQUEST_BYTES):
@@ -200,7 +301,7 @@ class Wire:
         return out
 
     def _produce_group(self, m, topic: str, partition: int, group: list[bytes]) -> tuple[int, int]:
-        answer = self._call(
+        answer = self.call(
             PRODUCE,
             transactional_id=None,
             acks=-1,

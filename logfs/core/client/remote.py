@@ -1,0 +1,232 @@
+"""A read-only view of a Kafka listener's log over Kafka's wire protocol, for
+readers that must not need the data directory: the part of `Store` and `Log`
+that offset planning and batch reading use (the Spark source's).
+
+- `RemoteStore.topics` is Metadata for every topic;
+- `RemoteStore.log` answers ``log_start_offset`` and ``next_offset`` with
+  ListOffsets (earliest and latest, asked when the log is opened, so that a
+  partition that does not exist raises `UnknownTopicError` there, as the store
+  does), and `RemoteLog.offset_for_time` with ListOffsets by timestamp;
+- `RemoteLog.raw_batches` reads whole batches with Fetch requests in a loop, at
+  most `FETCH_BYTES` per request.
+
+Error codes become the errors the store raises: ``UNKNOWN_TOPIC_OR_PARTITION``
+`UnknownTopicError`, ``OFFSET_OUT_OF_RANGE`` `OffsetOutOfRangeError` (offsets
+deleted by retention while they were being read).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator, Mapping
+
+from ..config import INTERNAL_TOPICS
+from ..errors import CorruptRecordError
+from ..format.record import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header, verify_crc
+from .wire import FETCH, LIST_OFFSETS, METADATA, NONE, UNKNOWN_TOPIC, Wire, WireError, _error
+
+FETCH_BYTES = 4 << 20  # per Fetch request (partition_max_bytes and max_bytes)
+FETCH_WAIT = datetime.timedelta(milliseconds=500)  # the offsets asked for exist: no long wait
+EARLIEST, LATEST = -2, -1  # ListOffsets' special timestamps
+
+
+class RemoteStore:
+    """The topics of the Kafka listener at ``address`` (``kafka://HOST:PORT[,...]``),
+    read-only. One connection, opened on first use; not thread-safe.
+
+    Args:
+        address: the bootstrap list (Kafka's ``bootstrap.servers``), tried in order.
+        timeout: seconds to connect and to wait for each answer.
+        sasl_plain_username, sasl_plain_password: SASL/PLAIN credentials, for a listener
+            with ``kafka.sasl.users``.
+        client_id: the client id of the requests.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout: float = 30.0,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
+        client_id: str = "logfs-reader",
+    ) -> None:
+        sasl = (sasl_plain_username, sasl_plain_password)
+        self._wire = Wire(address, timeout, sasl=sasl, client_id=client_id)
+        self.internal_topics: frozenset[str] = INTERNAL_TOPICS  # grows with is_internal
+
+    def topics(self) -> Mapping[str, int]:
+        """Topic name -> number of partitions, sorted by name. Internal topics, which a
+        listener describes only when they are named, are asked for by name."""
+        found = self._metadata(None)
+        missing = [t for t in sorted(INTERNAL_TOPICS) if t not in found]
+        if missing:
+            found.update(self._metadata(missing))
+        return dict(sorted(found.items()))
+
+    def _metadata(self, names: list[str] | None) -> dict[str, int]:
+        m = self._wire.module(METADATA)
+        answer = self._wire.call(
+            METADATA,
+            topics=None if names is None else tuple(
+                m.MetadataRequestTopic(topic_id=None, name=n) for n in names
+            ),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )  # fmt: skip
+        out = {}
+        for topic in answer.topics:
+            if topic.error_code == UNKNOWN_TOPIC:
+                continue
+            if topic.error_code != NONE:
+                raise _error(topic.error_code, topic.name, None)
+            if topic.is_internal:
+                self.internal_topics |= {topic.name}
+            out[topic.name] = len(topic.partitions)
+        return out
+
+    def log(self, topic: str, partition: int) -> RemoteLog:
+        """The partition's offsets as they are now.
+
+        Raises:
+            UnknownTopicError: no such topic or partition.
+        """
+        return RemoteLog(self._wire, topic, int(partition))
+
+    def close(self) -> None:
+        self._wire.close()
+
+    def __enter__(self) -> RemoteStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class RemoteLog:
+    """One partition of a `RemoteStore`: its log start and next offset when it was
+    opened, offsets by time and the batches of a range."""
+
+    def __init__(self, wire: Wire, topic: str, partition: int) -> None:
+        self._wire = wire
+        self.topic = topic
+        self.partition = partition
+        self.log_start_offset = self._list_offsets(EARLIEST)
+        self.next_offset = self._list_offsets(LATEST)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    def offset_for_time(self, timestamp_ms: int) -> int | None:
+        """The first offset whose timestamp is >= ``timestamp_ms``, or None when every
+        record is older (Kafka's offsetsForTimes)."""
+        offset = self._list_offsets(timestamp_ms)
+        return None if offset < 0 else offset
+
+    def _list_offsets(self, timestamp: int) -> int:
+        m = self._wire.module(LIST_OFFSETS)
+        answer = self._wire.call(
+            LIST_OFFSETS,
+            replica_id=-1,
+            isolation_level=0,  # read_uncommitted, as Spark's Kafka source reads
+            topics=(
+                m.ListOffsetsTopic(
+                    name=self.topic,
+                    partitions=(
+                        m.ListOffsetsPartition(partition_index=self.partition, timestamp=timestamp),
+                    ),
+                ),
+            ),
+        )
+        [part] = answer.topics[0].partitions
+        if part.error_code != NONE:
+            raise _error(part.error_code, self.name, None)
+        return int(part.offset)
+
+    def raw_batches(
+        self, start: int | None = None, end: int | None = None
+    ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """CRC-checked batches overlapping ``[start, end)`` (within the offsets the log had
+        when it was opened), still encoded; compressed and control batches included.
+
+        Raises:
+            OffsetOutOfRangeError: the offsets were deleted (retention) while being read.
+            UnknownTopicError: the topic was deleted meanwhile.
+            CorruptRecordError: a batch whose CRC does not match.
+        """
+        position = self.log_start_offset if start is None else max(start, self.log_start_offset)
+        end = self.next_offset if end is None else min(end, self.next_offset)
+        limit = FETCH_BYTES
+        while position < end:
+            records, high_watermark = self._fetch(position, limit)
+            got = False
+            for header, batch in whole_batches(records):
+                if header.base_offset >= end:
+                    return
+                if header.last_offset < position:  # a batch holding offsets before start
+                    continue
+                try:
+                    verify_crc(batch, header)
+                except CorruptRecordError as e:
+                    raise CorruptRecordError(f"{self.name} at offset {position}: {e}") from None
+                yield header, batch
+                position, got = header.next_offset, True
+            if got:
+                limit = FETCH_BYTES
+            elif len(records) >= LOG_OVERHEAD and (need := _batch_size(records)) > limit:
+                limit = need  # one batch larger than the limit (a broker before KIP-74)
+            elif high_watermark <= position:
+                return  # the log ends before ``end`` (cut after a crash)
+            else:
+                raise WireError(
+                    f"{self.name}: a Fetch at offset {position} gave no whole batch "
+                    f"({len(records)} bytes, high watermark {high_watermark})"
+                )
+
+    def _fetch(self, offset: int, limit: int) -> tuple[memoryview, int]:
+        """The record bytes of one Fetch at ``offset`` and the high watermark."""
+        m = self._wire.module(FETCH)
+        answer = self._wire.call(
+            FETCH,
+            max_wait=FETCH_WAIT,
+            min_bytes=1,
+            max_bytes=limit,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,  # no fetch session: every request names its partition
+            topics=(
+                m.FetchTopic(
+                    topic=self.topic,
+                    partitions=(
+                        m.FetchPartition(
+                            partition=self.partition, fetch_offset=offset, partition_max_bytes=limit
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+        )
+        if answer.error_code != NONE:
+            raise _error(answer.error_code, self.name, None)
+        [part] = answer.responses[0].partitions
+        if part.error_code != NONE:
+            raise _error(part.error_code, f"{self.name} at offset {offset}", None)
+        return memoryview(part.records or b""), int(part.high_watermark)
+
+
+def whole_batches(records: memoryview) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """The whole batches at the start of a Fetch answer's record bytes; a batch cut at
+    the end (a Kafka broker stops at its size limits mid-batch) is left out."""
+    pos = 0
+    while len(records) - pos >= HEADER_SIZE:
+        header = read_header(records, pos)
+        if pos + header.size > len(records):
+            return
+        yield header, records[pos : pos + header.size]
+        pos += header.size
+
+
+def _batch_size(records: memoryview) -> int:
+    """The size of the batch at the start of ``records``, from its length field."""
+    return LOG_OVERHEAD + int.from_bytes(records[8:12], "big", signed=True)
