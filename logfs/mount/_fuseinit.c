@@ -1,6 +1,8 @@
 /*
- * Asks the kernel for FUSE_HANDLE_KILLPRIV_V2 at mount time, which pyfuse3 3.5
- * and libfuse 3.14 cannot request (docs/mount.md, "Buffered mode").
+ * Two things pyfuse3 3.5 and libfuse 3.14 cannot do (docs/mount.md, "Writers that
+ * write a line at a time"): ask the kernel for FUSE_HANDLE_KILLPRIV_V2 at mount
+ * time, and let the file system answer a request before pyfuse3 dispatches it
+ * (the one-line write() of the default mode, `read_request` below).
  *
  * Without it the kernel asks the file system for a file's security.capability
  * attribute before every write() that goes through its page cache (to drop
