@@ -87,8 +87,10 @@ def violations(package_dir: Path) -> list[str]:
             elif room in FACES and target is not None and target >= FLOORS.index("format"):
                 parts = name.split(".")
                 room_exports = exports(everything[".".join(parts[:3])])
-                if len(parts) > 3 and ".".join(parts[:4]) in everything and (
-                    parts[3] not in room_exports
+                if (
+                    len(parts) > 3
+                    and ".".join(parts[:4]) in everything
+                    and (parts[3] not in room_exports)
                 ):
                     found.append(f"{module} imports {name} (a room's module, not its exports)")
     return found
@@ -104,8 +106,10 @@ def cycle(package_dir: Path) -> list[str]:
             while name and name not in everything:
                 name = name.rpartition(".")[0]
             # a package and its own modules are one place; their imports are not a circle
-            if name and name != module and not (
-                name.startswith(module + ".") or module.startswith(name + ".")
+            if (
+                name
+                and name != module
+                and not (name.startswith(module + ".") or module.startswith(name + "."))
             ):
                 targets.add(name)
         edges[module] = sorted(targets)

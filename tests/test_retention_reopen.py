@@ -81,8 +81,13 @@ def test_segment_age_counts_from_the_first_batch_by_the_logs_clock(tmp_path):
     timestamp (the log's clock), not from the wall clock when the segment was made."""
     clock = Clock(T0)
     log = open_log(
-        tmp_path, clock, **{"segment.ms": str(MINUTE), "segment.bytes": str(1 << 20),
-                            "max.message.bytes": "600"}  # fmt: skip
+        tmp_path,
+        clock,
+        **{
+            "segment.ms": str(MINUTE),
+            "segment.bytes": str(1 << 20),
+            "max.message.bytes": "600",
+        },
     )
     log.append([b"x" * 100] * 20)  # several batches, the first into the empty segment
     assert log.segment_count == 1

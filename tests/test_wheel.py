@@ -66,8 +66,15 @@ def venv(wheelhouse, tmp_path_factory) -> Path:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     run(
         [
-            str(venv / "bin/python"), "-m", "pip", "install", "--disable-pip-version-check",
-            "--only-binary=:all:", "--find-links", str(wheelhouse), f"{logfs_wheel}[spark]",
+            str(venv / "bin/python"),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--only-binary=:all:",
+            "--find-links",
+            str(wheelhouse),
+            f"{logfs_wheel}[spark]",
         ],
         env={**env, "PATH": path},
         cwd=venv.parent,

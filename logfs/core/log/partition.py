@@ -42,6 +42,7 @@ from .reads import LogReads
 
 logger = logging.getLogger(__name__)
 
+
 def _age(now: int, segment: LogSegment, pending: list[tuple[bytes, BatchInfo]]) -> int:
     """The age segment.ms compares, as Kafka counts it: from the segment's first
     batch's timestamp, which may be the first of the ``pending`` batches of this
