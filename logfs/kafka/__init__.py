@@ -21,6 +21,7 @@ from .server import (
     check_exposure,
     parse_listen,
 )
+from .tls import server_context
 
 __all__ = [
     "INTERNAL_TOPICS",
@@ -36,4 +37,5 @@ __all__ = [
     "describe_groups",
     "parse_listen",
     "read_credentials",
+    "server_context",
 ]

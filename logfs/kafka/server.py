@@ -7,6 +7,10 @@ begun must arrive within ``request_timeout`` seconds (a slow client cannot
 hold a request open forever); at most ``max_connections`` connections are
 served at once, further ones are closed at once. A frame that does not parse
 closes its connection only; nothing a client sends stops the listener.
+
+With an ``ssl_context`` the listener speaks only TLS (Kafka's SSL and
+SASL_SSL listeners): a connection's TLS handshake must end within
+``request_timeout`` seconds, else that connection is closed (tls.py).
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ import ipaddress
 import logging
 import os
 import socket
+import ssl
 
 import trio
 
 from ..core.errors import LogfsError
-from . import protocol, sasl
+from . import protocol, sasl, tls
 from .access import Client
 from .broker import Broker
 from .protocol import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, BadRequest, Region, Reply
@@ -81,8 +86,13 @@ class Listener:
         max_request_bytes: int = MAX_REQUEST_BYTES,
         request_timeout: float = REQUEST_TIMEOUT,
         max_connections: int = MAX_CONNECTIONS,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.broker = broker
+        self.ssl_context = ssl_context
+        # SCRAM's salted keys are derived once, before the first client.
+        users = broker.users
+        self.credentials = sasl.Credentials(users) if users is not None else None
         self.host, self.port = host, port
         self.max_request_bytes = max_request_bytes
         self.request_timeout = request_timeout
@@ -130,8 +140,11 @@ class Listener:
             await stream.aclose()
             return
         self.connections += 1
+        secure = None
         try:
-            await Connection(self, stream).serve()
+            if self.ssl_context is not None:
+                secure = await self._handshake(stream)
+            await Connection(self, stream, secure).serve()
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             pass  # the client went away
         except BadRequest as e:
@@ -142,20 +155,51 @@ class Listener:
             logger.exception("closing a Kafka connection after an internal error")
         finally:
             self.connections -= 1
+            if secure is not None:
+                await trio.aclose_forcefully(secure)
             await trio.aclose_forcefully(stream)
+
+    async def _handshake(self, stream: trio.SocketStream) -> trio.SSLStream:
+        """The connection's TLS stream once its handshake is done.
+
+        Raises:
+            BadRequest: the handshake failed (a client that does not speak TLS,
+                no common version or cipher) or did not end in time.
+        """
+        secure = trio.SSLStream(stream, self.ssl_context, server_side=True)
+        with trio.move_on_after(self.request_timeout) as scope:
+            try:
+                await secure.do_handshake()
+            except trio.BrokenResourceError as e:
+                why = getattr(e.__cause__, "reason", None) or e.__cause__ or "the client went away"
+                raise BadRequest(f"TLS handshake failed: {why}") from None
+        if scope.cancelled_caught:
+            raise BadRequest(f"the TLS handshake did not end within {self.request_timeout:g} s")
+        return secure
 
 
 class Connection:
-    """One client's connection: read a frame, answer it, repeat."""
+    """One client's connection: read a frame, answer it, repeat.
 
-    def __init__(self, listener: Listener, stream: trio.SocketStream) -> None:
+    Args:
+        listener: the listener it came to.
+        stream: the TCP connection.
+        secure: its TLS stream, when the listener speaks TLS (then every byte
+            goes through it).
+    """
+
+    def __init__(
+        self, listener: Listener, stream: trio.SocketStream, secure: trio.SSLStream | None = None
+    ) -> None:
         self.listener = listener
-        self.stream = stream
+        self.socket = stream.socket
+        self.secure = secure
+        self.stream = secure or stream
         host, port = stream.socket.getsockname()[:2]
         self.advertised = (host, port)  # what Metadata tells this client
-        self.users = listener.broker.users  # None: no authentication
+        self.credentials = listener.credentials  # None: no authentication
         self.user: str | None = None
-        self.mechanism_chosen = False
+        self.exchange: sasl.Plain | sasl.scram.ScramServer | None = None  # after SaslHandshake
         self.raw_token_expected = False  # after SaslHandshake v0
 
     async def serve(self) -> None:
@@ -176,18 +220,20 @@ class Connection:
                     f"a request of {size} bytes did not arrive within "
                     f"{self.listener.request_timeout:g} s"
                 )
-            if self.raw_token_expected:  # SaslHandshake v0: a bare token, a bare answer
-                self.raw_token_expected = False
-                self.user = sasl.check_plain(frame, self.users)
-                if self.user is None:
-                    raise BadRequest("SASL authentication failed")
-                await self.stream.send_all(b"\0\0\0\0")
+            if self.raw_token_expected:  # SaslHandshake v0: bare tokens, bare answers
+                try:
+                    answer = sasl.step(self.exchange, bytes(frame))
+                except sasl.Failed as e:
+                    raise BadRequest(f"SASL authentication failed: {e}") from None
+                await self.stream.send_all(len(answer).to_bytes(4, "big") + answer)
+                if self.exchange.done:
+                    self._authenticated()
                 continue
             request = protocol.read_request(frame)
             refused = None
             if request.api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) and request.body is not None:
                 reply, refused = self._sasl(request)
-            elif self.users is not None and self.user is None and request.api_key != API_VERSIONS:
+            elif self.credentials is not None and self.user is None and request.api_key != API_VERSIONS:
                 raise BadRequest(f"request {request.api_key} before SASL authentication")
             else:
                 client = Client(*self.advertised, self.user)
@@ -205,17 +251,25 @@ class Connection:
         """SaslHandshake or SaslAuthenticate: the reply, and why to close the
         connection after it (a failed authentication), if so."""
         if request.api_key == SASL_HANDSHAKE:
+            if self.exchange is not None:
+                raise BadRequest("a second SaslHandshake")
             body, served = sasl.handshake(request)
-            self.mechanism_chosen = served and self.users is not None
-            self.raw_token_expected = self.mechanism_chosen and request.version == 0
+            if served and self.credentials is not None:
+                self.exchange = sasl.start(request.body.mechanism, self.credentials)
+                self.raw_token_expected = request.version == 0
             return Reply(body), None
-        if not self.mechanism_chosen or self.user is not None:
-            raise BadRequest("SaslAuthenticate without a SaslHandshake for PLAIN")
-        body, self.user = sasl.authenticate(request, self.users)
-        if self.user is None:
-            return Reply(body), "SASL authentication failed"
-        logger.info("Kafka client authenticated as %s", self.user)
+        if self.exchange is None or self.exchange.done:
+            raise BadRequest("SaslAuthenticate without a SaslHandshake, or after authentication")
+        body, failed = sasl.authenticate(request, self.exchange)
+        if failed:
+            return Reply(body), f"SASL authentication failed: {failed}"
+        if self.exchange.done:
+            self._authenticated()
         return Reply(body), None
+
+    def _authenticated(self) -> None:
+        self.user, self.raw_token_expected = self.exchange.user, False
+        logger.info("Kafka client authenticated as %s", self.user)
 
     async def _receive(self, n: int, first: bool = False) -> memoryview | None:
         """``n`` bytes, received straight into their buffer; None at a clean end
@@ -223,7 +277,12 @@ class Connection:
         data = bytearray(n)
         view, got = memoryview(data), 0
         while got < n:
-            count = await self.stream.socket.recv_into(view[got:])
+            if self.secure is not None:
+                chunk = await self.secure.receive_some(n - got)
+                count = len(chunk)
+                view[got : got + count] = chunk
+            else:
+                count = await self.socket.recv_into(view[got:])
             if not count:
                 if first and not got:
                     return None
@@ -233,14 +292,16 @@ class Connection:
 
     async def _send(self, parts: list[bytes | Region]) -> None:
         for part in parts:
-            if isinstance(part, Region):
+            if isinstance(part, Region) and self.secure is not None:
+                await tls.send_region(self.secure, part)  # no sendfile through TLS
+            elif isinstance(part, Region):
                 await self._sendfile(part)
             elif part:
                 await self.stream.send_all(part)
 
     async def _sendfile(self, region: Region) -> None:
         """The region's bytes from the page cache to the socket, never through Python."""
-        sock = self.stream.socket
+        sock = self.socket
         position, left = region.position, region.size
         while left:
             try:

@@ -32,6 +32,7 @@ from ..kafka import (
     check_exposure,
     parse_listen,
     read_credentials,
+    server_context,
 )
 from .cleaning import Cleaner
 from .flusher import Flusher
@@ -87,11 +88,21 @@ def kafka_listener(
             max_request_bytes=settings.get("kafka.max.request.bytes", MAX_REQUEST_BYTES),
             request_timeout=settings.get("kafka.request.timeout.ms", REQUEST_TIMEOUT * 1000) / 1000,
             max_connections=settings.get("kafka.max.connections", MAX_CONNECTIONS),
+            ssl_context=_ssl_context(settings),
         )
         listener.bind()
     except (ValueError, OSError) as e:
         raise LogfsError(f"kafka={options.kafka}: {getattr(e, 'strerror', None) or e}") from None
     return listener
+
+
+def _ssl_context(settings):
+    """The TLS context the ``kafka.ssl.*`` options ask for, or None (plaintext)."""
+    if "kafka.ssl.certfile" not in settings:
+        if "kafka.ssl.keyfile" in settings:
+            raise LogfsError("kafka.ssl.keyfile needs kafka.ssl.certfile (the certificate chain)")
+        return None
+    return server_context(settings["kafka.ssl.certfile"], settings.get("kafka.ssl.keyfile"))
 
 
 def address_of(listener: Listener | None) -> str | None:

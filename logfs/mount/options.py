@@ -49,6 +49,8 @@ KAFKA_OPTIONS = {
     "kafka.auto.create.topics": "bool",
     "kafka.allow.anonymous": "bool",
     "kafka.sasl.users": "path",
+    "kafka.ssl.certfile": "path",
+    "kafka.ssl.keyfile": "path",
 }
 
 

@@ -1,0 +1,65 @@
+"""TLS on the listener (Kafka's SSL and SASL_SSL listeners): the server's
+context from PEM files, and a Fetch answer's record bytes through the TLS
+stream.
+
+Under TLS the record bytes must be encrypted in user space, so they cannot go
+by ``sendfile`` (Kafka loses zero copy under TLS too): they are read from the
+segment file with ``os.pread`` in chunks of `CHUNK` bytes and written to the
+stream, so an answer never sits in memory whole.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+
+import trio
+
+from ..core.errors import LogfsError
+from .protocol import Region
+
+CHUNK = 256 * 1024  # record bytes read and encrypted at a time
+
+
+def server_context(certfile: str, keyfile: str | None = None) -> ssl.SSLContext:
+    """A server-side TLS 1.2+ context with the certificate chain in ``certfile``
+    and its private key in ``keyfile`` (or in ``certfile`` too), both PEM.
+
+    Raises:
+        LogfsError: a file missing or unreadable, not PEM, a key that does not
+            match the certificate, or a key protected by a passphrase.
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+
+    def no_passphrase() -> bytes:
+        # Without this, OpenSSL would ask for the passphrase on the terminal.
+        raise LogfsError(f"{keyfile or certfile}: the private key is protected by a passphrase")
+
+    try:
+        context.load_cert_chain(certfile, keyfile, password=no_passphrase)
+    except ssl.SSLError as e:
+        raise LogfsError(
+            f"{certfile}{', ' + keyfile if keyfile else ''}: not a PEM certificate chain "
+            f"and its private key ({e.reason or e})"
+        ) from None
+    except OSError as e:
+        raise LogfsError(f"{e.filename or certfile}: {e.strerror}") from None
+    return context
+
+
+async def send_region(stream: trio.abc.SendStream, region: Region) -> None:
+    """The region's bytes to ``stream``, `CHUNK` bytes at a time.
+
+    Raises:
+        trio.BrokenResourceError: the file ended before the region did
+            (retention removed the segment's bytes): the frame cannot be finished.
+    """
+    position, left = region.position, region.size
+    while left:
+        chunk = os.pread(region.fd, min(CHUNK, left), position)
+        if not chunk:
+            raise trio.BrokenResourceError("the segment file ended early")
+        await stream.send_all(chunk)
+        position += len(chunk)
+        left -= len(chunk)
