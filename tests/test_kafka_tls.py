@@ -15,7 +15,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from kafka_helpers import LOGFS, Served, call, closed, encode_request, receive_frame, stored
+from kafka_helpers import (
+    LOGFS,
+    Served,
+    call,
+    closed,
+    encode_request,
+    mounted,
+    receive_frame,
+    stored,
+)
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
@@ -40,8 +49,12 @@ def pki(tmp_path_factory) -> SimpleNamespace:
             "server.csr", "-subj", "/CN=localhost", cwd=d)  # fmt: skip
     (d / "san.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.cnf", cwd=d)  # fmt: skip
+            "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.cnf",
+            cwd=d)  # fmt: skip
     (d / "server.key").chmod(0o600)
+    openssl("rsa", "-in", "server.key", "-aes256", "-passout", "pass:secret", "-out",
+            "locked.key", cwd=d)  # fmt: skip
+    openssl("genpkey", "-algorithm", "RSA", "-out", "other.key", cwd=d)
     return SimpleNamespace(ca=d / "ca.pem", cert=d / "server.pem", key=d / "server.key", dir=d)
 
 
@@ -162,7 +175,11 @@ def test_clients_that_do_not_speak_tls_are_closed_alone(tmp_path, pki):
             t = load_request_schema(API_VERSIONS, 3)
             plaintext = encode_request(API_VERSIONS, 3, t(client_software_name="x",
                                                           client_software_version="1"))  # fmt: skip
-            for first_bytes in (plaintext, b"\x16\x03\x01\x00\x05garbage" * 100, b"GET / HTTP/1.0\r\n\r\n"):
+            for first_bytes in (
+                plaintext,
+                b"\x16\x03\x01\x00\x05garbage" * 100,
+                b"GET / HTTP/1.0\r\n\r\n",
+            ):
                 with socket.create_connection(served.address, timeout=30) as bad:
                     bad.sendall(first_bytes)
                     assert closed(bad)
@@ -179,6 +196,39 @@ def test_clients_that_do_not_speak_tls_are_closed_alone(tmp_path, pki):
         assert served.alive()
         log = served.output()
     assert "Traceback" not in log and "TLS handshake" in log
+
+
+def test_tls_files_that_cannot_be_used_fail_the_start(tmp_path, pki):
+    cases = {
+        f"kafka.ssl.certfile={pki.cert},kafka.ssl.keyfile={pki.dir / 'locked.key'}": "passphrase",
+        f"kafka.ssl.certfile={pki.cert},kafka.ssl.keyfile={pki.dir / 'other.key'}": "not match",
+        f"kafka.ssl.certfile={pki.cert}": "not a PEM certificate chain and its private key",
+        f"kafka.ssl.certfile={tmp_path / 'missing.pem'}": "No such file",
+        f"kafka.ssl.keyfile={pki.key}": "needs kafka.ssl.certfile",
+    }
+    for options, message in cases.items():
+        done = subprocess.run(
+            [*LOGFS, "serve", str(tmp_path / "data"), "--listen", "127.0.0.1:0", "-o", options],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 1 and message in done.stderr, (options, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_a_mount_serves_tls_beside_its_files(tmp_path, pki):
+    """kcat over TLS to a mount's listener: the records are in ``stream`` and
+    ``offset/<n>`` at once, and a line appended through the mount is fetched."""
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    with mounted(data, mnt, *tls_options(pki)) as (daemon, address):
+        ssl_args = ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={pki.ca}"]
+        out = kcat("-b", address, *ssl_args, "-P", "-t", "both", input=b"over tls\n")
+        assert out.returncode == 0, out.stderr
+        assert (mnt / "both/0/offset/0").read_bytes() == b"over tls"
+        with open(mnt / "both/0/append", "ab") as f:
+            f.write(b"through the mount\n")
+        out = kcat("-b", address, *ssl_args, "-C", "-t", "both", "-e", "-f", "%o %s\\n")
+        assert out.stdout == b"0 over tls\n1 through the mount\n", out.stderr
+        assert (mnt / "both/0/stream").read_bytes() == b"over tls\nthrough the mount\n"
 
 
 def rss_kib(pid: int, field: str) -> int:

@@ -58,7 +58,9 @@ class Credentials:
     def __init__(self, passwords: dict[str, str]) -> None:
         self.passwords = passwords
         self.scram = {
-            mechanism: {user: scram.derive(password, mechanism) for user, password in passwords.items()}
+            mechanism: {
+                user: scram.derive(password, mechanism) for user, password in passwords.items()
+            }
             for mechanism in scram.HASHES
         }
         self._secret = os.urandom(32)  # the salts of users that do not exist

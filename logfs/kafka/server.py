@@ -233,7 +233,11 @@ class Connection:
             refused = None
             if request.api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) and request.body is not None:
                 reply, refused = self._sasl(request)
-            elif self.credentials is not None and self.user is None and request.api_key != API_VERSIONS:
+            elif (
+                self.credentials is not None
+                and self.user is None
+                and request.api_key != API_VERSIONS
+            ):
                 raise BadRequest(f"request {request.api_key} before SASL authentication")
             else:
                 client = Client(*self.advertised, self.user)

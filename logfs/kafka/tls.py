@@ -39,6 +39,10 @@ def server_context(certfile: str, keyfile: str | None = None) -> ssl.SSLContext:
     try:
         context.load_cert_chain(certfile, keyfile, password=no_passphrase)
     except ssl.SSLError as e:
+        if e.reason == "KEY_VALUES_MISMATCH":
+            raise LogfsError(
+                f"{keyfile or certfile}: the key does not match the certificate"
+            ) from None
         raise LogfsError(
             f"{certfile}{', ' + keyfile if keyfile else ''}: not a PEM certificate chain "
             f"and its private key ({e.reason or e})"
