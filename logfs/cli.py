@@ -262,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--listen", required=True, metavar="[HOST:]PORT",
                    help="where to listen (without HOST: loopback only)")  # fmt: skip
     p.add_argument("-o", dest="options", action="append", metavar="KEY=VALUE,...",
-                   help="mount options that apply (partitions=, ro, topic defaults)")  # fmt: skip
+                   help="mount options that apply (partitions=, ro, topic defaults, "
+                        "kafka.*: bounds, SASL, TLS)")  # fmt: skip
 
     p = command(
         "create",

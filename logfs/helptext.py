@@ -28,6 +28,10 @@ MOUNT_EPILOG = """mount options (-o, comma-separated or repeated):
   log=PATH                    the detached daemon's log file (default DATA/logfs.log)
   kafka=[HOST:]PORT           also serve Kafka's wire protocol there (no HOST: loopback only;
                               kafka.* options and everything else in docs/kafka.md)
+  kafka.ssl.certfile=PEM, kafka.ssl.keyfile=PEM
+                              the listener speaks only TLS, with this certificate chain and key
+  kafka.sasl.users=FILE       clients authenticate (SASL PLAIN, SCRAM-SHA-256/512);
+                              FILE has user:password lines
   log.retention.check.interval.ms=N          how often retention runs (ms, default 300000)
   log.flush.offset.checkpoint.interval.ms=N  how often checkpoints are written (ms, 60000)
   log.cleaner.backoff.ms=N                   how often the cleaner looks for work (ms, 15000)
@@ -50,6 +54,8 @@ EXAMPLES = {
         "examples:\n"
         "  logfs serve /srv/logfs/data --listen 9092            loopback only\n"
         "  logfs serve /srv/logfs/data --listen 127.0.0.1:9092 -o partitions=3\n"
+        "  logfs serve /srv/logfs/data --listen 0.0.0.0:9093 -o kafka.sasl.users=USERS \\\n"
+        "      -o kafka.ssl.certfile=CERT.pem,kafka.ssl.keyfile=KEY.pem   SASL_SSL\n"
         "docs/kafka.md tells what is served."
     ),
     "umount": "examples:\n  logfs umount /mnt/logs",
