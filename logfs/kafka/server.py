@@ -282,7 +282,8 @@ class Connection:
         view, got = memoryview(data), 0
         while got < n:
             if self.secure is not None:
-                chunk = await self.secure.receive_some(n - got)
+                # Bounded: the TLS layer allocates what is asked for, per read.
+                chunk = await self.secure.receive_some(min(n - got, tls.CHUNK))
                 count = len(chunk)
                 view[got : got + count] = chunk
             else:
