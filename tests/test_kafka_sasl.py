@@ -12,6 +12,8 @@ import struct
 import subprocess
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka_helpers import LOGFS, Served, call, closed, connect, receive_frame, stored
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
@@ -193,6 +195,23 @@ def test_scram_sha_256_computation_matches_rfc_7677():
     exchange.step(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
     with pytest.raises(Failed, match="invalid credentials"):
         exchange.step(final.replace(b"p=dHzb", b"p=dHzc"))
+    assert exchange.user is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=st.binary(max_size=200), final=st.binary(max_size=300))
+def test_scram_refuses_any_bytes_with_failed_only(first, final):
+    """Whatever a client sends, the exchange answers or raises Failed, and
+    never authenticates without the proof."""
+    from logfs.kafka.scram import Failed, ScramServer, derive
+
+    keys = derive("pencil", "SCRAM-SHA-512", b"salt" * 4)
+    exchange = ScramServer("SCRAM-SHA-512", lambda user: keys)
+    for message in (b"n,,n=user,r=abc" if first[:1] == b"!" else first, final):
+        try:
+            exchange.step(message)
+        except Failed:
+            break
     assert exchange.user is None
 
 

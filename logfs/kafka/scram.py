@@ -93,11 +93,12 @@ class ScramServer:
             text = message.decode()
         except UnicodeDecodeError:
             raise Failed("a SCRAM message that is not UTF-8") from None
-        if self._state == "first":
+        state, self._state = self._state, "ended"  # a failed step ends the exchange
+        if state == "first":
+            answer = self._first(text)
             self._state = "final"
-            return self._first(text).encode()
-        if self._state == "final":
-            self._state = "done"
+            return answer.encode()
+        if state == "final":
             return self._final(text).encode()
         raise Failed("a SCRAM message after the exchange ended")
 
