@@ -136,7 +136,7 @@ def test_kafka_python_and_confluent_kafka_over_tls(tmp_path, pki):
     assert fetched == [(r.offset, r.key, r.value) for r in records]
 
 
-def test_sasl_ssl_with_plain(tmp_path, pki):
+def test_sasl_ssl_with_plain_and_scram(tmp_path, pki):
     from kafka import KafkaProducer
 
     data = tmp_path / "data"
@@ -149,20 +149,21 @@ def test_sasl_ssl_with_plain(tmp_path, pki):
         out = kcat("-b", served.bootstrap, *sasl_ssl, "-X", "sasl.password=over tls",
                    "-P", "-t", "private", input=b"by kcat\n")  # fmt: skip
         assert out.returncode == 0, out.stderr
-        producer = KafkaProducer(
-            bootstrap_servers=served.bootstrap, security_protocol="SASL_SSL",
-            ssl_cafile=str(pki.ca), sasl_mechanism="PLAIN", sasl_plain_username="root",
-            sasl_plain_password="over tls",
-        )  # fmt: skip
-        producer.send("private", value=b"by kafka-python").get(timeout=30)
-        producer.close()
+        for mechanism in ("PLAIN", "SCRAM-SHA-512"):
+            producer = KafkaProducer(
+                bootstrap_servers=served.bootstrap, security_protocol="SASL_SSL",
+                ssl_cafile=str(pki.ca), sasl_mechanism=mechanism, sasl_plain_username="root",
+                sasl_plain_password="over tls",
+            )  # fmt: skip
+            producer.send("private", value=mechanism.encode()).get(timeout=30)
+            producer.close()
         out = kcat("-b", served.bootstrap, *sasl_ssl, "-X", "sasl.password=wrong",
                    "-L", "-m", "3")  # fmt: skip
         assert out.returncode != 0 and b"authentication failed" in out.stderr
         out = kcat("-b", served.bootstrap, *sasl_ssl, "-X", "sasl.password=over tls",
                    "-C", "-t", "private", "-e", "-f", "%s\\n")  # fmt: skip
-        assert out.stdout == b"by kcat\nby kafka-python\n", out.stderr
-    assert [r.value for r in stored(data, "private")] == [b"by kcat", b"by kafka-python"]
+        assert out.stdout == b"by kcat\nPLAIN\nSCRAM-SHA-512\n", out.stderr
+    assert [r.value for r in stored(data, "private")] == [b"by kcat", b"PLAIN", b"SCRAM-SHA-512"]
 
 
 def test_clients_that_do_not_speak_tls_are_closed_alone(tmp_path, pki):
