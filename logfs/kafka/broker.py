@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable
+import weakref
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
-from ..core.log import Store
+from ..core.log import Log, Store
 from . import admin, fetch, group_api, metadata, offsets, produce, producers, protocol
 from .access import Access, Client
 from .groups import Coordinator
@@ -53,6 +54,11 @@ class Broker:
             (the mount forgets the topic's inodes, as after ``rmdir``).
         users: SASL/PLAIN credentials (sasl.py); None serves clients unauthenticated.
         access: the owner, group and modes topics have, for authenticated clients.
+        acks_all_fsync: answer an acks=-1 Produce once the partitions it appended
+            to are fsynced (``kafka.acks.all.fsync``), not once appended.
+        sync: makes a log durable up to its end with the fsyncs in a worker
+            thread; the mount's flusher's (`Flusher.flush_log`), which
+            serializes them with its own flushes. Without it, `flush_log`.
     """
 
     def __init__(
@@ -65,6 +71,8 @@ class Broker:
         topic_deleted: Callable[[str], None] | None = None,
         users: dict[str, str] | None = None,
         access: Access | None = None,
+        acks_all_fsync: bool = False,
+        sync: Callable[[Log], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.partitions = partitions
@@ -73,6 +81,9 @@ class Broker:
         self.topic_deleted = topic_deleted
         self.users = users
         self.access = access
+        self.acks_all_fsync = acks_all_fsync
+        self.sync = sync or self.flush_log
+        self._flush_locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.producers = producers.Producers()
         self.groups = Coordinator(store)
         self.appended = trio.Event()  # set (and replaced) by every produce: wakes fetchers
@@ -81,6 +92,20 @@ class Broker:
         """Wake the fetchers waiting for records."""
         self.appended.set()
         self.appended = trio.Event()
+
+    async def flush_log(self, log: Log) -> None:
+        """fsync what ``log`` holds (in a worker thread; the log is touched only
+        here, on the loop) and advance its recovery point. Flushes of one log
+        are serialized, so a flush never completes before an earlier one.
+
+        Raises:
+            OSError: the fsync failed (the partition is offline now).
+            LogfsError: the partition is offline.
+        """
+        async with self._flush_locks.setdefault(log, trio.Lock()):
+            ticket = log.prepare_flush()
+            await trio.to_thread.run_sync(ticket.sync)
+            log.complete_flush(ticket)
 
     def allows(self, client: Client, want: str) -> bool:
         """Whether ``client``'s principal may ``want`` (access.py) on topics."""

@@ -5,13 +5,23 @@ partition.
 
 acks=0 is never answered (Kafka's rule); acks=1 and acks=-1 are answered once
 the batches are in the segment file (this node is the whole in-sync replica
-set), so a daemon killed after the answer loses nothing it acknowledged.
+set), so a daemon killed after the answer loses nothing it acknowledged. With
+the broker's ``acks_all_fsync`` (``-o kafka.acks.all.fsync=true``) an acks=-1
+request is answered once the partitions it appended to are fsynced too, so a
+power failure after the answer loses nothing it acknowledged either; the
+fsyncs run in a worker thread (`Broker.sync`), never on the event loop.
+
+The success path does no more than the append needs: the batches are cut by
+their length fields and handed to the log as they are; only batches that
+carry a producer id have their headers read for the idempotence checks.
 """
 
 from __future__ import annotations
 
+import trio
+
 from ..core.errors import InvalidBatchError, LogfsError
-from ..core.format import decode_records, read_header, split_batches
+from ..core.format import decode_records, producer_id, read_header, split_batches
 from .access import WRITE, require
 from .codes import NO_THROTTLE, error_code
 from .group_log import INTERNAL_TOPICS
@@ -27,14 +37,14 @@ def _keyless(batches) -> bool:
         return False
 
 
-def _append(
-    broker, client, topic: str, partition: int, records: bytes | None
-) -> tuple[int, int, str | None]:
-    """(error code, base offset, message) of one partition's append. Retried
-    batches of an idempotent producer are acknowledged, not appended again."""
+def _append(broker, client, topic: str, partition: int, records: bytes | None):
+    """(error code, base offset, message, the log appended to or None) of one
+    partition's append. Retried batches of an idempotent producer are
+    acknowledged, not appended again."""
     log, batches = None, []
     if topic in INTERNAL_TOPICS:  # only the group coordinator writes there (Kafka's rule)
-        return ErrorCode.invalid_topic_exception, -1, f"cannot append to internal topic {topic}"
+        message = f"cannot append to internal topic {topic}"
+        return ErrorCode.invalid_topic_exception, -1, message, None
     try:
         require(broker, client, WRITE, topic)
         log = broker.store.log(topic, partition)
@@ -43,57 +53,102 @@ def _append(
         batches, used = split_batches(records)
         if used != len(records):
             raise InvalidBatchError(f"{len(records) - used} bytes after the last whole batch")
-        headers = [read_header(batch) for batch in batches]
-        known = [broker.producers.check(log, header) for header in headers]
-        fresh = [(b, h) for b, h, k in zip(batches, headers, known, strict=True) if k is None]
-        base = log.append_batches([b for b, _ in fresh]) if fresh else None
-        offset = base
-        for _, header in fresh:
-            broker.producers.appended(log, header, offset)
-            offset += header.last_offset_delta + 1
-        return ErrorCode.none, base if known[0] is None else known[0], None
+        if all(producer_id(batch) < 0 for batch in batches):  # no idempotence: append as is
+            return ErrorCode.none, log.append_batches(batches), None, log
+        return ErrorCode.none, _append_idempotent(broker.producers, log, batches), None, log
     except SequenceError as e:
-        return e.code, -1, str(e)
+        return e.code, -1, str(e), None
     except InvalidBatchError as e:
         code = error_code(e)
         if log is not None and log.config.compact and _keyless(batches):
             code = ErrorCode.invalid_record  # Kafka's answer to a keyless compacted record
-        return code, -1, str(e).splitlines()[0]
+        return code, -1, str(e).splitlines()[0], None
     except (LogfsError, OSError) as e:
-        return error_code(e), -1, str(e).splitlines()[0] if str(e) else None
+        return error_code(e), -1, str(e).splitlines()[0] if str(e) else None, None
+
+
+def _append_idempotent(producers, log, batches) -> int:
+    """Append the batches an idempotent producer has not appended yet; the
+    offset of the first batch (the one it got the first time, for a retry).
+
+    Raises:
+        SequenceError: a batch's epoch is fenced or its sequence out of order.
+    """
+    headers = [read_header(batch) for batch in batches]
+    known = [producers.check(log, header) for header in headers]
+    fresh = [(b, h) for b, h, k in zip(batches, headers, known, strict=True) if k is None]
+    base = log.append_batches([b for b, _ in fresh]) if fresh else None
+    offset = base
+    for _, header in fresh:
+        producers.appended(log, header, offset)
+        offset += header.last_offset_delta + 1
+    return base if known[0] is None else known[0]
 
 
 def produce(broker, request, advertised):
+    """The ProduceResponse; a coroutine giving it when the answer waits for fsyncs."""
     body = request.body
-    m = schema(PRODUCE, request.version)
-    store = broker.store
-    topics = []
-    appended = False
+    answers = []  # per topic: (name, [[index, code, base offset, message, log], ...])
+    appended = {}  # log -> its end offset once the request's batches are in it
     for topic in body.topic_data:
         partitions = []
         for data in topic.partition_data:
-            code, base, message = _append(broker, advertised, topic.name, data.index, data.records)
-            appended |= code == ErrorCode.none
-            log_start = -1
-            if code == ErrorCode.none:
-                log_start = store.log(topic.name, data.index).log_start_offset
-            partitions.append(
-                make(
-                    m.PartitionProduceResponse,
-                    index=data.index,
-                    error_code=code,
-                    base_offset=base,
-                    log_append_time=None,
-                    log_start_offset=log_start,
-                    record_errors=(),
-                    error_message=message,
-                )
+            code, base, message, log = _append(
+                broker, advertised, topic.name, data.index, data.records
             )
-        topics.append(
-            make(m.TopicProduceResponse, name=topic.name, partition_responses=tuple(partitions))
-        )
+            if log is not None:
+                appended[log] = log.next_offset
+            partitions.append([data.index, code, base, message, log])
+        answers.append((topic.name, partitions))
     if appended:
         broker.notify_appended()
     if body.acks == 0:
         return None
+    if body.acks == -1 and broker.acks_all_fsync and appended:
+        return _after_fsync(broker, request, answers, appended)
+    return _response(request, answers)
+
+
+async def _after_fsync(broker, request, answers, appended):
+    """The response once every partition appended to is durable up to what
+    this request appended; a partition whose fsync failed answers its error
+    (it is offline now: `KAFKA_STORAGE_ERROR`)."""
+    failed: dict[object, Exception] = {}
+
+    async def sync(log, end: int) -> None:
+        try:
+            if log.recovery_point < end:  # a concurrent flush may have covered it already
+                await broker.sync(log)
+        except (LogfsError, OSError) as e:
+            failed[log] = e
+
+    async with trio.open_nursery() as nursery:
+        for log, end in appended.items():
+            nursery.start_soon(sync, log, end)
+    for _, partitions in answers:
+        for answer in partitions:
+            error = failed.get(answer[4])
+            if error is not None:
+                answer[1:4] = error_code(error), -1, str(error).splitlines()[0] or None
+    return _response(request, answers)
+
+
+def _response(request, answers):
+    m = schema(PRODUCE, request.version)
+    topics = []
+    for name, partitions in answers:
+        responses = tuple(
+            make(
+                m.PartitionProduceResponse,
+                index=index,
+                error_code=code,
+                base_offset=base,
+                log_append_time=None,
+                log_start_offset=-1 if log is None else log.log_start_offset,
+                record_errors=(),
+                error_message=message,
+            )
+            for index, code, base, message, log in partitions
+        )
+        topics.append(make(m.TopicProduceResponse, name=name, partition_responses=responses))
     return make(m.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)

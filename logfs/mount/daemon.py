@@ -108,7 +108,9 @@ def serve(
     if ops.buffered is not None:
         ops.buffered.mountpoint = real_mountpoint
     try:
-        listener = kafka_listener(store, options, ops.ready, ops.view.forget_topic)
+        listener = kafka_listener(
+            store, options, ops.ready, ops.view.forget_topic, flusher.flush_log
+        )
         if listener is not None:  # one coordinator: the mount's groups/ files and the listener's
             ops.view.groups = listener.broker.groups
         pyfuse3.init(ops, mountpoint, fuse_options)

@@ -15,13 +15,13 @@ import os
 import signal
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
 from ..core.client import mountinfo
 from ..core.errors import LogfsError
-from ..core.log import Store
+from ..core.log import Log, Store
 from ..kafka import (
     MAX_CONNECTIONS,
     MAX_REQUEST_BYTES,
@@ -46,10 +46,11 @@ def kafka_listener(
     options: MountOptions,
     ready: trio.Event | None = None,
     topic_deleted: Callable[[str], None] | None = None,
+    sync: Callable[[Log], Awaitable[None]] | None = None,
 ) -> Listener | None:
     """The bound listener ``options`` ask for, or None. Binding now makes a taken
-    port fail the mount before it is made. ``ready`` and ``topic_deleted``: see
-    `Broker`.
+    port fail the mount before it is made. ``ready``, ``topic_deleted`` and
+    ``sync`` (the flusher's `Flusher.flush_log`): see `Broker`.
 
     Raises:
         LogfsError: the address is not [HOST:]PORT or cannot be bound.
@@ -80,6 +81,8 @@ def kafka_listener(
             topic_deleted=topic_deleted,
             users=users,
             access=access,
+            acks_all_fsync=settings.get("kafka.acks.all.fsync", False),
+            sync=sync,
         )
         listener = Listener(
             broker,
@@ -130,8 +133,10 @@ def serve(data: str, listen: str, options: dict[str, str | None]) -> int:
         if not opts.read_only:
             teardown.callback(store.checkpoint)
             teardown.callback(store.flush)
+        flusher = None if opts.read_only else Flusher(store, **opts.tasks["flusher"])
         try:
-            listener = kafka_listener(store, opts)
+            sync = None if flusher is None else flusher.flush_log
+            listener = kafka_listener(store, opts, sync=sync)
         except LogfsError as e:
             print(f"logfs serve: {e}", file=sys.stderr)
             return 1
@@ -142,7 +147,7 @@ def serve(data: str, listen: str, options: dict[str, str | None]) -> int:
             )  # fmt: skip
             teardown.callback(_remove_record, data)
         print(f"serving {data} on {address_of(listener)}", flush=True)
-        trio.run(_run, store, opts, listener)
+        trio.run(_run, store, opts, listener, flusher)
     return 0
 
 
@@ -151,11 +156,13 @@ def _remove_record(data: str) -> None:
         mountinfo.remove_record(data)
 
 
-async def _run(store: Store, options: MountOptions, listener: Listener) -> None:
+async def _run(
+    store: Store, options: MountOptions, listener: Listener, flusher: Flusher | None
+) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            if not options.read_only:
-                await nursery.start(Flusher(store, **options.tasks["flusher"]).run)
+            if flusher is not None:
+                await nursery.start(flusher.run)
                 await nursery.start(Cleaner(store, **options.tasks["cleaner"]).run)
             await nursery.start(listener.run)
             async for signum in signals:

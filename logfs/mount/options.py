@@ -51,6 +51,7 @@ KAFKA_OPTIONS = {
     "kafka.sasl.users": "path",
     "kafka.ssl.certfile": "path",
     "kafka.ssl.keyfile": "path",
+    "kafka.acks.all.fsync": "bool",
 }
 
 

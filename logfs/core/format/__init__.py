@@ -8,7 +8,7 @@ from ._codec import gather, line_lengths
 from .batching import BatchInfo, max_record_bytes
 from .columnar import decode
 from .decoding import decode_records
-from .record import BatchHeader, Record, read_header
+from .record import BatchHeader, Record, producer_id, read_header
 from .validate import split_batches
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "gather",
     "line_lengths",
     "max_record_bytes",
+    "producer_id",
     "read_header",
     "split_batches",
 ]

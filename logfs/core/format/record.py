@@ -78,6 +78,8 @@ LOG_OVERHEAD = _offset_of("partition_leader_epoch")  # base offset + batch lengt
 MAGIC_OFFSET = _offset_of("magic")
 CRC_OFFSET = _offset_of("crc")
 ATTRIBUTES_OFFSET = _offset_of("attributes")
+PRODUCER_ID_OFFSET = _offset_of("producer_id")
+_PRODUCER_ID = struct.Struct(">q")
 HEADER_SIZE = HEADER.size
 
 CODEC_MASK = 0x07
@@ -147,6 +149,12 @@ class BatchHeader(NamedTuple):
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_BIT)
+
+
+def producer_id(batch: bytes | memoryview) -> int:
+    """The producer id of a batch at least `HEADER_SIZE` long (-1: not idempotent),
+    without parsing the rest of its header."""
+    return _PRODUCER_ID.unpack_from(batch, PRODUCER_ID_OFFSET)[0]
 
 
 def read_header(buf: bytes | memoryview, pos: int = 0, position: int | None = None) -> BatchHeader:
