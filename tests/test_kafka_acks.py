@@ -43,6 +43,7 @@ def run_until_power_fails(live, *, fsync_option: bool, acks: int, seed: int):
     acked: dict[int, dict[bytes, int]] = {0: {}, 1: {}}
     client = Client("127.0.0.1", 9092, None)
     after = live.parent / "after"
+    failed = threading.Event()
 
     async def producer(broker, name: str, partition: int) -> None:
         for n in range(10**6):
@@ -50,6 +51,8 @@ def run_until_power_fails(live, *, fsync_option: bool, acks: int, seed: int):
             body = produce_request("t", {partition: batch(values)}, acks=acks)
             request = read_request(memoryview(encode_request(PRODUCE, 9, body)[4:]))
             reply = await broker.handle(request, client)
+            if failed.is_set():
+                return  # answered after the power failed: acknowledged to nobody
             [answer] = reply.body.responses[0].partition_responses
             assert answer.error_code == 0
             for i, value in enumerate(values):
@@ -67,6 +70,7 @@ def run_until_power_fails(live, *, fsync_option: bool, acks: int, seed: int):
                     nursery.start_soon(producer, broker, name, partition)
                 await trio.sleep(rng.uniform(0.3, 0.6))
                 # the power fails: answers given until now are what was acknowledged
+                failed.set()
                 image.crash(after, rng, rng.choice(("clean", "partial", "zeros", "garbage")))
                 nursery.cancel_scope.cancel()
 

@@ -117,8 +117,8 @@ class Broker:
         Raises:
             BadRequest: an API Kafka's schemas do not know (nothing can answer it).
         """
-        if self.ready is not None:
-            await self.ready.wait()
+        if self.ready is not None and not self.ready.is_set():
+            await self.ready.wait()  # (once set, waiting would still yield to the loop)
         if request.body is None:
             body = protocol.unsupported(request.api_key, request.version)
             if request.api_key == protocol.API_VERSIONS:

@@ -12,8 +12,10 @@ power failure after the answer loses nothing it acknowledged either; the
 fsyncs run in a worker thread (`Broker.sync`), never on the event loop.
 
 The success path does no more than the append needs: the batches are cut by
-their length fields and handed to the log as they are; only batches that
-carry a producer id have their headers read for the idempotence checks.
+their length fields and handed to the log in the request's own buffer (the
+records are views of the received frame, protocol.py), which the log checks
+and patches in place instead of copying; only batches that carry a producer
+id have their headers read for the idempotence checks.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import trio
 
 from ..core.errors import InvalidBatchError, LogfsError
-from ..core.format import decode_records, producer_id, read_header, split_batches
+from ..core.format import decode_records, idempotent, read_header, split_batches
 from .access import WRITE, require
 from .codes import NO_THROTTLE, error_code
 from .group_log import INTERNAL_TOPICS
@@ -53,8 +55,11 @@ def _append(broker, client, topic: str, partition: int, records: bytes | None):
         batches, used = split_batches(records)
         if used != len(records):
             raise InvalidBatchError(f"{len(records) - used} bytes after the last whole batch")
-        if all(producer_id(batch) < 0 for batch in batches):  # no idempotence: append as is
-            return ErrorCode.none, log.append_batches(batches), None, log
+        if not idempotent(batches):  # append as they are
+            # the request's own bytes (views of the received frame, protocol.py) are
+            # appended where they arrived, without a copy, when they are writable
+            own = isinstance(records, memoryview) and not records.readonly
+            return ErrorCode.none, log.append_batches(batches, records if own else None), None, log
         return ErrorCode.none, _append_idempotent(broker.producers, log, batches), None, log
     except SequenceError as e:
         return e.code, -1, str(e), None

@@ -12,13 +12,17 @@ API and version (when Kafka's schemas know it) whose error codes are all
 
 Records in a Fetch response are not serialized here: `encode_response`
 writes a marker where a partition's records go and `Reply.parts` splits the
-frame there, so the server sends those bytes from the segment file.
+frame there, so the server sends those bytes from the segment file. Records
+in a Produce request are not copied either: `read_request` reads them as
+views of the frame (writable when the frame's buffer is), so the log checks
+and appends them where they arrived.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import io
 import os
 import struct
@@ -27,6 +31,7 @@ import typing
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from kio._kio_native import get_field_reader  # what kio.serial.entity_reader uses (kio<0.7)
 from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
@@ -34,6 +39,12 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
+from kio.serial.readers import (
+    compact_array_reader,
+    legacy_array_reader,
+    read_int32,
+    read_unsigned_varint,
+)
 from kio.static.constants import EntityType
 
 __all__ = ["ErrorCode", "SERVED"]
@@ -95,11 +106,82 @@ class Request(NamedTuple):
     body: Any
 
 
-def _read(entity_type, frame: bytes | memoryview, offset: int):
+def _read(entity_type, frame: bytes | memoryview, offset: int, reader=None):
     try:
-        return entity_reader(entity_type)(frame, offset)
+        return (reader or entity_reader(entity_type))(frame, offset)
     except Exception as e:  # noqa: BLE001 - any parse failure is the client's bad frame
         raise BadRequest(f"cannot parse {entity_type.__name__}: {e}") from None
+
+
+@functools.cache
+def records_as_views(entity_type: type):
+    """A reader of ``entity_type`` that builds the same kio message as kio's own
+    reader, except that ``records`` fields are views of the frame instead of
+    copies (writable when the frame is a read-only view of a writable buffer,
+    as the server's frames are). Every other field is read by kio's field
+    readers; arrays of messages recurse; a flexible message's tagged fields
+    (Produce defines none) are skipped, as Kafka skips unknown ones."""
+    flexible = entity_type.__flexible__
+    steps = []
+    for f in dataclasses.fields(entity_type):
+        kafka_type = f.metadata.get("kafka_type")
+        if "tag" in f.metadata:
+            raise TypeError(f"{entity_type.__name__}.{f.name}: tagged fields are read by kio")
+        if kafka_type == "records":
+            steps.append((f.name, _records_view if flexible else _legacy_records_view))
+        elif kafka_type is None:  # an array of messages
+            (item, _) = typing.get_args(f.type)
+            array = compact_array_reader if flexible else legacy_array_reader
+            steps.append((f.name, array(records_as_views(item))))
+        else:
+            steps.append((f.name, get_field_reader(entity_type, f, False, False)))
+
+    def read(frame: memoryview, offset: int) -> tuple[Any, int]:
+        start, values = offset, {}
+        for name, reader in steps:
+            values[name], size = reader(frame, offset)
+            offset += size
+        if flexible:
+            offset = _skip_tagged_fields(frame, offset)
+        return entity_type(**values), offset - start
+
+    return read
+
+
+def _legacy_records_view(frame: memoryview, offset: int) -> tuple[memoryview | None, int]:
+    size, used = read_int32(frame, offset)
+    return _view(frame, offset + used, size), used + max(size, 0)
+
+
+def _records_view(frame: memoryview, offset: int) -> tuple[memoryview | None, int]:
+    size, used = read_unsigned_varint(frame, offset)  # compact: length + 1, 0 for null
+    return _view(frame, offset + used, size - 1), used + max(size - 1, 0)
+
+
+def _view(frame: memoryview, start: int, size: int) -> memoryview | None:
+    if size < 0:
+        return None
+    if start + size > len(frame):
+        raise ValueError(f"records of {size} bytes at {start} run past the frame's end")
+    buffer = getattr(frame, "obj", None)
+    if isinstance(buffer, bytearray) and len(buffer) == len(frame):
+        return memoryview(buffer)[start : start + size]  # the frame's own, writable
+    return memoryview(frame)[start : start + size]
+
+
+def _skip_tagged_fields(frame: memoryview, offset: int) -> int:
+    count, used = read_unsigned_varint(frame, offset)
+    offset += used
+    for _ in range(count):
+        _, used = read_unsigned_varint(frame, offset)  # the tag
+        size, size_used = read_unsigned_varint(frame, offset + used)
+        offset += used + size_used + size
+    if offset > len(frame):
+        raise ValueError("tagged fields run past the frame's end")
+    return offset
+
+
+_request_type = functools.cache(load_request_schema)  # kio resolves a module path per call
 
 
 def read_request(frame: bytes) -> Request:
@@ -113,18 +195,20 @@ def read_request(frame: bytes) -> Request:
     low, high = SERVED.get(key, (1, 0))
     body = None
     if low <= version <= high:
-        request_type = load_request_schema(key, version)
+        request_type = _request_type(key, version)
         if request_type.__flexible__:
             header, used = _read(RequestHeaderV2, frame, 0)
         # Bytes after the request are ignored, as Kafka's broker does: librdkafka's
         # Metadata v12 carries three.
-        body, _ = _read(request_type, frame, used)
+        reader = records_as_views(request_type) if key == PRODUCE else None
+        body, _ = _read(request_type, frame, used, reader)
     return Request(key, version, header.correlation_id, header.client_id, body)
 
 
 # ---------------------------------------------------------------- building responses
 
 
+@functools.cache
 def schema(api_key: int, version: int) -> types.ModuleType:
     """The module of ``api_key``'s response classes at ``version``."""
     return load_payload_module(api_key, version, EntityType.response)

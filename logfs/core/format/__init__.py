@@ -8,7 +8,7 @@ from ._codec import gather, line_lengths
 from .batching import BatchInfo, max_record_bytes
 from .columnar import decode
 from .decoding import decode_records
-from .record import BatchHeader, Record, producer_id, read_header
+from .record import BatchHeader, Record, idempotent, read_header
 from .validate import split_batches
 
 __all__ = [
@@ -20,8 +20,8 @@ __all__ = [
     "decode_records",
     "gather",
     "line_lengths",
+    "idempotent",
     "max_record_bytes",
-    "producer_id",
     "read_header",
     "split_batches",
 ]

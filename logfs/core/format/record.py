@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from itertools import repeat
 from typing import NamedTuple
 
 from crc32c import crc32c  # CRC-32C with the CPU's instructions
@@ -151,10 +152,11 @@ class BatchHeader(NamedTuple):
         return bool(self.attributes & CONTROL_BIT)
 
 
-def producer_id(batch: bytes | memoryview) -> int:
-    """The producer id of a batch at least `HEADER_SIZE` long (-1: not idempotent),
-    without parsing the rest of its header."""
-    return _PRODUCER_ID.unpack_from(batch, PRODUCER_ID_OFFSET)[0]
+def idempotent(batches: Sequence[bytes | memoryview]) -> bool:
+    """Whether a batch of ``batches`` (each at least `HEADER_SIZE` long) carries
+    a producer id, read without parsing the rest of the headers."""
+    ids = map(_PRODUCER_ID.unpack_from, batches, repeat(PRODUCER_ID_OFFSET))
+    return any(producer >= 0 for (producer,) in ids)
 
 
 def read_header(buf: bytes | memoryview, pos: int = 0, position: int | None = None) -> BatchHeader:

@@ -130,10 +130,19 @@ def split_batches(
 
 
 def prepare_batches(
-    batches: Sequence[bytes | memoryview], config: TopicConfig, base_offset: int, now: int
+    batches: Sequence[bytes | memoryview],
+    config: TopicConfig,
+    base_offset: int,
+    now: int,
+    buffer: bytearray | memoryview | None = None,
 ) -> tuple[list[tuple[memoryview | bytearray, BatchInfo]], int]:
     """Check ``batches`` and make them ready to append from ``base_offset``:
     each batch's bytes with its `BatchInfo`, and the number of records.
+
+    Args:
+        buffer: a writable buffer that holds exactly ``batches``, back to back
+            (as `split_batches` cuts it), given up by the caller: the batches
+            are checked and patched there instead of in a copy.
 
     Raises:
         InvalidBatchError: the first batch that fails a check of the module
@@ -141,7 +150,10 @@ def prepare_batches(
             what is wrong, with the numbers; `BatchTooLargeError` for one over
             max.message.bytes, as given or once recompressed.
     """
-    data, starts, sizes = _joined(batches)  # one copy, patched in place below
+    if buffer is None:
+        data, starts, sizes = _joined(batches)  # one copy, patched in place below
+    else:
+        data, starts, sizes = _in_place(batches, buffer)
     facts = _check(data, starts, sizes, config)
     view = memoryview(data)
     codec = None
@@ -213,8 +225,19 @@ def _joined(batches: Sequence[bytes | memoryview]) -> tuple[bytearray, np.ndarra
     return bytearray().join(batches), np.cumsum(sizes) - sizes, sizes
 
 
+def _in_place(
+    batches: Sequence[bytes | memoryview], buffer: bytearray | memoryview
+) -> tuple[memoryview, np.ndarray, np.ndarray]:
+    """`_joined` for batches that already are back to back in ``buffer``."""
+    sizes = np.fromiter(map(len, batches), np.int64, len(batches))
+    view = memoryview(buffer).cast("B")
+    if view.readonly or int(sizes.sum()) != len(view):
+        raise ValueError("the buffer must be writable and hold exactly the batches")
+    return view, np.cumsum(sizes) - sizes, sizes
+
+
 def _check(
-    data: bytearray, starts: np.ndarray, sizes: np.ndarray, config: TopicConfig
+    data: bytearray | memoryview, starts: np.ndarray, sizes: np.ndarray, config: TopicConfig
 ) -> list[BatchFacts]:
     """`_codec.check_batches` over the batches in ``data``, compressed
     batches' records checked here; what it found of each batch.

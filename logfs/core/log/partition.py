@@ -194,10 +194,16 @@ class Log(LogReads, LogFlushing):
         self._write(encoded, len(lengths), now)
         return first
 
-    def append_batches(self, batches: Sequence[bytes | memoryview]) -> int:
+    def append_batches(
+        self, batches: Sequence[bytes | memoryview], buffer: bytearray | memoryview | None = None
+    ) -> int:
         """Append whole RecordBatch v2 batches a producer built, checked and given
         their offsets as Kafka's broker does (validate.py): all are checked
         before any is appended. Returns the offset of the first record.
+
+        ``buffer``: a writable buffer holding exactly ``batches`` back to back,
+        which the caller gives up: they are patched and written from there
+        instead of from a copy (the Kafka listener's received requests).
 
         Raises:
             ReadOnlyError: the log was opened read-only.
@@ -207,7 +213,7 @@ class Log(LogReads, LogFlushing):
         """
         first = self._start_append()
         now = self.clock()
-        encoded, count = validate.prepare_batches(batches, self.config, first, now)
+        encoded, count = validate.prepare_batches(batches, self.config, first, now, buffer)
         if encoded:
             self._write(encoded, count, now)
         return first
