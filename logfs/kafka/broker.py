@@ -56,9 +56,10 @@ class Broker:
         access: the owner, group and modes topics have, for authenticated clients.
         acks_all_fsync: answer an acks=-1 Produce once the partitions it appended
             to are fsynced (``kafka.acks.all.fsync``), not once appended.
-        sync: makes a log durable up to its end with the fsyncs in a worker
-            thread; the mount's flusher's (`Flusher.flush_log`), which
-            serializes them with its own flushes. Without it, `flush_log`.
+        sync: ``sync(log, upto)`` makes a log durable at least up to offset
+            ``upto``, the fsyncs in a worker thread: the flusher's
+            `Flusher.flush_log`, which serializes them with its own flushes.
+            Without it, `flush_log`.
     """
 
     def __init__(
@@ -72,7 +73,7 @@ class Broker:
         users: dict[str, str] | None = None,
         access: Access | None = None,
         acks_all_fsync: bool = False,
-        sync: Callable[[Log], Awaitable[None]] | None = None,
+        sync: Callable[[Log, int], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.partitions = partitions
@@ -93,16 +94,19 @@ class Broker:
         self.appended.set()
         self.appended = trio.Event()
 
-    async def flush_log(self, log: Log) -> None:
+    async def flush_log(self, log: Log, upto: int | None = None) -> None:
         """fsync what ``log`` holds (in a worker thread; the log is touched only
-        here, on the loop) and advance its recovery point. Flushes of one log
-        are serialized, so a flush never completes before an earlier one.
+        here, on the loop) and advance its recovery point, unless it is durable
+        up to ``upto`` by this call's turn. Flushes of one log are serialized,
+        so a flush never completes before an earlier one.
 
         Raises:
             OSError: the fsync failed (the partition is offline now).
             LogfsError: the partition is offline.
         """
         async with self._flush_locks.setdefault(log, trio.Lock()):
+            if upto is not None and log.recovery_point >= upto:
+                return
             ticket = log.prepare_flush()
             await trio.to_thread.run_sync(ticket.sync)
             log.complete_flush(ticket)

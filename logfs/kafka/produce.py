@@ -123,7 +123,7 @@ async def _after_fsync(broker, request, answers, appended):
     async def sync(log, end: int) -> None:
         try:
             if log.recovery_point < end:  # a concurrent flush may have covered it already
-                await broker.sync(log)
+                await broker.sync(log, end)
         except (LogfsError, OSError) as e:
             failed[log] = e
 

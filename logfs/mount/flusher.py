@@ -109,14 +109,17 @@ class Flusher:
         except LogfsError:  # offline: Log.fail logged it once
             pass
 
-    async def flush_log(self, log: Log) -> None:
+    async def flush_log(self, log: Log, upto: int | None = None) -> None:
         """Make everything appended to ``log`` so far durable (fsync in a thread).
 
         Concurrent calls for one log are serialized; each syncs what was
-        appended before it started.
+        appended before it started, unless the log is durable up to ``upto``
+        by its turn (an earlier call's flush covered it).
         """
         lock = self._locks.setdefault(log, trio.Lock())
         async with lock:
+            if upto is not None and log.recovery_point >= upto:
+                return
             ticket = log.prepare_flush()
             await self.sync(ticket)
             if ticket.error is not None or ticket.open_error is not None:

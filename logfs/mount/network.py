@@ -46,7 +46,7 @@ def kafka_listener(
     options: MountOptions,
     ready: trio.Event | None = None,
     topic_deleted: Callable[[str], None] | None = None,
-    sync: Callable[[Log], Awaitable[None]] | None = None,
+    sync: Callable[[Log, int], Awaitable[None]] | None = None,
 ) -> Listener | None:
     """The bound listener ``options`` ask for, or None. Binding now makes a taken
     port fail the mount before it is made. ``ready``, ``topic_deleted`` and
