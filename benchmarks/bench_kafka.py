@@ -6,13 +6,19 @@ interleaved rounds, medians):
   connection and discarding the record bytes, reading a whole partition of
   16 KiB batches, vs ``sendfile`` of the same segment file to a loopback
   socket drained by a reader (the physical limit of the bytes' path);
-- **produce**: 16 KiB batches, 64 per Produce request (acks=1), over one
-  connection, vs the same batches written to ``append.batches`` of the mount
-  in 1 MiB ``write()`` calls;
+- **produce**: 16 KiB batches, 64 per Produce request (1 MiB, Kafka's
+  ``max.request.size``), acks=1, over one connection with up to 5 requests
+  in flight (``IN_FLIGHT``; Kafka's ``max.in.flight.requests.per.connection``
+  default), every answer read and checked, vs the same batches written to
+  ``append.batches`` of the mount in 1 MiB ``write()`` calls on one
+  descriptor (each returns once its batches are appended). Both end in
+  ``Log.append_batches`` of the same daemon; the request is encoded once,
+  so the client's own work is a ``sendall`` per request;
 - **kcat**: ``kcat -C -e`` of a partition of 1 M (``--records``) 100-byte
   records end to end, vs ``cat`` of the same partition's ``stream``.
 
     python benchmarks/bench_kafka.py [--mib 256] [--records 1000000] [--rounds 3]
+        [--only fetch|produce|kcat]
 """
 
 from __future__ import annotations

@@ -164,8 +164,10 @@ def _view(frame: memoryview, start: int, size: int) -> memoryview | None:
     if start + size > len(frame):
         raise ValueError(f"records of {size} bytes at {start} run past the frame's end")
     buffer = getattr(frame, "obj", None)
-    if isinstance(buffer, bytearray) and len(buffer) == len(frame):
-        return memoryview(buffer)[start : start + size]  # the frame's own, writable
+    if buffer is not None and not isinstance(buffer, bytes):
+        whole = memoryview(buffer).cast("B")
+        if not whole.readonly and whole.nbytes == frame.nbytes:
+            return whole[start : start + size]  # the frame's own buffer, writable
     return memoryview(frame)[start : start + size]
 
 

@@ -22,6 +22,7 @@ import os
 import socket
 import ssl
 
+import numpy
 import trio
 
 from ..core.errors import LogfsError
@@ -278,7 +279,7 @@ class Connection:
     async def _receive(self, n: int, first: bool = False) -> memoryview | None:
         """``n`` bytes, received straight into their buffer; None at a clean end
         of the stream before the first."""
-        data = bytearray(n)
+        data = numpy.empty(n, numpy.uint8)  # not zero-filled: every byte is received into it
         view, got = memoryview(data), 0
         while got < n:
             if self.secure is not None:
