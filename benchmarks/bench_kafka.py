@@ -1,6 +1,8 @@
 """The Kafka listener against its physical limits, side by side in one run
 (one mount daemon with ``-o kafka=127.0.0.1:0``, a warm-up round, then
-interleaved rounds, medians):
+rounds in which the two sides of each comparison run back to back, in
+alternating order; medians of each case, and the median of the rounds'
+ratios, which a machine whose load changes from second to second moves least):
 
 - **fetch**: a client issuing Fetch requests (1 MiB per partition) over one
   connection and discarding the record bytes, reading a whole partition of
@@ -191,10 +193,18 @@ def produce_to_append_batches(mnt: Path, topic: str, batch: bytes, total: int) -
 # ---------------------------------------------------------------- the run
 
 
-def timed(fn, *args) -> float:
-    started = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - started
+def cpu_seconds(pid: int) -> float:
+    """CPU time the main thread of process ``pid`` has used (nanoseconds in
+    /proc/PID/schedstat): the daemon's event loop, where both the listener and
+    the mount's handlers run; fsyncs run in worker threads, the same for both."""
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+
+
+def timed(fn, pid: int) -> tuple[float, float]:
+    """(seconds, the daemon's CPU seconds) ``fn()`` took."""
+    cpu, started = cpu_seconds(pid), time.perf_counter()
+    fn()
+    return time.perf_counter() - started, cpu_seconds(pid) - cpu
 
 
 def main() -> None:
@@ -218,7 +228,8 @@ def main() -> None:
             end = store.log("fetched", 0).next_offset
         segment = next((data / "fetched-0").glob("*.log"))
         times: dict[str, list[float]] = {}
-        with logfs_mount(data, mnt, root / "daemon.log", "kafka=127.0.0.1:0"):
+        cpu: dict[str, list[float]] = {}  # the daemon's event loop's CPU seconds
+        with logfs_mount(data, mnt, root / "daemon.log", "kafka=127.0.0.1:0") as daemon:
             deadline = time.monotonic() + 30
             while (record := mountinfo.read_record(data)) is None or not record.kafka:
                 assert time.monotonic() < deadline
@@ -240,35 +251,44 @@ def main() -> None:
                     ["cat", str(mnt / "small" / "0" / "stream")],
                     stdout=subprocess.DEVNULL, check=True),
             }  # fmt: skip
-            groups = {"fetch": ("fetch", "sendfile limit"), "kcat": ("kcat -C -e", "cat stream"),
-                      "produce": ("produce (protocol)", "append.batches")}  # fmt: skip
+            groups = {"fetch": ("fetch", "sendfile limit"),
+                      "produce": ("produce (protocol)", "append.batches"),
+                      "kcat": ("kcat -C -e", "cat stream")}  # fmt: skip
             if args.only:
-                cases = {name: cases[name] for name in groups[args.only]}
+                groups = {args.only: groups[args.only]}
             for name in ("fetch", "kcat -C -e", "cat stream"):  # warm-up: imports, page cache
-                if name in cases:
+                if any(name in pair for pair in groups.values()):
                     cases[name]()
+            if "produce" in groups:  # warm-up: the listener's and the mount's first appends
+                produce_over_protocol(address, "produced-kafka", batch, total // 8)
+                produce_to_append_batches(mnt, "produced-mount", batch, total // 8)
+            # The two sides of a comparison run back to back, in alternating order, so
+            # each round's ratio sees the same machine (others' load changes by the second).
             for r in range(args.rounds):
-                names = list(cases)
-                names = names[r % len(names) :] + names[: r % len(names)]
-                for name in names:
-                    times.setdefault(name, []).append(timed(cases[name]))
+                for pair in groups.values():
+                    for name in pair if r % 2 == 0 else reversed(pair):
+                        seconds, daemon_cpu = timed(cases[name], daemon.proc.pid)
+                        times.setdefault(name, []).append(seconds)
+                        cpu.setdefault(name, []).append(daemon_cpu)
         median = {name: statistics.median(t) for name, t in times.items()}
         size = segment.stat().st_size
-        print(f"{'case':<22}{'median s':>10}{'MiB/s':>10}")
+        print(f"{'case':<22}{'median s':>10}{'MiB/s':>10}{'loop CPU ms/MiB':>18}")
         for name, seconds in median.items():
             volume = size if name in ("fetch", "sendfile limit") else total
-            rate = (
-                f"{volume / seconds / 2**20:10.0f}"
-                if "kcat" not in name and "cat" not in name
-                else ""
-            )
-            print(f"{name:<22}{seconds:10.3f}{rate}")
-        if "fetch" in median:
-            ratio = median["sendfile limit"] / median["fetch"]
-            print(f"fetch / sendfile limit:    {ratio:.2f}")
-        if "append.batches" in median:
-            ratio = median["append.batches"] / median["produce (protocol)"]
-            print(f"produce / append.batches:  {ratio:.2f}")
+            rate = daemon = ""
+            if "cat" not in name:
+                rate = f"{volume / seconds / 2**20:10.0f}"
+                daemon = f"{statistics.median(cpu[name]) * 1e3 / (volume / 2**20):18.2f}"
+            print(f"{name:<22}{seconds:10.3f}{rate}{daemon}")
+        ratios = {}
+        for name, (side, limit) in (("fetch / sendfile limit", ("fetch", "sendfile limit")),
+                                    ("produce / append.batches",
+                                     ("produce (protocol)", "append.batches"))):  # fmt: skip
+            if side in times:
+                per_round = [b / a for a, b in zip(times[side], times[limit], strict=True)]
+                ratios[name] = per_round
+                print(f"{name + ':':<27}{statistics.median(per_round):.2f} (median of rounds; "
+                      f"rounds {min(per_round):.2f}-{max(per_round):.2f})")  # fmt: skip
         if "kcat -C -e" in median:
             kcat_rate = args.records / median["kcat -C -e"] / 1e6
             cat_rate = args.records / median["cat stream"] / 1e6
