@@ -49,7 +49,7 @@ from logfs.core.client import mountinfo  # noqa: E402
 from logfs.core.log import Store  # noqa: E402
 
 BATCH_BYTES = 16 * 1024
-PER_REQUEST = 64  # batches per Produce request / per append.batches write
+PER_REQUEST = int(os.environ.get("PER_REQUEST", 64))  # batches per Produce request / write()
 IN_FLIGHT = int(os.environ.get("IN_FLIGHT", 5))  # Produce requests sent before their answers
 FETCH_BYTES = int(os.environ.get("FETCH_BYTES", 1 << 20))  # partition_max_bytes of a Fetch
 
