@@ -159,6 +159,12 @@ def _records_view(frame: memoryview, offset: int) -> tuple[memoryview | None, in
 
 
 def _view(frame: memoryview, start: int, size: int) -> memoryview | None:
+    """``frame[start:start + size]`` without a copy (None for a null size),
+    writable when ``frame`` is a read-only view of a whole writable buffer.
+
+    Raises:
+        ValueError: the bytes run past the frame's end.
+    """
     if size < 0:
         return None
     if start + size > len(frame):
@@ -172,6 +178,11 @@ def _view(frame: memoryview, start: int, size: int) -> memoryview | None:
 
 
 def _skip_tagged_fields(frame: memoryview, offset: int) -> int:
+    """The offset after a flexible message's tagged fields at ``offset``.
+
+    Raises:
+        ValueError: they run past the frame's end.
+    """
     count, used = read_unsigned_varint(frame, offset)
     offset += used
     for _ in range(count):
