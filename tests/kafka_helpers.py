@@ -12,6 +12,7 @@ import struct
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as HeaderV1
@@ -183,3 +184,35 @@ def connect(address: tuple[str, int] | str, timeout: float = 30) -> socket.socke
         address = (host, int(port))
     sock = socket.create_connection(address, timeout=timeout)
     return sock
+
+
+# ---------------------------------------------------------------- TLS
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=120)
+
+
+def make_pki(d: Path) -> SimpleNamespace:
+    """In ``d``, made with openssl: a certificate authority (``ca``), a server certificate
+    it signed for localhost and 127.0.0.1 (``cert``, ``key``), the key again behind a
+    passphrase (``locked.key``), a key of no certificate (``other.key``), and a second CA
+    that signed nothing (``other_ca``)."""
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+            "ca.pem", "-days", "2", "-subj", "/CN=logfs test CA", cwd=d)  # fmt: skip
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out",
+            "server.csr", "-subj", "/CN=localhost", cwd=d)  # fmt: skip
+    (d / "san.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.cnf",
+            cwd=d)  # fmt: skip
+    (d / "server.key").chmod(0o600)
+    openssl("rsa", "-in", "server.key", "-aes256", "-passout", "pass:secret", "-out",
+            "locked.key", cwd=d)  # fmt: skip
+    openssl("genpkey", "-algorithm", "RSA", "-out", "other.key", cwd=d)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "other-ca.key", "-out",
+            "other-ca.pem", "-days", "2", "-subj", "/CN=logfs test CA", cwd=d)  # fmt: skip
+    return SimpleNamespace(
+        ca=d / "ca.pem", cert=d / "server.pem", key=d / "server.key", other_ca=d / "other-ca.pem",
+        dir=d,
+    )  # fmt: skip

@@ -21,6 +21,7 @@ from kafka_helpers import (
     call,
     closed,
     encode_request,
+    make_pki,
     mounted,
     receive_frame,
     stored,
@@ -34,28 +35,9 @@ from logfs.core.log import Store
 API_VERSIONS, FETCH = 18, 1
 
 
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=120)
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> SimpleNamespace:
-    """A certificate authority and a server certificate it signed for
-    localhost and 127.0.0.1, made with openssl."""
-    d = tmp_path_factory.mktemp("pki")
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-            "ca.pem", "-days", "2", "-subj", "/CN=logfs test CA", cwd=d)  # fmt: skip
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out",
-            "server.csr", "-subj", "/CN=localhost", cwd=d)  # fmt: skip
-    (d / "san.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.cnf",
-            cwd=d)  # fmt: skip
-    (d / "server.key").chmod(0o600)
-    openssl("rsa", "-in", "server.key", "-aes256", "-passout", "pass:secret", "-out",
-            "locked.key", cwd=d)  # fmt: skip
-    openssl("genpkey", "-algorithm", "RSA", "-out", "other.key", cwd=d)
-    return SimpleNamespace(ca=d / "ca.pem", cert=d / "server.pem", key=d / "server.key", dir=d)
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def tls_options(pki) -> tuple[str, str]:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_murmur2
+from kafka_helpers import make_pki
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
@@ -178,11 +179,28 @@ def test_sasl_plain_from_the_jaas_config(jaas, user, password):
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({"kafka.security.protocol": "SSL"}, '"kafka.security.protocol": SSL is not supported'),
-        ({"kafka.security.protocol": "SASL_SSL"}, "SASL_SSL is not supported"),
+        ({"kafka.security.protocol": "SSL_PLAINTEXT"},
+         '"kafka.security.protocol": SSL_PLAINTEXT is not supported'),
         ({"kafka.security.protocol": "SASL_PLAINTEXT"}, '"kafka.sasl.mechanism": GSSAPI'),
-        ({"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-256"},
-         '"kafka.sasl.mechanism": SCRAM-SHA-256 is not supported'),
+        ({"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "OAUTHBEARER"},
+         '"kafka.sasl.mechanism": OAUTHBEARER is not supported'),
+        ({"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-1"},
+         "SCRAM-SHA-1 is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"),
+        ({"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-256",
+          "kafka.sasl.jaas.config": f'{PLAIN} required username="u" password="p";'},
+         "PlainLoginModule is not supported with SASL mechanism SCRAM-SHA-256 (it needs "
+         "org.apache.kafka.common.security.scram.ScramLoginModule)"),
+        ({"kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": "/x.jks"},
+         '"kafka.ssl.truststore.type": JKS is not supported: logfs reads PEM truststores'),
+        ({"kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": "/x.p12",
+          "kafka.ssl.truststore.type": "PKCS12"}, "PKCS12 is not supported"),
+        ({"kafka.security.protocol": "SSL", "kafka.ssl.truststore.certificates": "-----BEGIN"},
+         '"kafka.ssl.truststore.certificates" is not supported'),
+        ({"kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": "/no/such.pem",
+          "kafka.ssl.truststore.type": "PEM"},
+         '"kafka.ssl.truststore.location": ssl_cafile /no/such.pem: No such file'),
+        ({"kafka.security.protocol": "SSL", "kafka.ssl.endpoint.identification.algorithm": "x"},
+         '"kafka.ssl.endpoint.identification.algorithm": \'x\' is not supported'),
         ({"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN"},
          '"kafka.sasl.jaas.config" is required'),
         ({"kafka.sasl.jaas.config":
@@ -205,9 +223,64 @@ def test_unsupported_security_options_are_named(options, message):
     if "kafka.sasl.jaas.config" in options:
         options = {**sasl, **options}
     with pytest.raises(SparkOptionError, match=re.escape(message)):
+        write_options(
+            {"topic": "t", "kafka.bootstrap.servers": "h:1", **options}, columns("value binary")
+        )
+    with pytest.raises(SparkOptionError, match=re.escape(message)):
         parse_options(
             {"subscribe": "t", "kafka.bootstrap.servers": "h:1", **options}, streaming=False
         )
+
+
+SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def test_tls_and_scram_options(pki, tmp_path):
+    """Kafka's spelling of TLS and SCRAM reaches the listener's producer and store."""
+    base = {"kafka.bootstrap.servers": "h:1"}
+    o = parse_options({"subscribe": "t", **base, "kafka.security.protocol": "ssl"}, streaming=False)
+    assert o.listener == Listener("h:1", protocol="SSL")  # the system's CAs, host name checked
+    options = {
+        **base,
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "scram-sha-512",
+        "kafka.sasl.jaas.config": f'{SCRAM} required username="etl" password="s3 cr=t";',
+        "kafka.ssl.truststore.location": str(pki.ca),
+        "kafka.ssl.truststore.type": "pem",
+        "kafka.ssl.truststore.password": "ignored with PEM, as Kafka ignores it",
+        "kafka.ssl.endpoint.identification.algorithm": "",
+    }
+    o = parse_options({"subscribe": "t", **options}, streaming=True)
+    w = write_options({"topic": "t", **options}, columns("value binary"))
+    expected = Listener("h:1", "etl", "s3 cr=t", 30.0, "logfs-spark", "SASL_SSL",
+                        "SCRAM-SHA-512", str(pki.ca), False)  # fmt: skip
+    assert o.listener == w.listener == expected
+    assert "s3 cr=t" not in repr(o.listener)
+    security = o.listener.store()._wire.security
+    assert (security.protocol, security.mechanism, security.username, security.password) == (
+        "SASL_SSL", "SCRAM-SHA-512", "etl", "s3 cr=t",
+    )  # fmt: skip
+    assert (security.cafile, security.check_hostname) == (str(pki.ca), False)
+    with o.listener.producer() as p:
+        assert p._wire.security == security
+    o = parse_options(
+        {"subscribe": "t", **options, "kafka.security.protocol": "SASL_PLAINTEXT",
+         "kafka.sasl.mechanism": "SCRAM-SHA-256"},
+        streaming=False,
+    )  # fmt: skip
+    # Without TLS the truststore options do not apply (as Kafka ignores them).
+    assert (o.listener.protocol, o.listener.mechanism, o.listener.cafile) == (
+        "SASL_PLAINTEXT", "SCRAM-SHA-256", None,
+    )  # fmt: skip
+    (tmp_path / "truststore.jks").write_bytes(b"\xfe\xed\xfe\xed\x00\x00\x00\x02")
+    not_pem = {**options, "kafka.ssl.truststore.location": str(tmp_path / "truststore.jks")}
+    with pytest.raises(SparkOptionError, match='"kafka.ssl.truststore.location": .*not a PEM'):
+        parse_options({"subscribe": "t", **not_pem}, streaming=False)
 
 
 # ---------------------------------------------------------------- planning

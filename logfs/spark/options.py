@@ -6,11 +6,7 @@ parsers (`parse_int`, `parse_bool`); only the error type differs (`SparkOptionEr
 Offsets follow Kafka's JSON conventions: ``{"topic": {"0": 23, "1": -2}}`` where -2 means the
 earliest offset (the log start offset) and -1 the latest (the next offset).
 
-Where the log is (`parse_location`, for the source and the sink): ``path``, a data directory,
-or Spark's ``kafka.bootstrap.servers``, a logfs Kafka listener (`Listener`), with the Kafka
-client options that concern the connection: ``kafka.security.protocol``,
-``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config`` (SASL/PLAIN), ``kafka.request.timeout.ms``
-and ``kafka.client.id``. Other ``kafka.*`` options are accepted and ignored.
+Where the log is, ``path`` or ``kafka.bootstrap.servers``: `parse_location` (listener.py).
 """
 
 from __future__ import annotations
@@ -21,9 +17,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
-from ..core.client import Producer, RemoteStore
 from ..core.config import parse_bool, parse_int
 from ..core.errors import InvalidConfigError, LogfsError
+from .errors import SparkOptionError
+from .listener import Listener, parse_location
 
 EARLIEST, LATEST = -2, -1
 # Kafka leaves maxRecordsPerPartition unset (one Spark partition per topic-partition); logfs
@@ -41,10 +38,6 @@ DATA_LOSS_HINT = (
     'If you want your query to go on in such cases, set the source option "failOnDataLoss" '
     'to "false".'
 )
-
-
-class SparkOptionError(LogfsError, ValueError):
-    """An invalid or inconsistent data source option."""
 
 
 class DataLossError(LogfsError):
@@ -71,41 +64,6 @@ class OffsetRange(NamedTuple):
 
 # Offsets keyed by topic-partition, as the Kafka source prints them.
 PartitionOffsets = dict[TopicPartition, int]
-
-
-@dataclasses.dataclass(frozen=True)
-class Listener:
-    """A logfs Kafka listener (or Kafka broker) named by Spark's ``kafka.*`` options."""
-
-    servers: str  # Kafka's bootstrap.servers: HOST:PORT[,HOST:PORT...], tried in order
-    username: str | None = None  # SASL/PLAIN
-    password: str | None = dataclasses.field(default=None, repr=False)
-    timeout: float = 30.0  # seconds: kafka.request.timeout.ms
-    client_id: str = "logfs-spark"
-
-    @property
-    def address(self) -> str:
-        return "kafka://" + self.servers
-
-    def store(self) -> RemoteStore:
-        """A read-only view of the listener's topics (connects on first use)."""
-        return RemoteStore(
-            self.address,
-            timeout=self.timeout,
-            sasl_plain_username=self.username,
-            sasl_plain_password=self.password,
-            client_id=self.client_id,
-        )
-
-    def producer(self, **options: Any) -> Producer:
-        return Producer(
-            self.address,
-            mount_timeout=self.timeout,
-            sasl_plain_username=self.username,
-            sasl_plain_password=self.password,
-            client_id=self.client_id,
-            **options,
-        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,86 +170,6 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None) -> Sour
             opts, "maxrecordsperpartition", _POSITIVE, DEFAULT_MAX_RECORDS_PER_PARTITION
         ),
     )
-
-
-def parse_location(opts: Mapping[str, str]) -> tuple[str | None, Listener | None]:
-    """``(path, None)`` or ``(None, listener)`` from the (lower-case) options: exactly one
-    of ``path`` and ``kafka.bootstrap.servers`` must be given."""
-    path, servers = opts.get("path"), opts.get("kafka.bootstrap.servers")
-    if bool(path) == bool(servers):
-        raise SparkOptionError(
-            'exactly one of the options "path" (a logfs data directory) and '
-            '"kafka.bootstrap.servers" (a logfs Kafka listener) must be given'
-            + (" (got both)" if path else "")
-        )
-    if path:
-        return path, None
-    protocol = opts.get("kafka.security.protocol", "PLAINTEXT").strip().upper()
-    if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT"):
-        raise SparkOptionError(
-            f'option "kafka.security.protocol": {protocol} is not supported '
-            "(PLAINTEXT or SASL_PLAINTEXT)"
-        )
-    username = password = None
-    if protocol == "SASL_PLAINTEXT":
-        # Kafka's default mechanism is GSSAPI, which logfs does not offer.
-        mechanism = opts.get("kafka.sasl.mechanism", "GSSAPI").strip().upper()
-        if mechanism != "PLAIN":
-            raise SparkOptionError(
-                f'option "kafka.sasl.mechanism": {mechanism} is not supported (PLAIN)'
-            )
-        username, password = _plain_jaas(opts.get("kafka.sasl.jaas.config"))
-    timeout = _option(opts, "kafka.request.timeout.ms", _POSITIVE, 30_000) / 1000
-    listener = Listener(
-        servers.strip(),
-        username,
-        password,
-        timeout,
-        opts.get("kafka.client.id") or Listener.client_id,
-    )
-    try:
-        listener.store()  # checks the address list; connects only when used
-    except InvalidConfigError as e:
-        raise SparkOptionError(f'option "kafka.bootstrap.servers": {e}') from None
-    return None, listener
-
-
-PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
-_JAAS_TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^\s=;"]+)|([=;]))', re.DOTALL)
-
-
-def _plain_jaas(text: str | None) -> tuple[str, str]:
-    """username and password of ``kafka.sasl.jaas.config`` as Kafka's clients read it:
-    ``<PlainLoginModule> required username="u" password="p";`` (values quoted or not,
-    backslash escapes inside quotes)."""
-    name = '"kafka.sasl.jaas.config"'
-    if not text or not text.strip():
-        example = f'{PLAIN_LOGIN_MODULE} required username="u" password="p";'
-        raise SparkOptionError(f"option {name} is required with SASL_PLAINTEXT, e.g. {example}")
-    tokens, pos, text = [], 0, text.strip()
-    while pos < len(text):
-        match = _JAAS_TOKEN.match(text, pos)
-        if match is None or match.end() == pos:
-            raise SparkOptionError(f"option {name}: cannot parse {text[pos:]!r}")
-        quoted, word, sign = match.groups()
-        tokens.append(re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else word or sign)
-        pos = match.end()
-    if len(tokens) < 3 or tokens[-1] != ";" or ";" in tokens[:-1]:
-        raise SparkOptionError(f"option {name}: expected one login module ending with ';'")
-    module, flag, pairs = tokens[0], tokens[1], tokens[2:-1]
-    if module != PLAIN_LOGIN_MODULE:
-        raise SparkOptionError(
-            f"option {name}: login module {module} is not supported (only SASL/PLAIN: "
-            f"{PLAIN_LOGIN_MODULE})"
-        )
-    if flag.lower() not in ("required", "requisite", "sufficient", "optional"):
-        raise SparkOptionError(f"option {name}: {flag!r} is not a JAAS control flag")
-    if len(pairs) % 3 or any(pairs[i + 1] != "=" for i in range(0, len(pairs), 3)):
-        raise SparkOptionError(f'option {name}: expected key="value" pairs after {flag}')
-    values = {pairs[i]: pairs[i + 2] for i in range(0, len(pairs), 3)}
-    if "username" not in values or "password" not in values:
-        raise SparkOptionError(f"option {name}: username and password are required")
-    return values["username"], values["password"]
 
 
 def _time_ms(value: Any) -> int:

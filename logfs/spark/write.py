@@ -39,7 +39,8 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 from ..core.client import Producer
 from ..core.errors import DataDirBusyError, LogfsError
 from .arrow import spark_schema
-from .options import Listener, SparkOptionError, parse_location
+from .errors import SparkOptionError
+from .listener import Listener, parse_location
 
 DEFAULT_LOCK_TIMEOUT = 60.0
 _HEADERS = spark_schema(include_headers=True)["headers"].dataType  # the Kafka source's

@@ -160,3 +160,10 @@ def _name(name) -> str:
     if not isinstance(name, str):
         raise TypeError(f"a header name must be a str, not {type(name).__name__}")
     return name
+
+
+def pick(items: Sequence | None, rows: Sequence[int]) -> Sequence | None:
+    """``items`` at the indexes ``rows`` (all of them, uncopied, if rows covers them)."""
+    if items is None or len(rows) == len(items):
+        return items
+    return [items[i] for i in rows]

@@ -39,7 +39,7 @@ from ..format.batching import record_bound
 from ..format.record import CREATE_TIME
 from ..log.partitioner import Partitioner, partition_for_key
 from ..log.store import Store, validate_topic_name
-from . import mountinfo, wire
+from . import accumulator, mountinfo, wire
 from .accumulator import PartitionBatches, ProducerRecord, Receipt, TopicPartition, check_fits
 from .delivery import (
     MountGone,
@@ -77,8 +77,10 @@ class Producer:
         lock_timeout: seconds a flush without a mount waits for DATA's lock.
         mount_timeout: seconds to wait for a mount's answer before taking it for hung
             (over the network: for a Kafka listener's answer, and to connect).
-        sasl_plain_username, sasl_plain_password, client_id: over the network, SASL/PLAIN
-            credentials for a listener with ``kafka.sasl.users``, and the requests' client id.
+        security_protocol, sasl_mechanism, sasl_plain_username, sasl_plain_password,
+            ssl_cafile, ssl_check_hostname, client_id: over the network, kafka-python's
+            settings: TLS (SSL, SASL_SSL), SASL (PLAIN, SCRAM-SHA-256/512) credentials,
+            the CA file, the host name check, the requests' client id (security.py).
 
     Not thread-safe: use one producer per thread.
     """
@@ -92,8 +94,12 @@ class Producer:
         buffer_memory: int = BUFFER_MEMORY,
         lock_timeout: float = 30.0,
         mount_timeout: float = mountinfo.XATTR_TIMEOUT,
+        security_protocol: str | None = None,
+        sasl_mechanism: str | None = None,
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
+        ssl_cafile: str | None = None,
+        ssl_check_hostname: bool = True,
         client_id: str = "logfs-producer",
     ) -> None:
         if compression_type is not None and compression_type not in CODECS:
@@ -105,8 +111,11 @@ class Producer:
         self.data = os.fspath(data)
         self._wire = None
         if wire.is_address(self.data):
-            sasl = (sasl_plain_username, sasl_plain_password)
-            self._wire = wire.Wire(self.data, mount_timeout, sasl=sasl, client_id=client_id)
+            security = wire.Security.of(
+                security_protocol, sasl_mechanism, sasl_plain_username, sasl_plain_password,
+                ssl_cafile, ssl_check_hostname,
+            )  # fmt: skip
+            self._wire = wire.Wire(self.data, mount_timeout, security=security, client_id=client_id)
         self.batch_size = batch_size
         self.compression_type = compression_type or "none"
         self.buffer_memory = buffer_memory
@@ -213,9 +222,9 @@ class Producer:
             encoded[p] = batching.encode_values(
                 config,
                 0,
-                _pick(values, rows),
-                _pick(keys, rows),
-                _pick(headers, rows),
+                accumulator.pick(values, rows),
+                accumulator.pick(keys, rows),
+                accumulator.pick(headers, rows),
                 timestamp,
                 CREATE_TIME,  # a LogAppendTime topic's writer stamps the batches
                 max(self.batch_size, 1),
@@ -262,12 +271,7 @@ class Producer:
         meta = self._topics.get(topic)
         if meta is None and self._wire is not None:
             validate_topic_name(topic)
-            if (meta := self._wire.topic(topic)) is None:
-                self._wire.create_topic(topic)
-                meta = self._wire.topic(topic)
-            if meta is None:
-                raise UnknownTopicError(f"topic {topic!r} vanished as it was created")
-            meta = self._topics[topic] = _Topic(*meta)
+            meta = self._topics[topic] = _Topic(*self._wire.topic_created(topic))
         if meta is None:
             meta = read_topic(self.data, topic, self.mount_timeout)
             if meta is None:
@@ -390,10 +394,3 @@ class Producer:
                     return
                 break
         self._receipts.append(receipt)
-
-
-def _pick(items: Sequence | None, rows: Sequence[int]) -> Sequence | None:
-    """``items`` at the indexes ``rows`` (all of them, uncopied, if rows covers them)."""
-    if items is None or len(rows) == len(items):
-        return items
-    return [items[i] for i in rows]

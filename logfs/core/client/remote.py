@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from ..config import INTERNAL_TOPICS
 from ..errors import CorruptRecordError
 from ..format.record import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header, verify_crc
+from .security import Security
 from .wire import FETCH, LIST_OFFSETS, METADATA, NONE, UNKNOWN_TOPIC, Wire, WireError, _error
 
 FETCH_BYTES = 4 << 20  # per Fetch request (partition_max_bytes and max_bytes)
@@ -37,9 +38,13 @@ class RemoteStore:
     Args:
         address: the bootstrap list (Kafka's ``bootstrap.servers``), tried in order.
         timeout: seconds to connect and to wait for each answer.
-        sasl_plain_username, sasl_plain_password: SASL/PLAIN credentials, for a listener
-            with ``kafka.sasl.users``.
+        security_protocol, sasl_mechanism, sasl_plain_username, sasl_plain_password,
+            ssl_cafile, ssl_check_hostname: TLS and SASL as for `Producer`, with
+            kafka-python's names (security.py).
         client_id: the client id of the requests.
+
+    Raises:
+        InvalidConfigError: a bad address or security setting, an unreadable CA file.
     """
 
     def __init__(
@@ -47,12 +52,19 @@ class RemoteStore:
         address: str,
         *,
         timeout: float = 30.0,
+        security_protocol: str | None = None,
+        sasl_mechanism: str | None = None,
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
+        ssl_cafile: str | None = None,
+        ssl_check_hostname: bool = True,
         client_id: str = "logfs-reader",
     ) -> None:
-        sasl = (sasl_plain_username, sasl_plain_password)
-        self._wire = Wire(address, timeout, sasl=sasl, client_id=client_id)
+        security = Security.of(
+            security_protocol, sasl_mechanism, sasl_plain_username, sasl_plain_password,
+            ssl_cafile, ssl_check_hostname,
+        )  # fmt: skip
+        self._wire = Wire(address, timeout, security=security, client_id=client_id)
         self.internal_topics: frozenset[str] = INTERNAL_TOPICS  # grows with is_internal
 
     def topics(self) -> Mapping[str, int]:

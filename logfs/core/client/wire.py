@@ -12,8 +12,8 @@ ListOffsets and Fetch. A partition's error code becomes the `LogfsError` class
 the store would have raised.
 
 The address is Kafka's bootstrap list, ``kafka://HOST:PORT[,HOST:PORT...]``:
-each is tried in order until one connects. With SASL/PLAIN credentials each
-connection authenticates first (SaslHandshake v1, then SaslAuthenticate), as
+each is tried in order until one connects. Each connection is then secured as
+its `Security` says (security.py): TLS first, then SASL (PLAIN or SCRAM), as
 Kafka's clients do.
 """
 
@@ -39,11 +39,13 @@ from ..errors import (
     UnknownTopicError,
 )
 from ..format import read_header
+from .security import SASL_AUTHENTICATE, SASL_HANDSHAKE, Security, WireError, authenticate, wrap
+from .security import AuthenticationError as AuthenticationError  # raised by `call`
 
 SCHEME = "kafka://"
 REQUEST_BYTES = 1 << 20  # batches per Produce request, as Kafka's max.request.size
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
-SASL_HANDSHAKE, CREATE_TOPICS, DESCRIBE_CONFIGS, SASL_AUTHENTICATE = 17, 19, 32, 36
+CREATE_TOPICS, DESCRIBE_CONFIGS = 19, 32
 VERSIONS = {
     PRODUCE: 9,
     FETCH: 12,  # the last version that names topics (13+ name them by id)
@@ -67,14 +69,6 @@ ERRORS = {  # Kafka's error code -> the error the store would have raised
     40: InvalidConfigError,  # INVALID_CONFIG
     29: ReadOnlyError,  # TOPIC_AUTHORIZATION_FAILED
 }
-
-
-class WireError(LogfsError):
-    """The broker could not be reached, or answered with an unexpected error."""
-
-
-class AuthenticationError(WireError):
-    """The broker refused the SASL credentials, or offers no SASL/PLAIN."""
 
 
 def is_address(data: str) -> bool:
@@ -109,9 +103,12 @@ class Wire:
 
     Args:
         address: the bootstrap list; the first server that accepts the connection is used.
-        timeout: seconds to connect and to wait for each answer.
-        sasl: SASL/PLAIN ``(username, password)``; ``(None, None)`` or None: no SASL.
+        timeout: seconds to connect (TLS handshake included) and to wait for each answer.
+        security: TLS and SASL settings (`Security.of`); None: plaintext, no SASL.
         client_id: the client id the requests carry.
+
+    Raises:
+        InvalidConfigError: a bad address, or a CA file that cannot be read.
     """
 
     def __init__(
@@ -119,13 +116,12 @@ class Wire:
         address: str,
         timeout: float = 30.0,
         *,
-        sasl: tuple[str | None, str | None] | None = None,
+        security: Security | None = None,
         client_id: str = "logfs",
     ) -> None:
         self.servers = parse_servers(address)
-        if sasl is not None and sasl.count(None) == 1:
-            raise InvalidConfigError("a SASL/PLAIN username needs a password, and vice versa")
-        self.sasl = None if sasl is None or sasl[0] is None else sasl
+        self.security = security or Security()
+        self._context = self.security.context()  # reads the CA file now: errors come early
         self.timeout = timeout
         self.client_id = client_id
         self.address = self.servers[0]  # the server connected to, once connected
@@ -145,7 +141,7 @@ class Wire:
         failures = []
         for address in self.servers:
             try:
-                self._sock = socket.create_connection(address, timeout=self.timeout)
+                sock = socket.create_connection(address, timeout=self.timeout)
             except OSError as e:
                 failures.append(f"{address[0]}:{address[1]}: {e}")
                 continue
@@ -153,28 +149,15 @@ class Wire:
             break
         else:
             raise WireError(f"no Kafka listener could be reached ({'; '.join(failures)})")
-        if self.sasl is not None:
+        if self._context is not None:
+            sock = wrap(sock, self._context, self.address[0], self.name)
+        self._sock = sock
+        if self.security.sasl:
             try:
-                self._authenticate(*self.sasl)
+                authenticate(self._exchange, self.security, self.name)
             except BaseException:
                 self.close()
                 raise
-
-    def _authenticate(self, user: str, password: str) -> None:
-        """SASL/PLAIN (RFC 4616): SaslHandshake v1, then the token in SaslAuthenticate."""
-        answer = self._exchange(SASL_HANDSHAKE, mechanism="PLAIN")
-        if answer.error_code != NONE:
-            offered = ", ".join(answer.mechanisms) or "none"
-            raise AuthenticationError(
-                f"{self.name} does not offer SASL mechanism PLAIN (it offers {offered})"
-            )
-        token = b"\0" + user.encode() + b"\0" + password.encode()
-        answer = self._exchange(SASL_AUTHENTICATE, auth_bytes=token)
-        if answer.error_code != NONE:
-            raise AuthenticationError(
-                f"{self.name}: SASL/PLAIN authentication as {user!r} failed: "
-                f"{answer.error_message or getattr(answer.error_code, 'name', answer.error_code)}"
-            )
 
     def call(self, api_key: int, **fields):
         """One request (kio's message of the version in `VERSIONS`) and its answer."""
@@ -210,8 +193,13 @@ class Wire:
         except OSError as e:
             self.close()
             hint = ""
-            if self.sasl is None and isinstance(e, ConnectionError):
-                hint = " (a listener with kafka.sasl.users closes unauthenticated connections)"
+            if isinstance(e, ConnectionError) and not self.security.tls:
+                hint = " (a listener with kafka.ssl.certfile closes plaintext connections)"
+                if not self.security.sasl:
+                    hint = (
+                        " (a listener with kafka.sasl.users closes unauthenticated connections, "
+                        "one with kafka.ssl.certfile plaintext ones)"
+                    )
             raise WireError(f"{self.name}: {e}{hint}") from None
         _, used = entity_reader(response_type.__header_schema__)(answer, 0)
         body, _ = entity_reader(response_type)(answer, used)
@@ -265,6 +253,14 @@ class Wire:
         known = set(TopicConfig().to_properties())
         settings = {c.name: c.value for c in result.configs if c.name in known and c.value}
         return len(found.partitions), TopicConfig.from_properties(settings)
+
+    def topic_created(self, name: str) -> tuple[int, TopicConfig]:
+        """The topic's partition count and settings, created first if it does not exist."""
+        if (found := self.topic(name)) is None:
+            self.create_topic(name)
+            if (found := self.topic(name)) is None:
+                raise UnknownTopicError(f"topic {name!r} vanished as it was created")
+        return found
 
     def create_topic(self, name: str) -> None:
         """Create ``name`` with the broker's default partitions; one that exists is fine."""
