@@ -144,6 +144,9 @@ def test_a_certificate_that_does_not_verify_fails_clearly(tmp_path, pki):
         with pytest.raises(WireError, match="one with kafka.ssl.certfile plaintext") as e:
             RemoteStore(address).topics()
         one_line(e)
+        with pytest.raises(WireError, match="does the listener have kafka.sasl.users") as e:
+            RemoteStore(address, **settings(pki, "SASL_SSL", "SCRAM-SHA-256")).topics()
+        one_line(e)
         assert served.alive()
     with Served(tmp_path / "plain") as served:
         with pytest.raises(WireError, match="TLS handshake failed: .*does it serve TLS") as e:

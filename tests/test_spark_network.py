@@ -18,7 +18,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
-from kafka_helpers import Served
+from kafka_helpers import Served, make_pki
 
 from logfs import Store
 from logfs.core.client import Producer, RemoteStore
@@ -513,3 +513,55 @@ def test_sasl_plain_with_the_jaas_config(spark, hidden_sasl):
     with pytest.raises(Exception, match="kafka.sasl.users"):
         net_read(spark, hidden_sasl, subscribe="vault").count()
     assert os.listdir(hidden_sasl.hidden) == [] and hidden_sasl.alive()
+
+
+SCRAM_JAAS = (
+    "org.apache.kafka.common.security.scram.ScramLoginModule required "
+    f'username="{USER}" password="p \\"w\\" \\\\ d";'
+)
+
+
+@pytest.fixture(scope="module")
+def hidden_sasl_ssl(tmp_path_factory):
+    """A TLS listener with SASL credentials on a hidden DATA, and the CA of its certificate."""
+    root = tmp_path_factory.mktemp("sasl-ssl")
+    pki = make_pki(root)
+    users = root / "users"
+    users.write_text(f"{USER}:{PASSWORD}\n")
+    users.chmod(0o600)
+    options = (f"kafka.ssl.certfile={pki.cert}", f"kafka.ssl.keyfile={pki.key}",
+               f"kafka.sasl.users={users}")  # fmt: skip
+    with Hidden(root, *options) as served:
+        yield served, pki
+
+
+@pytest.mark.spark
+def test_sasl_ssl_with_scram_sha_512(spark, hidden_sasl_ssl):
+    """Spark's own kafka.* spelling of TLS and SCRAM, for a write and a read; kafka-python,
+    with the same settings, reads the same records."""
+    served, pki = hidden_sasl_ssl
+    options = {
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.jaas.config": SCRAM_JAAS,
+        "kafka.ssl.truststore.location": str(pki.ca),
+        "kafka.ssl.truststore.type": "PEM",
+    }
+    rows = [(b"k%d" % i, b"sealed-%d" % i) for i in range(40)]
+    (
+        spark.createDataFrame(rows, "key binary, value binary")
+        .write.format("logfs")
+        .option("kafka.bootstrap.servers", served.bootstrap)
+        .options(**options)
+        .option("topic", "sealed")
+        .mode("append")
+        .save()
+    )
+    read = net_read(spark, served, subscribe="sealed", **options)
+    via_kafka = consume(
+        served.bootstrap, "sealed", 1, security_protocol="SASL_SSL", ssl_cafile=str(pki.ca),
+        sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=USER, sasl_plain_password=PASSWORD,
+    )  # fmt: skip
+    assert spark_rows(read) == via_kafka
+    assert sorted((r[3], r[4]) for r in via_kafka) == sorted(rows)
+    assert os.listdir(served.hidden) == [] and served.alive()

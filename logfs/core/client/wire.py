@@ -127,6 +127,7 @@ class Wire:
         self.address = self.servers[0]  # the server connected to, once connected
         self._sock: socket.socket | None = None
         self._correlation = 0
+        self._authenticating = False
 
     @property
     def name(self) -> str:
@@ -153,11 +154,14 @@ class Wire:
             sock = wrap(sock, self._context, self.address[0], self.name)
         self._sock = sock
         if self.security.sasl:
+            self._authenticating = True
             try:
                 authenticate(self._exchange, self.security, self.name)
             except BaseException:
                 self.close()
                 raise
+            finally:
+                self._authenticating = False
 
     def call(self, api_key: int, **fields):
         """One request (kio's message of the version in `VERSIONS`) and its answer."""
@@ -193,7 +197,9 @@ class Wire:
         except OSError as e:
             self.close()
             hint = ""
-            if isinstance(e, ConnectionError) and not self.security.tls:
+            if isinstance(e, ConnectionError) and self._authenticating and self.security.tls:
+                hint = " (in SASL authentication: does the listener have kafka.sasl.users?)"
+            elif isinstance(e, ConnectionError) and not self.security.tls:
                 hint = " (a listener with kafka.ssl.certfile closes plaintext connections)"
                 if not self.security.sasl:
                     hint = (
