@@ -76,6 +76,21 @@ def force_unmount(mountpoint, pid: int | None = None) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def abort_connection(device: int) -> bool:
+    """End the FUSE connection of the mount whose ``st_dev`` was ``device``
+    (fusectl's ``abort``): whatever waits on it gets ENOTCONN. False if there
+    is no such connection (any more)."""
+    connections = Path("/sys/fs/fuse/connections")
+    if not any(connections.iterdir()):
+        subprocess.run(["mount", "-t", "fusectl", "none", str(connections)], capture_output=True)
+    abort = connections / str(device) / "abort"
+    try:
+        abort.write_text("1")
+    except OSError:
+        return False
+    return True
+
+
 class Daemon:
     """``logfs mount -f DATA MNT`` as a child process, output in a file."""
 

@@ -24,7 +24,7 @@ import sys
 import time
 
 import pytest
-from mount_helpers import LOGFS, Daemon, mount_type
+from mount_helpers import LOGFS, Daemon, abort_connection, mount_type
 from stress import report, scale
 
 from logfs import Store
@@ -198,3 +198,57 @@ def test_sigkill_under_concurrent_writers(tmp_path, acks):
         duplicated=0,
         torn=0,
     )
+
+
+FAST_WRITER = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+line, n = b"x" * 3000 + b"\n", 0
+try:
+    while True:
+        os.write(fd, line)
+        n += 1
+        if n % 500 == 0:
+            os.fsync(fd)
+except OSError:
+    pass  # the daemon is gone: ENOTCONN
+"""
+
+
+def test_a_killed_buffered_daemon_leaves_no_writer_waiting(tmp_path):
+    """kill -9 of a buffered daemon (acks=0) while the kernel writes back what
+    its writers wrote: the daemon's process ends (none of its threads waits on
+    its own mount, which nothing would answer any more), so the kernel ends the
+    connection and the writers get an error instead of waiting in D state for
+    good."""
+    rng = random.Random(11)
+    for cycle in range(scale(8, 40)):
+        data, mountpoint = tmp_path / f"data{cycle}", tmp_path / f"mnt{cycle}"
+        mountpoint.mkdir()
+        daemon = Daemon(data, mountpoint, "acks=0", log=tmp_path / "daemon.log").start()
+        device = os.stat(mountpoint).st_dev
+        writers = []
+        try:
+            (mountpoint / "t").mkdir()
+            for _ in range(2):
+                target = str(mountpoint / "t" / "0" / "append")
+                writers.append(subprocess.Popen([sys.executable, "-c", FAST_WRITER, target]))
+            time.sleep(rng.uniform(1.0, 3.0))  # write-backs every second (buffered.py)
+            daemon.proc.kill()
+            try:
+                daemon.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"cycle {cycle}: the killed daemon did not end: a thread waits on FUSE")
+            for writer in writers:
+                try:
+                    writer.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    pytest.fail(f"cycle {cycle}: a writer still waits on the dead mount")
+        finally:
+            if any(w.poll() is None for w in writers) or daemon.proc.poll() is None:
+                abort_connection(device)  # free what waits, then clean up as usual
+            for writer in writers:
+                if writer.poll() is None:
+                    writer.kill()
+                    writer.wait(timeout=30)
+            daemon.stop()

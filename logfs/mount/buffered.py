@@ -24,9 +24,10 @@ file (`take_error`); the bad line is dropped, the lines around it are appended.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
+import subprocess
+import sys
 
 import pyfuse3
 import trio
@@ -49,9 +50,6 @@ ATTR_TIMEOUT = 3600.0
 # each append file open for writing: lines reach the log (and `tail -f`) within
 # about this, not after the kernel's dirty-page expiry (30 s by default).
 WRITE_BACK_INTERVAL = 1.0
-SYNC_FILE_RANGE_WRITE, SYNC_FILE_RANGE_WAIT_AFTER = 2, 4
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
 
 
 class BufferedAppend:
@@ -193,6 +191,7 @@ class BufferedAppends:
         self.streams: dict[tuple, BufferedAppend] = {}
         self.pushed: dict[tuple, int] = {}  # (inode, path) of a stream -> the size told
         self.mountpoint: str | None = None  # set by the daemon: where `run` finds the files
+        self.helper = WriteBack()
 
     def open(
         self,
@@ -240,43 +239,107 @@ class BufferedAppends:
 
     async def run(self) -> None:
         """Every `WRITE_BACK_INTERVAL`, have the kernel send what it holds of
-        each append file open for writing. A worker thread opens the file
-        through the mount (this loop serves that open) and asks for the write
-        back with sync_file_range(2), which sends no fsync: what reaches the
-        log is made durable by the flush policy, as any append."""
+        each append file open for writing: a helper process (`WriteBack`) opens
+        the file through the mount (this loop serves that open) and asks for
+        the write back with sync_file_range(2), which sends no fsync: what
+        reaches the log is made durable by the flush policy, as any append."""
         await trio.sleep(WRITE_BACK_INTERVAL)
         if not fuseinit.asked():
             logger.warning(
                 "the kernel was not asked for handle_killpriv_v2 (pyfuse3 imported before "
                 "logfs.mount, or _fuseinit not built): each buffered write() costs a round trip"
             )
-        while True:
-            await self.write_back_open_files()
-            await trio.sleep(WRITE_BACK_INTERVAL)
+        try:
+            while True:
+                await self.write_back_open_files()
+                await trio.sleep(WRITE_BACK_INTERVAL)
+        finally:
+            await self.helper.stop()
 
     async def write_back_open_files(self) -> None:
         for path in [p for p, s in self.streams.items() if s.opens > 0]:
-            target = os.path.join(self.mountpoint, *path)
-            # abandoned on cancel: at unmount nothing answers its requests any more
-            await trio.to_thread.run_sync(write_back, target, abandon_on_cancel=True)
+            await self.helper.write_back(os.path.join(self.mountpoint, *path))
 
     def forget_topic(self, topic: str) -> None:
         for path in [p for p in self.streams if p[0] == topic]:
             del self.streams[path]
 
 
-def write_back(path: str) -> None:
-    """Start writing back the kernel's dirty pages of ``path`` and wait for them."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return  # deleted meanwhile, or the mount is going
-    try:
-        flags = SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER
-        if _libc.sync_file_range(fd, 0, 0, flags) != 0:
-            logger.debug("sync_file_range %s: errno %d", path, ctypes.get_errno())
-    finally:
-        os.close(fd)
+# The helper: paths in, each ended by a NUL; a byte out once that file's dirty pages are
+# written back (the same when it cannot be opened: deleted meanwhile, or the mount going).
+WRITE_BACK = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+pending = b""
+while chunk := os.read(0, 65536):
+    pending += chunk
+    while b"\0" in pending:
+        path, _, pending = pending.partition(b"\0")
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            libc.sync_file_range(fd, 0, 0, 2 | 4)  # SYNC_FILE_RANGE_WRITE | _WAIT_AFTER
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        os.write(1, b"\0")
+"""
+
+
+class WriteBack:
+    """A process of its own that has the kernel write back an append file's
+    dirty pages, by opening it through the mount.
+
+    Not a thread of the daemon: a thread waiting on the daemon's own mount
+    when the daemon is killed (``kill -9``) never returns, since no one is left
+    to answer, and keeps the dying daemon's ``/dev/fuse`` open; the kernel
+    then never ends the connection and every writer to the mount waits in
+    ``D`` state for good. A helper holds no ``/dev/fuse``: the daemon's death
+    ends the connection, which fails the helper's wait, and it exits at the
+    end of its input."""
+
+    def __init__(self) -> None:
+        self.process: trio.Process | None = None
+        self.lock = trio.Lock()  # one path at a time through the pipes
+
+    async def write_back(self, path: str) -> None:
+        """Returns once ``path``'s dirty pages are written back (or the helper
+        failed: a new one is started next time)."""
+        async with self.lock:
+            await self._write_back(path)
+
+    async def _write_back(self, path: str) -> None:
+        if self.process is None or self.process.returncode is not None:
+            self.process = await trio.lowlevel.open_process(
+                [sys.executable, "-I", "-c", WRITE_BACK],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+        process = self.process
+        try:
+            await process.stdin.send_all(os.fsencode(path) + b"\0")
+            if await process.stdout.receive_some(1):
+                return
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        logger.warning("the write-back helper stopped (exit status %s)", process.poll())
+        await self.stop()
+
+    async def stop(self) -> None:
+        """Kill the helper and reap it: at most a second, even when cancelled
+        (a helper waiting on a mount that is going exits once it is gone)."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        process.kill()
+        with trio.CancelScope(shield=True), trio.move_on_after(1):
+            await process.stdin.aclose()
+            await process.stdout.aclose()
+            await process.wait()
 
 
 class BufferedAppendFile(OpenFile):
