@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import random
 import re
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from kafka.record import MemoryRecords
 from mount_helpers import Daemon
 
 from logfs import Store
@@ -85,13 +87,36 @@ def buffered(tmp_path):
         yield daemon
 
 
+def log_state(log: Log) -> dict:
+    """What a log holds in memory about its segments after appends: the fast
+    path must leave it as `Log.append` does (positions, index and stream marks)."""
+    segments = [
+        {
+            "base": s.base_offset,
+            "size": s.size,
+            "next": s.next_offset,
+            "max_timestamp": (s.max_timestamp, s._offset_of_max),
+            "since_index_entry": s._bytes_since_index_entry,
+            "marks": (list(s.stream._offsets), list(s.stream._positions), s.stream.appended),
+        }
+        for s in log.segments
+    ]
+    return {
+        "segments": segments,
+        "unflushed": (log.unflushed_messages, sorted(log._unflushed.segments)),
+        "next_offset": log.next_offset,
+    }
+
+
 def test_fast_path_writes_what_the_general_path_writes(tmp_path):
-    """append_line and Log.append leave byte-identical segments and indexes,
-    across rolls and index entries (a fixed clock)."""
+    """append_line and Log.append leave byte-identical segments, indexes and
+    time indexes, and the same state in memory, across rolls and index
+    entries (a fixed clock)."""
     config = TopicConfig.from_properties({"segment.bytes": "4096", "index.interval.bytes": "300"})
     rng = random.Random(3)
     values = [bytes([97 + i % 26]) * rng.randrange(0, 400) for i in range(600)]
-    logs = []
+    values += [b"long " * 3000]  # a record length of three varint bytes
+    logs, states = [], []
     for name, fast in (("general", False), ("fast", True)):
         log = Log(tmp_path / name / "t-0", "t", 0, config, clock=lambda: 1_700_000_000_000)
         taken = 0
@@ -102,13 +127,34 @@ def test_fast_path_writes_what_the_general_path_writes(tmp_path):
                 taken += 1
         if fast:
             assert taken > len(values) * 0.9  # the fast path took nearly all
+        states.append(log_state(log))
         log.close()
         logs.append(tmp_path / name / "t-0")
+    assert states[0] == states[1]
+    assert states[0]["segments"][0]["marks"][2] > 0  # the stream bytes were counted
     general, fast = (sorted(p.iterdir()) for p in logs)
     assert [p.name for p in general] == [p.name for p in fast]
     assert len(general) > 6  # several segments: the rolls went the general way
     for a, b in zip(general, fast, strict=True):
         assert a.read_bytes() == b.read_bytes(), a.name
+
+
+def test_fast_path_batches_decode_with_kafka_python(tmp_path):
+    """The fast path's batches, read by an independent codec."""
+    log = Log(tmp_path / "t-0", "t", 0, TopicConfig.from_properties({}))
+    values = [b"", b"x", b"line " * 30, b"y" * 20000]
+    for value in values:
+        assert append_line(log, value) is not None
+    log.flush()
+    records = MemoryRecords((tmp_path / "t-0" / "00000000000000000000.log").read_bytes())
+    got = []
+    while records.has_next():
+        batch = records.next_batch()
+        assert batch.validate_crc()
+        assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (-1, -1, -1)
+        got += [(r.offset, r.key, r.value, list(r.headers)) for r in batch]
+    assert got == [(i, None, v, []) for i, v in enumerate(values)]
+    log.close()
 
 
 def test_fast_path_declines_what_it_cannot_do(tmp_path):
@@ -248,6 +294,78 @@ def test_one_line_writes_are_answered_before_pyfuse3(tmp_path):
         assert stale.value.errno == errno.ESTALE
         assert "opcode: WRITE " not in one_line_trace
         assert log.read_text(errors="replace")[before:].count("opcode: WRITE ") == 3
+
+
+def test_a_one_line_write_is_in_the_log_when_it_returns(tmp_path):
+    """The one-line write() is answered once its record is in the segment file,
+    and its bookkeeping is done before the next request: the receipt, the
+    record by offset and the stream are there right after each write()."""
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    with Daemon(data, mnt, log=tmp_path / "daemon.log"):
+        (mnt / "t").mkdir()
+        fd = os.open(mnt / "t" / "0" / "append", os.O_RDWR)
+        try:
+            for i in range(100):
+                line = b"receipt %d " % i + b"x" * (i * 37 % 500)
+                assert os.write(fd, line + b"\n") == len(line) + 1
+                assert os.read(fd, 100) == b"0 %d %d\n" % (i, i)
+                assert (mnt / "t" / "0" / "offset" / str(i)).read_bytes() == line
+        finally:
+            os.close(fd)
+        stream = (mnt / "t" / "0" / "stream").read_bytes().splitlines()
+        assert [line.split(b" ")[1] for line in stream] == [b"%d" % i for i in range(100)]
+    segment = data / "t-0" / "00000000000000000000.log"
+    assert segment.stat().st_size > 100 * 70  # 61-byte headers and the lines
+
+
+LINES_FOR = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+end, n = time.monotonic() + float(sys.argv[2]), 0
+while time.monotonic() < end:
+    os.write(fd, b"line %d\n" % n)
+    n += 1
+os.close(fd)
+print(n)
+"""
+
+
+def test_a_stream_of_one_line_writes_leaves_room_for_the_rest(tmp_path):
+    """One-line write()s that follow each other closely are taken one after the
+    other before pyfuse3's loop (_fuseinit.c), a bounded number in a row: while
+    a writer writes as fast as it can, other requests are answered promptly
+    and the flusher keeps flush.ms."""
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    with Daemon(data, mnt, log=tmp_path / "daemon.log"):
+        (mnt / "t").mkdir()
+        (mnt / "t" / "config").write_text("flush.ms=100\n")
+        writer = subprocess.Popen(
+            [sys.executable, "-c", LINES_FOR, str(mnt / "t" / "0" / "append"), "3"],
+            stdout=subprocess.PIPE,
+        )
+        try:
+            points, slowest = [], 0.0
+            time.sleep(0.3)
+            while writer.poll() is None:
+                started = time.monotonic()
+                state = json.loads((mnt / "t" / "0" / "state").read_text())
+                slowest = max(slowest, time.monotonic() - started)
+                points.append(state["recovery_point"])
+                time.sleep(0.05)
+            written = int(writer.communicate(timeout=30)[0])
+        finally:
+            if writer.poll() is None:
+                writer.kill()
+                writer.wait()
+        assert writer.returncode == 0
+        assert written > 5000
+        assert slowest < 1.0, f"a read of state waited {slowest:.3f} s behind the writer"
+        moves = sum(1 for a, b in zip(points, points[1:], strict=False) if b > a)
+        assert moves >= 6, f"the recovery point moved {moves} times in {len(points)} looks"
+        lines = (mnt / "t" / "0" / "stream").read_bytes().splitlines()
+        assert lines == [b"line %d" % i for i in range(written)]
 
 
 def test_files_keep_no_set_id_bits(buffered):

@@ -24,6 +24,13 @@ from logfs import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 # What a login shell has: no venv, no VIRTUAL_ENV, no PYSPARK_PYTHON, no PYTHONPATH.
+# The compiled modules a wheel holds, and the source the sdist holds for each.
+COMPILED = {
+    "logfs/core/format/_codec": ".pyx",
+    "logfs/core/log/_small": ".pyx",
+    "logfs/mount/_lines": ".pyx",
+    "logfs/mount/_fuseinit": ".c",
+}
 PLAIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -95,7 +102,8 @@ def test_the_wheels_are_manylinux_and_logfs_holds_its_codec(wheelhouse):
     with zipfile.ZipFile(logfs) as z:
         files = z.namelist()
         pth = z.read("logfs-pyspark-python.pth").decode()
-    assert any(f.startswith("logfs/core/format/_codec") and f.endswith(".so") for f in files)
+    for module in COMPILED:
+        assert any(f.startswith(module) and f.endswith(".so") for f in files), module
     assert "pyspark_logfs.py" in files
     assert 'setdefault("PYSPARK_PYTHON", sys.executable)' in pth
     with zipfile.ZipFile(next(wheelhouse.glob("pyfuse3-*.whl"))) as z:
@@ -103,8 +111,10 @@ def test_the_wheels_are_manylinux_and_logfs_holds_its_codec(wheelhouse):
     # python -m build made the sdist beside the wheel; it holds the codec's source only
     sdist = next((wheelhouse / "dist").glob("logfs-*.tar.gz"))
     listing = run(["tar", "tzf", str(sdist)]).stdout.split()
-    assert any(f.endswith("logfs/core/format/_codec.pyx") for f in listing)
-    assert not any(f.endswith((".so", "_codec.c")) for f in listing)
+    for module, source in COMPILED.items():
+        assert any(f.endswith(module + source) for f in listing), module
+    generated = tuple(m + ".c" for m, source in COMPILED.items() if source == ".pyx")
+    assert not any(f.endswith((".so", *generated)) for f in listing)
 
 
 @pytest.mark.spark

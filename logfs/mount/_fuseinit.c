@@ -28,6 +28,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <poll.h>
+#include <time.h>
 #include <unistd.h>
 
 #define INIT_REPLY_BYTES 80 /* struct fuse_out_header (16) + struct fuse_init_out (64) */
@@ -50,18 +52,21 @@ struct custom_io {
 /* Read by mount/fuseinit.py: 1 once the INIT reply carried the flag. */
 int logfs_killpriv_v2_asked = 0;
 
-/* The one-line write() of the default mode (mount/fuseinit.py, `set_write_hook`):
- * a WRITE request whose data is exactly one line goes to the hook, with the GIL
- * that pyfuse3 holds while it receives a request. The hook answers -1 (not taken:
- * libfuse and pyfuse3 get the request as always), 0 (appended) or an errno; a taken
- * request is answered here, and libfuse is told the read was interrupted, which
- * pyfuse3 answers by waiting for the next request. */
+/* The one-line write() of the default mode (mount/fuseinit.py, `set_write_hook`,
+ * and mount/_lines.pyx): a WRITE request whose data is exactly one line goes to
+ * `take(fh, data)`, with the GIL that pyfuse3 holds while it receives a request.
+ * It answers -1 (not taken: libfuse and pyfuse3 get the request as always), 0
+ * (the line is in the segment file) or an errno. A taken request is answered
+ * here, then `done()` does the log's bookkeeping for a line taken, while the
+ * writer runs; libfuse is told the read was interrupted, which pyfuse3 answers
+ * by waiting for the next request. */
 #define FUSE_WRITE_OPCODE 16
 #define IN_HEADER_BYTES 40  /* struct fuse_in_header */
 #define WRITE_IN_BYTES 40   /* struct fuse_write_in (protocol 7.9 and later) */
 #define DATA_AT (IN_HEADER_BYTES + WRITE_IN_BYTES)
 
-static PyObject *write_hook = NULL;
+static PyObject *take_hook = NULL;
+static PyObject *done_hook = NULL;
 
 static ssize_t answer(int fd, uint64_t unique, int error, uint32_t size)
 {
@@ -71,31 +76,41 @@ static ssize_t answer(int fd, uint64_t unique, int error, uint32_t size)
     return writev(fd, &whole, 1);
 }
 
-static long call_hook(uint64_t fh, const char *data, uint32_t size)
+/* The hook's answer, -1 if it failed (the request then goes the usual way). */
+static long call_take(uint64_t fh, const char *data, uint32_t size)
 {
-    PyGILState_STATE gil = PyGILState_Ensure();
     long taken = -1;
-    PyObject *result = PyObject_CallFunction(write_hook, "Ky#", (unsigned long long)fh, data,
-                                             (Py_ssize_t)size);
-    if (result != NULL) {
-        taken = PyLong_AsLong(result);
-        Py_DECREF(result);
+    PyObject *args[2] = {PyLong_FromUnsignedLongLong(fh),
+                         PyBytes_FromStringAndSize(data, (Py_ssize_t)size)};
+    if (args[0] != NULL && args[1] != NULL) {
+        PyObject *result = PyObject_Vectorcall(take_hook, args, 2, NULL);
+        if (result != NULL) {
+            taken = PyLong_AsLong(result);
+            Py_DECREF(result);
+        }
     }
+    Py_XDECREF(args[0]);
+    Py_XDECREF(args[1]);
     if (PyErr_Occurred()) {
-        PyErr_WriteUnraisable(write_hook);
+        PyErr_WriteUnraisable(take_hook);
         taken = -1;
     }
-    PyGILState_Release(gil);
     return taken;
 }
 
-static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
+static void call_done(void)
 {
-    (void)userdata;
-    ssize_t got = read(fd, buf, len);
-    if (write_hook == NULL || got <= DATA_AT)
-        return got;
-    const unsigned char *request = buf;
+    PyObject *result = PyObject_CallNoArgs(done_hook);
+    if (result == NULL)
+        PyErr_WriteUnraisable(done_hook);
+    Py_XDECREF(result);
+}
+
+/* A WRITE of exactly one line taken and answered: 1; 0 for any other request. */
+static int take_line(int fd, const unsigned char *request, ssize_t got)
+{
+    if (take_hook == NULL || got <= DATA_AT)
+        return 0;
     uint32_t opcode, size;
     uint64_t unique, fh;
     memcpy(&opcode, request + 4, sizeof opcode);
@@ -105,11 +120,50 @@ static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
     const char *data = (const char *)request + DATA_AT;
     if (opcode != FUSE_WRITE_OPCODE || (ssize_t)size != got - DATA_AT || data[size - 1] != '\n'
         || memchr(data, '\n', size - 1) != NULL)
-        return got;
-    long taken = call_hook(fh, data, size);
-    if (taken < 0)
-        return got;
-    answer(fd, unique, (int)taken, size);
+        return 0;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    long taken = call_take(fh, data, size);
+    if (taken >= 0)
+        answer(fd, unique, (int)taken, size);
+    if (taken == 0)
+        call_done();
+    PyGILState_Release(gil);
+    return taken >= 0;
+}
+
+/* libfuse's read of the next request. One-line WRITEs are taken here, and
+ * while they come one after the other (a writer's next line arrives within
+ * NEXT_WAIT_NS of the answer to its last) the next request is read here too:
+ * a writer of lines then costs the daemon a read, an append and an answer per
+ * line instead of a turn of pyfuse3's loop on trio. At most MAX_IN_A_ROW in a
+ * row, so the daemon's other tasks (the flusher, other files' requests) wait
+ * for no more than a few milliseconds. Any other request goes to libfuse as
+ * usual; when none is waiting, libfuse is told the read was interrupted,
+ * which pyfuse3 answers by waiting for the next request. */
+#define NEXT_WAIT_NS 50000
+#define MAX_IN_A_ROW 64
+
+static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
+{
+    (void)userdata;
+    for (int row = 0;; row++) {
+        ssize_t got = read(fd, buf, len);
+        if (got < 0 && row > 0 && errno != ENODEV)
+            break; /* nothing to read after all: wait as usual */
+        if (!take_line(fd, buf, got))
+            return got;
+        if (row + 1 == MAX_IN_A_ROW)
+            break;
+        /* The GIL is free while waiting: the flusher's fsync threads run meanwhile. */
+        struct pollfd next = {fd, POLLIN, 0};
+        const struct timespec wait = {0, NEXT_WAIT_NS};
+        PyThreadState *state = PyGILState_Check() ? PyEval_SaveThread() : NULL;
+        int ready = ppoll(&next, 1, &wait, NULL);
+        if (state != NULL)
+            PyEval_RestoreThread(state);
+        if (ready != 1 || !(next.revents & POLLIN))
+            break;
+    }
     errno = EINTR;
     return -1;
 }
@@ -181,22 +235,27 @@ int fuse_session_mount(struct fuse_session *se, const char *mountpoint)
     return 0;
 }
 
-static PyObject *set_write_hook(PyObject *self, PyObject *hook)
+static PyObject *set_write_hook(PyObject *self, PyObject *const *args, Py_ssize_t count)
 {
     (void)self;
-    if (hook != Py_None && !PyCallable_Check(hook)) {
-        PyErr_SetString(PyExc_TypeError, "the write hook must be callable or None");
+    if (count != 2 || (args[0] == Py_None) != (args[1] == Py_None)
+        || (args[0] != Py_None && (!PyCallable_Check(args[0]) || !PyCallable_Check(args[1])))) {
+        PyErr_SetString(PyExc_TypeError, "set_write_hook(take, done): two callables, or None twice");
         return NULL;
     }
-    Py_XDECREF(write_hook);
-    write_hook = hook == Py_None ? NULL : hook;
-    Py_XINCREF(write_hook);
+    Py_CLEAR(take_hook);
+    Py_CLEAR(done_hook);
+    if (args[0] != Py_None) {
+        take_hook = Py_NewRef(args[0]);
+        done_hook = Py_NewRef(args[1]);
+    }
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
-    {"set_write_hook", set_write_hook, METH_O,
-     "hook(fh, data) -> -1 (not taken), 0 (appended) or an errno, for one-line WRITEs"},
+    {"set_write_hook", (PyCFunction)(void (*)(void))set_write_hook, METH_FASTCALL,
+     "set_write_hook(take, done): take(fh, data) -> -1 (not taken), 0 (appended) or an "
+     "errno, for one-line WRITEs; done() after each answer of 0"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -43,6 +43,7 @@ from ..core.errors import LogfsError
 from ..core.log import Store
 from ..core.storage import DESCRIPTORS, raise_nofile_limit
 from . import fuseinit
+from ._lines import LineWrites
 from .cleaning import Cleaner
 from .flusher import Flusher
 from .network import address_of, kafka_listener
@@ -114,7 +115,8 @@ def serve(
         if listener is not None:  # one coordinator: the mount's groups/ files and the listener's
             ops.view.groups = listener.broker.groups
         pyfuse3.init(ops, mountpoint, fuse_options)
-        fuseinit.set_write_hook(ops.write_now)
+        lines = LineWrites(ops)
+        fuseinit.set_write_hook(lines.take, lines.done)
     except BaseException:
         store.close()
         raise
@@ -133,7 +135,7 @@ def serve(
         with contextlib.ExitStack() as teardown:  # runs bottom-up, each step even if one fails
             teardown.callback(store.close)
             teardown.callback(pyfuse3.close, unmount=True)
-            teardown.callback(fuseinit.set_write_hook, None)
+            teardown.callback(fuseinit.set_write_hook, None, None)
             teardown.callback(store.checkpoint)
             teardown.callback(store.flush)
             teardown.callback(ops.close_files)

@@ -37,16 +37,20 @@ def asked() -> bool:
     return bool(ctypes.c_int.in_dll(_library, "logfs_killpriv_v2_asked").value)
 
 
-def set_write_hook(hook: Callable[[int, bytes], int] | None) -> bool:
-    """Have ``hook(fh, data)`` see each WRITE request whose data is exactly one
+def set_write_hook(
+    take: Callable[[int, bytes], int] | None, done: Callable[[], None] | None
+) -> bool:
+    """Have ``take(fh, data)`` see each WRITE request whose data is exactly one
     line before pyfuse3 does: it answers -1 to leave the request to pyfuse3,
-    0 once the line is appended, or an errno. It runs inside pyfuse3's receive,
-    on the trio thread, and must not raise or wait. False where the library
-    is not in use (the mount then works without it)."""
+    0 once the line is in the log's file, or an errno; after an answer of 0
+    the request is answered and ``done()`` called. Both run inside pyfuse3's
+    receive, on the trio thread, and must not raise or wait (mount/_lines.pyx).
+    None twice removes them. False where the library is not in use (the
+    mount then works without it)."""
     if _library is None:
         return False
     module = importlib.import_module(f"{__package__}._fuseinit")  # the library loaded above
-    module.set_write_hook(hook)
+    module.set_write_hook(take, done)
     return True
 
 

@@ -22,13 +22,11 @@ import trio
 
 from ..core.log import Store
 from .buffered import BufferedAppends
-from .errnos import fail, failed, fuse_errors, log_rejected
+from .errnos import fail, fuse_errors, log_rejected
 from .flusher import Flusher
 from .lives import Caller, TopicLife
 from .tree import Root, resolve
 from .view import DATA_OWNER, OpenFile, Ownership, View
-
-NOT_TAKEN = -1  # `Operations.write_now`: the request goes the usual way
 
 logger = logging.getLogger(__name__)
 
@@ -276,19 +274,6 @@ class Operations(pyfuse3.Operations):
             raise fail(errno.ESTALE)
         await file.write(off, buf)
         return len(buf)
-
-    def write_now(self, fh: int, data: bytes) -> int:
-        """A write() of exactly one line, taken while pyfuse3 receives it
-        (fuseinit.py): 0 once appended, an errno, or `NOT_TAKEN` to leave it
-        to `write` (a deleted topic's file, a recovering store, anything but
-        the one-line fast path)."""
-        file = self.files.get(fh)
-        if file is None or not self.ready.is_set() or self._deleted(fh):
-            return NOT_TAKEN
-        try:
-            return 0 if file.write_now(data) else NOT_TAKEN
-        except Exception as e:  # noqa: BLE001 - every failure is an errno, as in `write`
-            return failed("write", (fh,), e)
 
     @fuse_errors
     async def flush(self, fh):

@@ -83,12 +83,6 @@ class OpenFile:
     async def write(self, offset: int, data: bytes) -> None:
         raise fail(errno.EBADF)
 
-    def write_now(self, data: bytes) -> bool:
-        """A write() of exactly one line, taken without waiting for anything
-        (`Operations.write_now`): True once done; False, having done nothing,
-        to leave it to `write`."""
-        return False
-
     async def flush(self) -> None:
         """close(): what the file still holds takes effect; errors reach close()."""
 

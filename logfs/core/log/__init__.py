@@ -5,12 +5,12 @@ partitioner, and `Store` (topics and their settings, partitions,
 checkpoints, the writer lock)."""
 
 from . import cleaner
+from ._small import append_line, write_line
 from .cleaner import Throttle, clean_store
 from .flushing import FlushTicket
 from .keys import key_name, name_key
 from .lines import FromStream, PartitionStream, Uncounted
 from .partition import Log
-from .small import append_line
 from .store import Store
 from .topics import LIMIT_OPTIONS, Limits
 
@@ -29,4 +29,5 @@ __all__ = [
     "cleaner",
     "key_name",
     "name_key",
+    "write_line",
 ]
