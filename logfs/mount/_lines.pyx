@@ -90,7 +90,7 @@ cdef class LineWrites:
             written.finish()
             if file.receipts is not None:
                 file.add_receipt(file.partition, written.first, 1)
-        except Exception as e:  # noqa: BLE001 - the partition cannot go on without its state
+        except Exception as e:  # the partition cannot go on without its state
             # The line is in the file, but the log's state lags it: appending more
             # would index them at wrong positions. Offline until the next mount's
             # recovery, which indexes what the file holds.

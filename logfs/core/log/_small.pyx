@@ -37,7 +37,7 @@ from crc32c import crc32c
 
 from ..config import INT_MAX, now_ms
 from ..format import compression
-from ..format.batching import RECORD_OVERHEAD
+from ..format.batching import max_record_bytes
 from ..format.record import HEADER_SIZE, LOG_OVERHEAD, MAGIC, TIMESTAMP_TYPE_BIT
 from ..storage import DESCRIPTORS
 from ..storage.stream import MARK_BYTES
@@ -162,7 +162,7 @@ def write_line(log, bytes data, Py_ssize_t length):
         or keys._latest is not None
         or keys._changed
         or length > MAX_VALUE
-        or length >= config.max_message_bytes - HEADER_BYTES - RECORD_OVERHEAD
+        or length >= max_record_bytes(config)
         or BY_NAME[config.compression_type] != NONE
     ):
         return None
@@ -185,6 +185,7 @@ def write_line(log, bytes data, Py_ssize_t length):
     clock = log.clock
     cdef int64_t now = wall_ms() if clock is now_ms else clock()
     cdef int64_t segment_size = segment.size
+    # `should_roll`'s rule, read from the segment without building its arguments
     if segment_size > 0 and (
         segment_size > config.segment_bytes - size
         or now - (segment._first_timestamp or segment.first_timestamp) > config.segment_ms
