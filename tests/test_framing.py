@@ -6,16 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from logfs.core.errors import LogfsError
-from logfs.mount.framing import (
-    PACKED_BYTES,
-    FramingError,
-    LengthFramer,
-    LineFramer,
-    Packed,
-    TooLargeError,
-    frame,
-)
+from logfs.core.errors import FramingError, LogfsError, TooLargeError
+from logfs.mount.framing import PACKED_BYTES, LengthFramer, LineFramer, Packed, frame
 
 
 def feed_all(framer, chunks):

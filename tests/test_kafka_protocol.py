@@ -148,6 +148,9 @@ def test_produce_errors_per_partition_and_nothing_appended(served):
     # A compacted topic takes keyed records only.
     assert produce(address, "compacted", {0: good}) == {0: (ErrorCode.invalid_record, -1)}
     assert stored(served.data, "compacted") == []
+    # Only the group coordinator appends to its topic.
+    answer = produce(address, "__consumer_offsets", {0: good})
+    assert answer == {0: (ErrorCode.invalid_topic_exception, -1)}
 
 
 @pytest.fixture(autouse=True)
@@ -228,6 +231,10 @@ def test_admin_client_manages_topics_and_settings(served):
     with pytest.raises(Exception, match="INVALID_REPLICATION_FACTOR"):
         admin.create_topics([NewTopic("replicated", 1, 3)])["replicated"].result(10)
     assert admin.create_partitions([NewPartitions("admin", 4)])["admin"].result(10) is None
+    with pytest.raises(Exception, match="INVALID_PARTITIONS"):  # fewer than it has
+        admin.create_partitions([NewPartitions("admin", 3)])["admin"].result(10)
+    with pytest.raises(Exception, match="val=17,"):  # INVALID_TOPIC_EXCEPTION: the coordinator's
+        admin.delete_topics(["__consumer_offsets"])["__consumer_offsets"].result(10)
     resource = ConfigResource("topic", "admin")
     described = admin.describe_configs([resource])[resource].result(10)
     assert described["retention.ms"].value == "3600000"

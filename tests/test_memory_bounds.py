@@ -21,11 +21,12 @@ from mount_helpers import Daemon, sh
 
 from logfs import Store
 from logfs.core.config import TopicConfig
+from logfs.core.errors import FileTooLargeError, TooLargeError
 from logfs.core.format import Record
 from logfs.core.log import Log
 from logfs.mount import errnos
 from logfs.mount.files import CONFIG_MAX_BYTES, READ_AHEAD_REQUEST, ReadAhead
-from logfs.mount.framing import FileTooLargeError, LineFramer, TooLargeError, frame
+from logfs.mount.framing import LineFramer, frame
 from logfs.mount.memory import Pool, RecordCache, record_cost
 
 MB = 1 << 20

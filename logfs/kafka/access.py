@@ -17,7 +17,7 @@ import os
 import pwd
 from typing import NamedTuple
 
-from ..core.errors import LogfsError
+from ..core.errors import AccessDeniedError
 
 READ, WRITE, OWNER = "read", "write", "owner"
 _BITS = {READ: 4, WRITE: 2}
@@ -61,11 +61,7 @@ class Client(NamedTuple):
     user: str | None = None
 
 
-class AccessDenied(LogfsError):
-    """A principal without the permission a request needs (TOPIC_AUTHORIZATION_FAILED)."""
-
-
 def require(broker, client: Client, want: str, topic: str) -> None:
-    """Raise `AccessDenied` unless ``client`` may ``want`` on ``topic``."""
+    """Raise `AccessDeniedError` unless ``client`` may ``want`` on ``topic``."""
     if not broker.allows(client, want):
-        raise AccessDenied(f"{client.user} may not {want} {topic!r}")
+        raise AccessDeniedError(f"{client.user} may not {want} {topic!r}")

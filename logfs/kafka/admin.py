@@ -4,10 +4,16 @@ DescribeConfigs and IncrementalAlterConfigs, over the store's own topic calls
 
 from __future__ import annotations
 
-from ..core.errors import InvalidConfigError, LogfsError
+from ..core.config import INTERNAL_TOPICS
+from ..core.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    LogfsError,
+)
 from .access import OWNER, READ, WRITE, require
 from .codes import NO_THROTTLE, error_code
-from .group_log import INTERNAL_TOPICS
 from .metadata import NO_TOPIC_ID
 from .protocol import (
     CREATE_PARTITIONS,
@@ -44,7 +50,7 @@ def create_topics(broker, request, advertised):
         def create(topic=topic, count=count, configs=configs):
             require(broker, advertised, WRITE, topic.name)
             if topic.replication_factor not in (-1, 1):
-                raise InvalidConfigError("replication factor: logfs keeps one replica")
+                raise InvalidReplicationFactorError("replication factor: logfs keeps one replica")
             if request.body.validate_only:
                 if topic.name in store.topics():
                     store.create_topic(topic.name)  # raises TopicExistsError
@@ -52,8 +58,6 @@ def create_topics(broker, request, advertised):
             store.create_topic(topic.name, partitions=count, config=configs)
 
         code, message = _outcome(create)
-        if code == ErrorCode.invalid_config and topic.replication_factor not in (-1, 1):
-            code = ErrorCode.invalid_replication_factor
         results.append(
             make(
                 m.CreatableTopicResult,
@@ -76,15 +80,14 @@ def delete_topics(broker, request, advertised):
     names = request.body.topic_names
     results = []
     for name in names:
-        if name in INTERNAL_TOPICS:  # the group coordinator's own log stays
-            code, message = ErrorCode.invalid_topic_exception, f"{name} is internal"
-        else:
 
-            def delete(name=name):
-                require(broker, advertised, OWNER, name)
-                broker.store.delete_topic(name)
+        def delete(name=name):
+            if name in INTERNAL_TOPICS:  # the group coordinator's own log stays
+                raise InvalidTopicError(f"{name} is internal")
+            require(broker, advertised, OWNER, name)
+            broker.store.delete_topic(name)
 
-            code, message = _outcome(delete)
+        code, message = _outcome(delete)
         if code == ErrorCode.none:
             broker.producers.forget(name)
             if broker.topic_deleted is not None:
@@ -104,15 +107,16 @@ def create_partitions(broker, request, advertised):
             require(broker, advertised, OWNER, topic.name)
             current = len(broker.store.partitions(topic.name))
             if topic.count <= current:
-                raise InvalidConfigError(
+                raise InvalidPartitionsError(
                     f"topic {topic.name!r} has {current} partitions, not fewer than {topic.count}"
                 )
             if not request.body.validate_only:
-                broker.store.add_partitions(topic.name, topic.count)
+                try:
+                    broker.store.add_partitions(topic.name, topic.count)
+                except InvalidConfigError as e:  # a count the topic cannot take
+                    raise InvalidPartitionsError(str(e)) from None
 
         code, message = _outcome(grow)
-        if code == ErrorCode.invalid_config:
-            code = ErrorCode.invalid_partitions
         results.append(
             make(
                 m.CreatePartitionsTopicResult,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import uuid
 
+from ..core.config import INTERNAL_TOPICS
 from ..core.errors import LogfsError
 from .access import WRITE
 from .codes import CLUSTER_ID, NO_THROTTLE, NODE_ID, error_code
-from .group_log import INTERNAL_TOPICS
 from .protocol import API_VERSIONS, METADATA, SERVED, ErrorCode, make, schema
 
 NO_TOPIC_ID = uuid.UUID(int=0)

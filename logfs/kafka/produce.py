@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import trio
 
-from ..core.errors import InvalidBatchError, LogfsError
+from ..core.config import INTERNAL_TOPICS
+from ..core.errors import InvalidBatchError, InvalidRecordError, InvalidTopicError, LogfsError
 from ..core.format import decode_records, idempotent, read_header, split_batches
 from .access import WRITE, require
 from .codes import NO_THROTTLE, error_code
-from .group_log import INTERNAL_TOPICS
 from .producers import SequenceError
 from .protocol import PRODUCE, ErrorCode, make, schema
 
@@ -44,10 +44,9 @@ def _append(broker, client, topic: str, partition: int, records: bytes | None):
     partition's append. Retried batches of an idempotent producer are
     acknowledged, not appended again."""
     log, batches = None, []
-    if topic in INTERNAL_TOPICS:  # only the group coordinator writes there (Kafka's rule)
-        message = f"cannot append to internal topic {topic}"
-        return ErrorCode.invalid_topic_exception, -1, message, None
     try:
+        if topic in INTERNAL_TOPICS:  # only the group coordinator writes there (Kafka's rule)
+            raise InvalidTopicError(f"cannot append to internal topic {topic}")
         require(broker, client, WRITE, topic)
         log = broker.store.log(topic, partition)
         if not records:
@@ -64,10 +63,10 @@ def _append(broker, client, topic: str, partition: int, records: bytes | None):
     except SequenceError as e:
         return e.code, -1, str(e), None
     except InvalidBatchError as e:
-        code = error_code(e)
+        error: LogfsError = e
         if log is not None and log.config.compact and _keyless(batches):
-            code = ErrorCode.invalid_record  # Kafka's answer to a keyless compacted record
-        return code, -1, str(e).splitlines()[0], None
+            error = InvalidRecordError(str(e))  # what Kafka answers a keyless compacted record
+        return error_code(error), -1, str(error).splitlines()[0], None
     except (LogfsError, OSError) as e:
         return error_code(e), -1, str(e).splitlines()[0] if str(e) else None, None
 

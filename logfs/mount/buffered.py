@@ -32,10 +32,10 @@ import sys
 import pyfuse3
 import trio
 
-from ..core.errors import LogfsError
+from ..core.errors import FramingError, LogfsError
 from . import fuseinit
 from .appendfile import AppendFile
-from .framing import BatchFramer, FramingError, LengthFramer, LineFramer
+from .framing import BatchFramer, LengthFramer, LineFramer
 from .view import OpenFile, View
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,5 @@
-"""Errors as the mount's clients see them: the one table from store errors to
-errnos (core/client/names.py, with the framing errors added), and
-`fuse_errors`, which every request handler wears.
+"""Errors as the mount's clients see them: each error's errno from the one
+table (core/errors.py), and `fuse_errors`, which every request handler wears.
 
 Only a `pyfuse3.FUSEError` may leave a handler: anything else would reach
 libfuse as a crash. Clients never see ``EINTR`` or an errno at or above 512
@@ -16,20 +15,9 @@ import time
 
 import pyfuse3
 
-from ..core.client import names
 from ..core.errors import CorruptIndexError, CorruptRecordError, InvalidBatchError, LogfsError
-from .framing import FileTooLargeError, FramingError, TooLargeError
 
 logger = logging.getLogger(__name__)
-
-# The one table from errors to errnos (names.py, shared with the writers that
-# read errnos back), and the framing errors the mount's append files add.
-ERRNOS: dict[type[BaseException], int] = {
-    **names.ERRNOS,
-    TooLargeError: errno.EMSGSIZE,
-    FileTooLargeError: errno.EFBIG,
-    FramingError: errno.EINVAL,
-}
 
 
 def fail(code: int) -> pyfuse3.FUSEError:
@@ -82,10 +70,10 @@ def log_rejected(
 
 
 def errno_for(exc: BaseException) -> int:
-    """The errno a client sees for ``exc``; never EINTR, never >= 512."""
-    for cls in type(exc).__mro__:
-        if cls in ERRNOS:
-            return ERRNOS[cls]
+    """The errno a client sees for ``exc``: a `LogfsError`'s from the table,
+    an OSError's own; never EINTR, never >= 512."""
+    if isinstance(exc, LogfsError):
+        return exc.errno
     if isinstance(exc, OSError) and exc.errno and 0 < exc.errno < 512 and exc.errno != errno.EINTR:
         return exc.errno
     log_rejected(logging.ERROR, "unexpected error in a FUSE handler", exc_info=True, limit=FAILED)

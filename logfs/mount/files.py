@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 
 from ..core.config import TopicConfig, read_properties, write_properties
+from ..core.errors import FileTooLargeError
 from ..core.format import max_record_bytes
 from ..core.log import FromStream, Log
-from .framing import FileTooLargeError
 from .memory import Pool
 from .view import OpenFile, View
 

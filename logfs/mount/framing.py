@@ -39,25 +39,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..core.errors import LogfsError
+from ..core.errors import FramingError, TooLargeError
 from ..core.format import line_lengths, split_batches
 
 PACKED_BYTES = 4096  # writes of at least this much are cut into lines by the compiled codec
-
-
-class FramingError(LogfsError):
-    """Input that cannot be framed into records (missing key separator,
-    incomplete binary frame)."""
-
-
-class TooLargeError(FramingError):
-    """A single record larger than the topic's max.message.bytes."""
-
-
-class FileTooLargeError(LogfsError):
-    """A write or truncate past the size an edited file may have (a key's
-    value over max.message.bytes, a config over `CONFIG_MAX_BYTES`): EFBIG,
-    refused before anything is allocated."""
 
 
 class Framed(NamedTuple):

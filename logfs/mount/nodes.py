@@ -21,7 +21,7 @@ import time
 
 from ..core.client import names
 from ..core.config import TopicConfig
-from ..core.errors import OffsetOutOfRangeError
+from ..core.errors import FileTooLargeError, OffsetOutOfRangeError
 from ..core.format import Record, max_record_bytes
 from ..core.log import FromStream, Log
 from .appendfile import AppendFile
@@ -36,7 +36,7 @@ from .files import (
     key_value_limit,
     state_text,
 )
-from .framing import BatchFramer, FileTooLargeError, LengthFramer, LineFramer
+from .framing import BatchFramer, LengthFramer, LineFramer
 from .view import Node, OpenFile, Stat, View
 
 REGULAR = stat.S_IFREG | 0o444

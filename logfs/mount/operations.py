@@ -4,8 +4,8 @@ Handlers resolve the inode and hand the request to its node or open file:
 what each kind of node is and does is in tree.py (directories) and nodes.py
 (files), what an open file holds and does in files.py and appendfile.py, the
 state they share in view.py, the line, binary and batch framing in
-framing.py. Every error becomes an errno through the one table `ERRNOS`
-(errnos.py); only `FUSEError` leaves a handler.
+framing.py. Every error becomes the errno the one table of errors gives it
+(core/errors.py, read by errnos.py); only `FUSEError` leaves a handler.
 """
 
 from __future__ import annotations

@@ -12,31 +12,19 @@ Extended attributes, all under ``user.logfs.``: the mount root's ``pid``,
 ``keys/<name>``) ``offset``, ``timestamp``, ``key``, ``headers`` and
 ``header.<name>``, and a key's ``partition``.
 
-Errors: `ERRNOS` is the one table from the store's errors to the errno a
-client of the mount sees; `ERRORS` reads it backwards, for a writer that got
-an errno from ``append.batches`` and raises what the store would have raised.
+Errors: `ERRORS` reads the one table of errors (core/errors.py) backwards, for
+a writer that got an errno from ``append.batches`` and raises what the store
+would have raised.
 """
 
 from __future__ import annotations
 
-import errno
-
 from ..errors import (
-    CorruptIndexError,
-    CorruptRecordError,
     InvalidBatchError,
-    InvalidConfigError,
-    InvalidRecordError,
-    InvalidTopicError,
-    LogFailedError,
-    LogfsError,
-    OffsetOutOfRangeError,
-    PartitionLimitError,
     ReadOnlyError,
     RecordTooLargeError,
-    TopicExistsError,
     UnknownTopicError,
-    UnsupportedCodecError,
+    by_errno,
 )
 
 # ---------------------------------------------------------------- file names
@@ -74,31 +62,8 @@ HEADER_XATTR_PREFIX = XATTR_PREFIX + "header."  # + a header's name: its first v
 
 # ---------------------------------------------------------------- errors
 
-# The one table from store errors to errnos; the first match along the MRO wins.
-ERRNOS: dict[type[BaseException], int] = {
-    OffsetOutOfRangeError: errno.ENOENT,
-    UnknownTopicError: errno.ENOENT,
-    InvalidTopicError: errno.EINVAL,
-    # BatchTooLargeError too: its MRO has InvalidBatchError before RecordTooLargeError
-    InvalidBatchError: errno.EINVAL,
-    InvalidRecordError: errno.EINVAL,
-    InvalidConfigError: errno.EINVAL,
-    TopicExistsError: errno.EEXIST,
-    PartitionLimitError: errno.ENOSPC,  # a limit on partitions: nothing created
-    RecordTooLargeError: errno.EMSGSIZE,
-    ReadOnlyError: errno.EROFS,
-    CorruptRecordError: errno.EIO,
-    CorruptIndexError: errno.EIO,
-    LogFailedError: errno.EIO,
-    UnsupportedCodecError: errno.EIO,
-    LogfsError: errno.EIO,
-}
-
-# An errno of append.batches -> the error the store would have raised (each
-# maps back to its errno through ERRNOS).
-ERRORS: dict[int, type[LogfsError]] = {
-    errno.EINVAL: InvalidBatchError,  # BatchTooLargeError too: the store's message says which
-    errno.EMSGSIZE: RecordTooLargeError,
-    errno.ENOENT: UnknownTopicError,
-    errno.EROFS: ReadOnlyError,
-}
+# An errno of append.batches -> the error the store would have raised: the
+# errors a batch can meet there, each read back by the errno the table gives it.
+# (BatchTooLargeError answers EINVAL as InvalidBatchError does, and is one: the
+# store's message says which.)
+ERRORS = by_errno(InvalidBatchError, RecordTooLargeError, UnknownTopicError, ReadOnlyError)

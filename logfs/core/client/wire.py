@@ -32,11 +32,13 @@ from ..errors import (
     InvalidConfigError,
     InvalidRecordError,
     InvalidTopicError,
+    KafkaCode,
     LogfsError,
     OffsetOutOfRangeError,
     ReadOnlyError,
     TopicExistsError,
     UnknownTopicError,
+    by_kafka_code,
 )
 from ..format import read_header
 from .security import SASL_AUTHENTICATE, SASL_HANDSHAKE, Security, WireError, authenticate, wrap
@@ -57,18 +59,23 @@ VERSIONS = {
     SASL_AUTHENTICATE: 2,
 }
 TOPIC_RESOURCE = 2
-NONE, UNKNOWN_TOPIC, TOPIC_EXISTS = 0, 3, 36
-ERRORS = {  # Kafka's error code -> the error the store would have raised
-    1: OffsetOutOfRangeError,  # OFFSET_OUT_OF_RANGE
-    2: InvalidBatchError,  # CORRUPT_MESSAGE
-    10: BatchTooLargeError,  # MESSAGE_TOO_LARGE
-    87: InvalidRecordError,  # INVALID_RECORD
-    UNKNOWN_TOPIC: UnknownTopicError,
-    TOPIC_EXISTS: TopicExistsError,
-    17: InvalidTopicError,  # INVALID_TOPIC_EXCEPTION
-    40: InvalidConfigError,  # INVALID_CONFIG
-    29: ReadOnlyError,  # TOPIC_AUTHORIZATION_FAILED
-}
+NONE = KafkaCode.NONE
+UNKNOWN_TOPIC = KafkaCode.UNKNOWN_TOPIC_OR_PARTITION
+TOPIC_EXISTS = KafkaCode.TOPIC_ALREADY_EXISTS
+# Kafka's error code -> the error the store would have raised: the errors these
+# requests can meet, each read back by the code the table gives it.
+# TOPIC_AUTHORIZATION_FAILED reads as ReadOnlyError, as a read-only store refuses.
+ERRORS = by_kafka_code(
+    OffsetOutOfRangeError,
+    InvalidBatchError,
+    BatchTooLargeError,
+    InvalidRecordError,
+    UnknownTopicError,
+    TopicExistsError,
+    InvalidTopicError,
+    InvalidConfigError,
+    ReadOnlyError,
+)
 
 
 def is_address(data: str) -> bool:
