@@ -52,7 +52,7 @@ def cmd_list(args) -> int:
 
 
 def _describe_groups(args) -> int:
-    from .kafka import describe_groups  # Kafka's message library loads only when asked for
+    from .groups import describe_groups  # trio loads only when asked for
 
     with Store(args.data, read_only=True) as store:
         groups = describe_groups(store)

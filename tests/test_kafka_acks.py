@@ -26,6 +26,7 @@ from waiting import wait_for
 from logfs import Store
 from logfs.core.log.checkpoints import RECOVERY_POINT_FILE, read_checkpoint
 from logfs.core.tools.offline import check
+from logfs.groups import Coordinator
 from logfs.kafka import Broker
 from logfs.kafka.access import Client
 from logfs.kafka.protocol import read_request
@@ -64,7 +65,12 @@ def run_until_power_fails(live, *, fsync_option: bool, acks: int, seed: int, mod
         with Store(live, defaults=NEVER) as store:
             store.create_topic("t", 2)
             flusher = Flusher(store, tick=0.02)
-            broker = Broker(store, acks_all_fsync=fsync_option, sync=flusher.flush_log)
+            broker = Broker(
+                store,
+                groups=Coordinator(store),
+                acks_all_fsync=fsync_option,
+                sync=flusher.flush_log,
+            )
             async with trio.open_nursery() as nursery:
                 await nursery.start(flusher.run)
                 for name, partition in (("a", 0), ("b", 0), ("c", 1)):

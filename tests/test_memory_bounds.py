@@ -323,13 +323,14 @@ def test_rate_limit_counts_what_it_suppressed(caplog, monkeypatch):
 def test_key_and_config_caps_called_directly(tmp_path):
     import trio
 
+    from logfs.groups import Coordinator
     from logfs.mount.files import ConfigFile, KeyFile
     from logfs.mount.tree import Root
     from logfs.mount.view import View
 
     store = Store(tmp_path / "data")
     store.create_topic("kv", 1, {"cleanup.policy": "compact", "max.message.bytes": "1000"})
-    view = View(store, Root(()))
+    view = View(store, Root(()), Coordinator(store))
     key = KeyFile(view, b"k", ("kv", "keys", "k"), b"", writing=True)
     with pytest.raises(FileTooLargeError):
         key.truncate(4 << 30)

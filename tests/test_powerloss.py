@@ -178,7 +178,7 @@ def run_until_power_fails(
         store = Store(live, defaults=settings)
         try:
             flusher = Flusher(store, tick=TICK, checkpoint_interval=rng.uniform(0.05, 0.5))
-            ops = Operations(store, flusher=flusher, partitions=2, buffered=buffered)
+            ops = Operations(store, sync=flusher.flush_log, partitions=2, buffered=buffered)
             await ops.mkdir(pyfuse3.ROOT_INODE, b"t", 0o755, None)
             async with trio.open_nursery() as nursery:
                 await nursery.start(flusher.run)
@@ -268,7 +268,7 @@ def test_flush_messages_write_returns_durable(tmp_path):
 
     async def main():
         with Store(tmp_path, defaults={"flush.messages": "3", "flush.ms": "3600000"}) as store:
-            ops = Operations(store, flusher=Flusher(store), partitions=1)
+            ops = Operations(store, sync=Flusher(store).flush_log, partitions=1)
             await ops.mkdir(pyfuse3.ROOT_INODE, b"t", 0o755, None)
             log = store.log("t", 0)
             fh = (await ops.open(await lookup(ops, "t/0/append"), os.O_WRONLY, None)).fh

@@ -228,6 +228,17 @@ class FileTooLargeError(LogfsError):
     kafka_code = KafkaCode.MESSAGE_TOO_LARGE
 
 
+def kafka_code_of(e: BaseException) -> int:
+    """Kafka's error code for ``e``: a `LogfsError`'s from the table; an OSError
+    is the partition's storage failing (KAFKA_STORAGE_ERROR, as Kafka answers
+    for a log dir's I/O errors); anything else UNKNOWN_SERVER_ERROR."""
+    if isinstance(e, LogfsError):
+        return e.kafka_code
+    if isinstance(e, OSError):
+        return KafkaCode.KAFKA_STORAGE_ERROR
+    return KafkaCode.UNKNOWN_SERVER_ERROR
+
+
 def _reading(attribute: str, classes: tuple[type[LogfsError], ...]) -> dict[int, type[LogfsError]]:
     read: dict[int, type[LogfsError]] = {}
     for cls in classes:

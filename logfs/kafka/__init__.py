@@ -2,16 +2,13 @@
 clients (kcat, kafka-python, librdkafka, KafkaJS) produce to and fetch from,
 beside a mount (``-o kafka=[HOST:]PORT``) or alone (``logfs serve``).
 
-Imports what core's rooms export and never another face; the daemon starts
-it. Messages are kio's, generated from Kafka's JSON schemas (protocol.py).
+Imports what core's rooms and the groups room export, never another face; the
+daemon builds it with the daemon's one group coordinator and starts it.
+Messages are kio's, generated from Kafka's JSON schemas (protocol.py).
 """
 
 from .access import Access
 from .broker import Broker
-from .group_log import INTERNAL_TOPICS
-from .group_report import describe_groups
-from .group_state import GroupError
-from .groups import Coordinator
 from .sasl import read_credentials
 from .server import (
     MAX_CONNECTIONS,
@@ -24,17 +21,13 @@ from .server import (
 from .tls import server_context
 
 __all__ = [
-    "INTERNAL_TOPICS",
     "MAX_CONNECTIONS",
     "MAX_REQUEST_BYTES",
     "REQUEST_TIMEOUT",
     "Access",
     "Broker",
-    "Coordinator",
-    "GroupError",
     "Listener",
     "check_exposure",
-    "describe_groups",
     "parse_listen",
     "read_credentials",
     "server_context",

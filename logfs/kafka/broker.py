@@ -18,9 +18,9 @@ from typing import Any
 import trio
 
 from ..core.log import Log, Store
+from ..groups import Coordinator
 from . import admin, fetch, group_api, metadata, offsets, produce, producers, protocol
 from .access import Access, Client
-from .groups import Coordinator
 from .protocol import BadRequest, Reply, Request
 
 logger = logging.getLogger(__name__)
@@ -46,6 +46,8 @@ class Broker:
 
     Args:
         store: the data directory's store (the mount's own, when beside a mount).
+        groups: the group coordinator (the daemon's one, which the mount's
+            ``groups/`` files share); its session sweep is the daemon's to run.
         partitions: partitions of a topic created without a count (auto-created).
         auto_create: create a topic a Metadata request names (Kafka's
             ``auto.create.topics.enable``).
@@ -66,6 +68,7 @@ class Broker:
         self,
         store: Store,
         *,
+        groups: Coordinator,
         partitions: int = 1,
         auto_create: bool = True,
         ready: trio.Event | None = None,
@@ -86,7 +89,7 @@ class Broker:
         self.sync = sync or self.flush_log
         self._flush_locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.producers = producers.Producers()
-        self.groups = Coordinator(store)
+        self.groups = groups
         self.appended = trio.Event()  # set (and replaced) by every produce: wakes fetchers
 
     def notify_appended(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 
-from ..core.errors import LogfsError
+from ..core.errors import kafka_code_of
 from .protocol import ErrorCode
 
 NODE_ID = 0
@@ -14,10 +14,7 @@ NO_THROTTLE = datetime.timedelta(0)
 
 
 def error_code(e: BaseException) -> ErrorCode:
-    """Kafka's error code for ``e``: a `LogfsError`'s from the table (a
-    `GroupError` carries its own); an OSError is the partition's storage failing."""
-    if isinstance(e, LogfsError):
-        return ErrorCode(e.kafka_code)
-    if isinstance(e, OSError):
-        return ErrorCode.kafka_storage_error
-    return ErrorCode.unknown_server_error
+    """Kafka's error code for ``e`` (`kafka_code_of`: a `LogfsError`'s from the
+    table, a `GroupError`'s its own, an OSError's KAFKA_STORAGE_ERROR), as kio's
+    messages carry it."""
+    return ErrorCode(kafka_code_of(e))

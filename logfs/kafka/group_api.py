@@ -1,6 +1,7 @@
 """The group coordinator's requests: FindCoordinator, JoinGroup, SyncGroup,
-Heartbeat, LeaveGroup, ListGroups, DescribeGroups and DeleteGroups, over
-`groups.Coordinator`; the offset requests are in group_offsets.py.
+Heartbeat, LeaveGroup, ListGroups, DescribeGroups and DeleteGroups, translated
+to the groups room's `Coordinator` (`Broker.groups`) and its answers back to
+Kafka's messages; the offset requests are in group_offsets.py.
 
 This node coordinates every group. Transactions have no coordinator here:
 FindCoordinator for a transactional id answers COORDINATOR_NOT_AVAILABLE.
@@ -9,9 +10,9 @@ FindCoordinator for a transactional id answers COORDINATOR_NOT_AVAILABLE.
 from __future__ import annotations
 
 from ..core.errors import LogfsError
+from ..groups import DEAD, GroupError
 from . import group_offsets
 from .codes import NO_THROTTLE, NODE_ID, error_code
-from .group_state import GroupError
 from .protocol import (
     DELETE_GROUPS,
     DESCRIBE_GROUPS,
@@ -92,7 +93,7 @@ async def join_group(broker, request, advertised):
         if round_ is None:
             code = ErrorCode.member_id_required
     except GroupError as e:
-        code = e.code
+        code = error_code(e)
     members = ()
     if round_ is not None and round_.leader == member_id:
         members = tuple(
@@ -126,15 +127,11 @@ async def sync_group(broker, request, advertised):
             body.member_id,
             getattr(body, "group_instance_id", None),
             assignments,
+            getattr(body, "protocol_type", None),
+            getattr(body, "protocol_name", None),
         )
-        asked_type = getattr(body, "protocol_type", None)
-        asked_name = getattr(body, "protocol_name", None)
-        if (asked_type is not None and asked_type != group.protocol_type) or (
-            asked_name is not None and asked_name != group.protocol
-        ):
-            raise GroupError(ErrorCode.inconsistent_group_protocol)
     except GroupError as e:
-        code, assignment = e.code, b""
+        code, assignment = error_code(e), b""
     return make(
         m.SyncGroupResponse,
         throttle_time=NO_THROTTLE,
@@ -157,7 +154,7 @@ def heartbeat(broker, request, advertised):
             getattr(body, "group_instance_id", None),
         )
     except GroupError as e:
-        code = e.code
+        code = error_code(e)
     return make(m.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=code)
 
 
@@ -174,7 +171,7 @@ def leave_group(broker, request, advertised):
         try:
             broker.groups.leave(body.group_id, member_id, instance_id)
         except GroupError as e:
-            code = e.code
+            code = error_code(e)
         results.append(
             make(
                 m.MemberResponse,
@@ -198,13 +195,11 @@ def leave_group(broker, request, advertised):
 def list_groups(broker, request, advertised):
     m = schema(LIST_GROUPS, request.version)
     body = request.body
-    coordinator = broker.groups
-    coordinator.load()
     states = {s.lower() for s in getattr(body, "states_filter", ())}
     types = {t.lower() for t in getattr(body, "types_filter", ())}
     listed = []
     if not types or CLASSIC in types:
-        for group in coordinator.groups.values():
+        for group in broker.groups.all_groups():
             if states and group.state.lower() not in states:
                 continue
             listed.append(
@@ -226,11 +221,9 @@ def list_groups(broker, request, advertised):
 
 def describe_groups(broker, request, advertised):
     m = schema(DESCRIBE_GROUPS, request.version)
-    coordinator = broker.groups
-    coordinator.load()
     described = []
     for group_id in request.body.groups:
-        group = coordinator.groups.get(group_id)
+        group = broker.groups.group(group_id)
         members = ()
         if group is not None:
             members = tuple(
@@ -250,7 +243,7 @@ def describe_groups(broker, request, advertised):
                 m.DescribedGroup,
                 error_code=ErrorCode.none,
                 group_id=group_id,
-                group_state=group.state if group is not None else "Dead",
+                group_state=group.state if group is not None else DEAD,
                 protocol_type=group.protocol_type if group is not None else "",
                 protocol_data=(group.protocol or "") if group is not None else "",
                 members=members,
@@ -267,9 +260,7 @@ def delete_groups(broker, request, advertised):
         code = ErrorCode.none
         try:
             broker.groups.delete_group(group_id)
-        except GroupError as e:
-            code = e.code
-        except (LogfsError, OSError) as e:
+        except (LogfsError, OSError) as e:  # a GroupError carries its own code
             code = error_code(e)
         results.append(make(m.DeletableGroupResult, group_id=group_id, error_code=code))
     return make(m.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -118,9 +118,7 @@ class Listener:
         listener = trio.SocketListener(trio.socket.from_stdlib_socket(self.socket))
         logger.info("serving Kafka's protocol on %s:%d", *self.address)
         task_status.started(self.address)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self.broker.groups.run)  # expires group members' sessions
-            await trio.serve_listeners(self._connection, [listener])
+        await trio.serve_listeners(self._connection, [listener])
 
     def _log_rejected(self, why: str) -> None:
         """Log a closed connection, at most `LOG_PER_SECOND` a second: a hostile

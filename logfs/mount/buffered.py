@@ -187,10 +187,10 @@ class BufferedAppends:
     continue across opens; a forgotten inode is looked up again at the size
     it had)."""
 
-    def __init__(self) -> None:
+    def __init__(self, mountpoint: str | None = None) -> None:
         self.streams: dict[tuple, BufferedAppend] = {}
         self.pushed: dict[tuple, int] = {}  # (inode, path) of a stream -> the size told
-        self.mountpoint: str | None = None  # set by the daemon: where `run` finds the files
+        self.mountpoint = mountpoint  # where `run` finds the files (resolved)
         self.helper = WriteBack()
 
     def open(

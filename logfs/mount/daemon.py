@@ -42,6 +42,7 @@ from ..core.client import mountinfo
 from ..core.errors import LogfsError
 from ..core.log import Store
 from ..core.storage import DESCRIPTORS, raise_nofile_limit
+from ..groups import Coordinator
 from . import fuseinit
 from ._lines import LineWrites
 from .cleaning import Cleaner
@@ -95,25 +96,24 @@ def serve(
     )
     flusher = Flusher(store, **options.tasks["flusher"])
     log_cleaner = Cleaner(store, **options.tasks["cleaner"])
-    ops = Operations(
-        store,
-        flusher=flusher,
-        partitions=options.partitions,
-        owner=options.owner,
-        buffered=options.buffered,
-    )
-    fuse_options = {f"fsname={os.path.abspath(data)}", "subtype=logfs", *options.fuse}
+    groups = Coordinator(store)  # one: the mount's groups/ files and the listener's
     # Resolved now: once mounted, a stat of the mount point from this thread would
     # wait for an answer from this very thread.
     real_mountpoint = os.path.realpath(mountpoint)
-    if ops.buffered is not None:
-        ops.buffered.mountpoint = real_mountpoint
+    ops = Operations(
+        store,
+        groups=groups,
+        sync=flusher.flush_log,
+        partitions=options.partitions,
+        owner=options.owner,
+        buffered=options.buffered,
+        mountpoint=real_mountpoint,
+    )
+    fuse_options = {f"fsname={os.path.abspath(data)}", "subtype=logfs", *options.fuse}
     try:
         listener = kafka_listener(
-            store, options, ops.ready, ops.view.forget_topic, flusher.flush_log
+            store, groups, options, ops.ready, ops.view.forget_topic, flusher.flush_log
         )
-        if listener is not None:  # one coordinator: the mount's groups/ files and the listener's
-            ops.view.groups = listener.broker.groups
         pyfuse3.init(ops, mountpoint, fuse_options)
         lines = LineWrites(ops)
         fuseinit.set_write_hook(lines.take, lines.done)
@@ -177,6 +177,7 @@ async def _run(
         nursery.start_soon(_stop_on_signal, ops)
         if listener is not None:  # requests wait for the recovery (ops.ready)
             await nursery.start(listener.run)
+            await nursery.start(listener.broker.groups.run)  # expires members' sessions
         nursery.start_soon(_recover, store, ops, flusher, log_cleaner, on_recovered, nursery)
         await pyfuse3.main()  # returns on pyfuse3.terminate() or an external unmount
         nursery.cancel_scope.cancel()

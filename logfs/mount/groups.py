@@ -1,10 +1,12 @@
 """``<topic>/<p>/groups/<group>``: a consumer group's committed offset for a
-partition as a file, over the group coordinator (kafka/groups.py) and its
-``__consumer_offsets`` topic (`View.groups`).
+partition as a file, over the daemon's group coordinator (`View.groups`, the
+groups room's `Coordinator`, which a Kafka listener shares) and its
+``__consumer_offsets`` topic.
 
 ``cat`` gives the offset and a newline. Writing a number and closing the
 file commits it, the record an OffsetCommit without a member writes; a group
-whose members are joined refuses it (EBUSY: its members own its commits).
+whose members are joined refuses it (its `GroupError` answers EBUSY: its
+members own its commits).
 Creating a file is committing for a new group. Group ids that cannot be file
 names (with ``/``, ``.`` and ``..``, empty) are not listed.
 """
@@ -14,7 +16,6 @@ from __future__ import annotations
 import errno
 import stat
 
-from ..kafka import GroupError
 from .errnos import fail
 from .files import SnapshotFile
 from .view import Node, OpenFile, Stat, View
@@ -90,7 +91,4 @@ class GroupFile(SnapshotFile):
         if not text.isdigit():
             raise fail(errno.EINVAL)
         topic, partition, group = self.path[0], int(self.path[1]), self.path[3]
-        try:
-            self.view.groups.commit_offset(group, topic, partition, int(text))
-        except GroupError:
-            raise fail(errno.EBUSY) from None
+        self.view.groups.commit_offset(group, topic, partition, int(text))

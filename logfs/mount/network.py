@@ -22,6 +22,7 @@ import trio
 from ..core.client import mountinfo
 from ..core.errors import LogfsError
 from ..core.log import Log, Store
+from ..groups import Coordinator
 from ..kafka import (
     MAX_CONNECTIONS,
     MAX_REQUEST_BYTES,
@@ -43,6 +44,7 @@ logger = logging.getLogger("logfs")
 
 def kafka_listener(
     store: Store,
+    groups: Coordinator,
     options: MountOptions,
     ready: trio.Event | None = None,
     topic_deleted: Callable[[str], None] | None = None,
@@ -75,6 +77,7 @@ def kafka_listener(
             )
         broker = Broker(
             store,
+            groups=groups,
             partitions=options.partitions,
             auto_create=settings.get("kafka.auto.create.topics", True),
             ready=ready,
@@ -136,7 +139,7 @@ def serve(data: str, listen: str, options: dict[str, str | None]) -> int:
         flusher = None if opts.read_only else Flusher(store, **opts.tasks["flusher"])
         try:
             sync = None if flusher is None else flusher.flush_log
-            listener = kafka_listener(store, opts, sync=sync)
+            listener = kafka_listener(store, Coordinator(store), opts, sync=sync)
         except LogfsError as e:
             print(f"logfs serve: {e}", file=sys.stderr)
             return 1
@@ -165,6 +168,7 @@ async def _run(
                 await nursery.start(flusher.run)
                 await nursery.start(Cleaner(store, **options.tasks["cleaner"]).run)
             await nursery.start(listener.run)
+            await nursery.start(listener.broker.groups.run)  # expires members' sessions
             async for signum in signals:
                 logger.info("%s: stopping", signal.Signals(signum).name)
                 break

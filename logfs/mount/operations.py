@@ -16,14 +16,15 @@ import logging
 import os
 import pwd
 import stat
+from collections.abc import Awaitable, Callable
 
 import pyfuse3
 import trio
 
-from ..core.log import Store
+from ..core.log import Log, Store
+from ..groups import Coordinator
 from .buffered import BufferedAppends
 from .errnos import fail, fuse_errors, log_rejected
-from .flusher import Flusher
 from .lives import Caller, TopicLife
 from .tree import Root, resolve
 from .view import DATA_OWNER, OpenFile, Ownership, View
@@ -40,7 +41,21 @@ def pwd_name(uid: int) -> str:
 
 
 class Operations(pyfuse3.Operations):
-    """The mount over ``store``; ``flusher`` (optional) runs fsyncs off the loop."""
+    """The mount over ``store``.
+
+    Args:
+        store: the data directory's store.
+        groups: the group coordinator the ``groups/`` files show: the daemon's
+            one, which its Kafka listener shares (by default one of its own).
+        sync: ``sync(log)`` makes a log durable with its fsyncs off the loop:
+            the daemon's flusher's (by default they run in line).
+        partitions: partitions of a topic made by mkdir.
+        owner: the owner, group and modes the mount shows (``uid=`` and friends).
+        buffered: the buffered mode (``acks=0``, buffered.py), whose write-backs
+            open the append files below ``mountpoint``.
+        ready: set once the store's partitions are recovered (the daemon's);
+            by default set at once for a store with nothing to recover.
+    """
 
     supports_dot_lookup = True
     enable_writeback_cache = False
@@ -49,26 +64,35 @@ class Operations(pyfuse3.Operations):
         self,
         store: Store,
         *,
-        flusher: Flusher | None = None,
+        groups: Coordinator | None = None,
+        sync: Callable[[Log], Awaitable[None]] | None = None,
         partitions: int = 1,
         owner: Ownership = DATA_OWNER,
         buffered: bool = False,
+        mountpoint: str | None = None,
+        ready: trio.Event | None = None,
     ) -> None:
-        """``buffered``: the buffered mode (``acks=0``, buffered.py)."""
         super().__init__()
         self.enable_writeback_cache = buffered
         self.store = store
         self.partitions = partitions  # of a topic made by mkdir
-        self.view = View(store, Root(()), owner, flusher)
-        self.inodes = self.view.inodes
-        # Set once the store's partitions are recovered (daemon.py); a store opened
-        # the usual way (recovered already, or read-only) is ready at once.
-        self.ready = trio.Event()
+        if ready is None:  # a store opened the usual way (recovered, or read-only) is ready
+            ready = trio.Event()
+            if store.read_only or not store.has_unopened():
+                ready.set()
+        self.ready = ready
         self.failed_to_recover = False
-        if store.read_only or not store.has_unopened():
-            self.ready.set()
-        self.view.is_ready = self.ready.is_set
-        self.buffered = self.view.buffered = BufferedAppends() if buffered else None
+        self.buffered = BufferedAppends(mountpoint) if buffered else None
+        self.view = View(
+            store,
+            Root(()),
+            groups or Coordinator(store),
+            owner,
+            sync,
+            buffered=self.buffered,
+            is_ready=ready.is_set,
+        )
+        self.inodes = self.view.inodes
         self.files: dict[int, OpenFile] = {}
         self._fh = itertools.count(1)
         # The topic life each open file was opened in, and whether it was opened

@@ -32,7 +32,7 @@ import os
 import stat
 
 from ..core.client import names
-from ..kafka import INTERNAL_TOPICS
+from ..core.config import INTERNAL_TOPICS
 from .errnos import fail
 from .files import KeyFile
 from .groups import Group, GroupFile, listed

@@ -21,8 +21,8 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Awaitable, Callable, Iterable
+from typing import NamedTuple
 
 import pyfuse3
 import trio
@@ -30,15 +30,12 @@ import trio
 from ..core.client import names
 from ..core.config import flush_messages_reached
 from ..core.log import FromStream, Log, PartitionStream, Store, Uncounted
-from ..kafka import Coordinator
+from ..groups import Coordinator
 from .errnos import fail
 from .inodes import InodeTable
 from .keys import Keys
 from .lives import Caller, Lives, Ownership, TopicLife
 from .memory import Pool, RecordCache
-
-if TYPE_CHECKING:
-    from .flusher import Flusher
 
 ROOT_INODE = pyfuse3.ROOT_INODE
 
@@ -207,26 +204,37 @@ class Node:
 
 
 class View:
-    """The mount over ``store``, with ``root`` its root node; ``flusher``
-    (optional) runs fsyncs off the loop."""
+    """The mount over ``store``, with ``root`` its root node.
+
+    Args:
+        groups: the group coordinator the ``groups/`` files show (the daemon's
+            one, which its Kafka listener shares).
+        owner: the owner, group and modes the mount shows.
+        sync: ``sync(log)`` makes a log durable with its fsyncs off the loop
+            (the daemon's flusher's); without it a log is flushed in line.
+        buffered: the buffered mode's append streams (buffered.py), or None.
+        is_ready: whether the store's partitions are recovered.
+    """
 
     def __init__(
         self,
         store: Store,
         root: Node,
+        groups: Coordinator,
         owner: Ownership = DATA_OWNER,
-        flusher: Flusher | None = None,
+        sync: Callable[[Log], Awaitable[None]] | None = None,
+        *,
+        buffered=None,
+        is_ready: Callable[[], bool] = lambda: True,
     ) -> None:
         self.store = store
-        self.flusher = flusher
+        self.groups = groups
+        self._sync = sync
         self.inodes = InodeTable(root)
         self.keys = Keys(store)
         self.records = RecordCache()  # what offset/<n> and keys/ files show
         self.read_ahead = Pool()  # shared by the stream readers
-        # The buffered mode's append streams (buffered.py `BufferedAppends`), or None
-        self.buffered = None
-        # Committed offsets (groups/); the Kafka listener's own when there is one.
-        self.groups = Coordinator(store)
+        self.buffered = buffered  # the buffered mode's append streams, or None
         self._counting: dict[Uncounted, trio.Event] = {}
         # The mount shows DATA's owner, group and permission bits, so that with
         # -o allow_other,default_permissions the kernel lets other users do through
@@ -242,7 +250,7 @@ class View:
         self.lives = Lives(owner)
         self._topics: dict[str, int] | None = None  # store.topics(), kept between changes
         self.started_ns = time.time_ns()
-        self.is_ready: Callable[[], bool] = lambda: True  # the store recovered (operations.py)
+        self.is_ready = is_ready  # whether the store's partitions are recovered
 
     def node(self, inode: int) -> Node:
         """The node the kernel knows by ``inode``; ENOENT once its topic was
@@ -368,8 +376,8 @@ class View:
 
     async def sync(self, log: Log) -> None:
         """Make ``log`` durable: fsync in the flusher's worker thread, else here."""
-        if self.flusher is not None:
-            await self.flusher.flush_log(log)
+        if self._sync is not None:
+            await self._sync(log)
         else:
             log.flush()
 

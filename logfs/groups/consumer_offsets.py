@@ -26,8 +26,7 @@ import struct
 from typing import NamedTuple
 
 from ..core.config import CONSUMER_OFFSETS as TOPIC
-from ..core.config import INTERNAL_TOPICS as INTERNAL_TOPICS  # the listener's name for them
-from ..core.errors import LogfsError
+from ..core.errors import ReadOnlyError
 from ..core.log import Store
 
 PARTITIONS = 1  # one node: one partition holds every group (Kafka's default is 50)
@@ -255,12 +254,12 @@ def append(store: Store, records: list[tuple[bytes, bytes | None]]) -> None:
     partitions is all in the topic or none of it is.
 
     Raises:
-        LogfsError: the store refused the append (read-only, failed disk, ...).
+        LogfsError: the store refused the append (`ReadOnlyError`, a failed disk, ...).
     """
     if not records:
         return
     ensure_topic(store)
     if TOPIC not in store.topics():
-        raise LogfsError(f"{TOPIC} cannot be created in a read-only store")
+        raise ReadOnlyError(f"{TOPIC} cannot be created in a read-only store")
     keys = [k for k, _ in records]
     store.log(TOPIC, 0).append([v for _, v in records], keys=keys)

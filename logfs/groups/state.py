@@ -1,12 +1,15 @@
-"""A consumer group's state as the coordinator (groups.py) keeps it: its
-members, the rebalance round under way, and its committed offsets."""
+"""A consumer group's state as the coordinator (coordinator.py) keeps it: its
+members, the rebalance round under way, and its committed offsets; and
+`GroupError`, a request the coordinator refuses."""
 
 from __future__ import annotations
 
+import errno
+
 import trio
 
-from .group_log import Committed, StoredGroup, StoredMember
-from .protocol import ErrorCode
+from ..core.errors import KafkaCode, LogfsError
+from .consumer_offsets import Committed, StoredGroup, StoredMember
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
     "Empty",
@@ -17,12 +20,22 @@ EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
 )
 
 
-class GroupError(Exception):
-    """A request refused with Kafka's error ``code``."""
+class GroupError(LogfsError):
+    """A request refused by the coordinator's rules, with the Kafka error code
+    that says which (an unknown member, a stale generation, a rebalance under
+    way, ...). On the mount, a ``groups/<group>`` file refused a commit because
+    the group's members own its commits: EBUSY.
 
-    def __init__(self, code: ErrorCode) -> None:
-        super().__init__(code.name)
-        self.code = code
+    Args:
+        code: Kafka's error code (`KafkaCode`), carried as ``kafka_code``.
+    """
+
+    errno = errno.EBUSY
+    kafka_code = KafkaCode.REBALANCE_IN_PROGRESS  # each instance carries its own
+
+    def __init__(self, code: int) -> None:
+        super().__init__(KafkaCode(code).name)
+        self.kafka_code = code
 
 
 class Member:

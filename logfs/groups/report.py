@@ -6,37 +6,14 @@ and per partition the committed offset, the log end offset and the lag, as
 
 from __future__ import annotations
 
-import struct
-
 from ..core.log import Store
-from . import group_log
-
-
-def assigned_partitions(assignment: bytes) -> list[tuple[str, int]]:
-    """The partitions of a consumer's assignment (Kafka's
-    ConsumerProtocolAssignment: int16 version, then an int32 count of topics,
-    each an int16-length name and an int32 count of int32 partitions); empty
-    for bytes of another layout."""
-    out = []
-    try:
-        (count,) = struct.unpack_from(">i", assignment, 2)
-        at = 6
-        for _ in range(count):
-            (size,) = struct.unpack_from(">h", assignment, at)
-            topic = assignment[at + 2 : at + 2 + size].decode()
-            at += 2 + size
-            (n,) = struct.unpack_from(">i", assignment, at)
-            partitions = struct.unpack_from(f">{n}i", assignment, at + 4)
-            at += 4 + 4 * n
-            out += [(topic, p) for p in partitions]
-    except (struct.error, UnicodeDecodeError, ValueError):
-        return []
-    return out
+from . import consumer_offsets
+from .consumer import assigned_partitions
 
 
 def describe_groups(store: Store) -> list[dict]:
     """Every group with metadata or committed offsets, sorted by name."""
-    stored, offsets = group_log.load(store)
+    stored, offsets = consumer_offsets.load(store)
     names = sorted(set(stored) | {g for g, _, _ in offsets})
     topics = store.topics()
     out = []

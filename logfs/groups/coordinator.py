@@ -14,8 +14,8 @@ committed offsets is forgotten, so an idle group costs only its offsets; a
 group holds at most `MAX_GROUP_SIZE` members.
 
 Committed offsets and group metadata are written to ``__consumer_offsets``
-(group_log.py) before they are acknowledged, and read back at the first
-request after a restart.
+(consumer_offsets.py) before they are acknowledged, and read back at the first
+request after a restart. Refusals are `GroupError`s carrying Kafka's error code.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import uuid
 
 import trio
 
-from .group_state import (
+from ..core.errors import KafkaCode
+from .state import (
     COMPLETING,
     EMPTY,
     PREPARING,
@@ -39,14 +40,12 @@ from .group_state import (
     current_round,
     settle,
 )
-from .group_store import GroupStore
-from .protocol import ErrorCode
+from .store import GroupStore
 
 logger = logging.getLogger(__name__)
 
 MIN_SESSION_MS, MAX_SESSION_MS = 6000, 1800000  # Kafka's group.{min,max}.session.timeout.ms
 MAX_GROUP_SIZE = 1000
-MAX_METADATA = 4096  # Kafka's offset.metadata.max.bytes
 SWEEP_SECONDS = 0.5
 
 
@@ -121,24 +120,24 @@ class Coordinator(GroupStore):
         (MEMBER_ID_REQUIRED)."""
         self.load()
         if not group_id:
-            raise GroupError(ErrorCode.invalid_group_id)
+            raise GroupError(KafkaCode.INVALID_GROUP_ID)
         if not MIN_SESSION_MS <= session_ms <= MAX_SESSION_MS:
-            raise GroupError(ErrorCode.invalid_session_timeout)
+            raise GroupError(KafkaCode.INVALID_SESSION_TIMEOUT)
         if not protocol_type or not protocols:
-            raise GroupError(ErrorCode.inconsistent_group_protocol)
+            raise GroupError(KafkaCode.INCONSISTENT_GROUP_PROTOCOL)
         group = self.groups.get(group_id)
         if group is None and member_id:
-            raise GroupError(ErrorCode.unknown_member_id)
+            raise GroupError(KafkaCode.UNKNOWN_MEMBER_ID)
         group = self._group(group_id)
         if group.members and (
             protocol_type != group.protocol_type
             or not common(group, {name for name, _ in protocols})
         ):
-            raise GroupError(ErrorCode.inconsistent_group_protocol)
+            raise GroupError(KafkaCode.INCONSISTENT_GROUP_PROTOCOL)
         static = group.instance(instance_id)
         if not member_id:
             if static is None and len(group.members) + len(group.pending) >= MAX_GROUP_SIZE:
-                raise GroupError(ErrorCode.group_max_size_reached)
+                raise GroupError(KafkaCode.GROUP_MAX_SIZE_REACHED)
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if static is not None:  # the instance restarted: it takes its place anew
                 del group.members[static.member_id]
@@ -150,9 +149,9 @@ class Coordinator(GroupStore):
                 group.pending[member_id] = trio.current_time() + session_ms / 1000
                 return None, member_id
         elif member_id not in group.members and member_id not in group.pending:
-            raise GroupError(ErrorCode.unknown_member_id)
+            raise GroupError(KafkaCode.UNKNOWN_MEMBER_ID)
         elif static is not None and static.member_id != member_id:
-            raise GroupError(ErrorCode.fenced_instance_id)
+            raise GroupError(KafkaCode.FENCED_INSTANCE_ID)
         group.pending.pop(member_id, None)
         member = group.members.get(member_id)
         if member is None:
@@ -194,14 +193,18 @@ class Coordinator(GroupStore):
         member_id: str,
         instance_id: str | None,
         assignments: dict[str, bytes],
+        protocol_type: str | None = None,
+        protocol: str | None = None,
     ) -> tuple[Group, bytes]:
-        """SyncGroup: the member's assignment, once the leader has sent them."""
+        """SyncGroup: the member's assignment, once the leader has sent them.
+        A request that names a protocol type or protocol (SyncGroup v5+) other
+        than the group's is refused once synced (INCONSISTENT_GROUP_PROTOCOL)."""
         self.load()
         group, member = self._known(group_id, member_id, instance_id)
         if generation != group.generation:
-            raise GroupError(ErrorCode.illegal_generation)
+            raise GroupError(KafkaCode.ILLEGAL_GENERATION)
         if group.state == PREPARING:
-            raise GroupError(ErrorCode.rebalance_in_progress)
+            raise GroupError(KafkaCode.REBALANCE_IN_PROGRESS)
         if group.state == COMPLETING:
             if member_id == group.leader:
                 for m in group.members.values():
@@ -220,10 +223,14 @@ class Coordinator(GroupStore):
                     member.waiting -= 1
                     member.touch()
                 if group.generation != generation or group.state != STABLE:
-                    raise GroupError(ErrorCode.rebalance_in_progress)
+                    raise GroupError(KafkaCode.REBALANCE_IN_PROGRESS)
                 if group.members.get(member_id) is not member:
-                    raise GroupError(ErrorCode.unknown_member_id)
+                    raise GroupError(KafkaCode.UNKNOWN_MEMBER_ID)
         member.touch()
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol is not None and protocol != group.protocol
+        ):
+            raise GroupError(KafkaCode.INCONSISTENT_GROUP_PROTOCOL)
         return group, member.assignment
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None):
@@ -231,9 +238,9 @@ class Coordinator(GroupStore):
         group, member = self._known(group_id, member_id, instance_id)
         member.touch()
         if group.state == PREPARING:
-            raise GroupError(ErrorCode.rebalance_in_progress)
+            raise GroupError(KafkaCode.REBALANCE_IN_PROGRESS)
         if generation != group.generation:
-            raise GroupError(ErrorCode.illegal_generation)
+            raise GroupError(KafkaCode.ILLEGAL_GENERATION)
 
     def leave(self, group_id: str, member_id: str, instance_id: str | None) -> None:
         """LeaveGroup for one member (by member id, or by instance id alone)."""
@@ -270,8 +277,9 @@ class Coordinator(GroupStore):
             self._forget_if_idle(group)
         return removed
 
-    async def run(self) -> None:
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Expire sessions every `SWEEP_SECONDS` until cancelled."""
+        task_status.started()
         while True:
             await trio.sleep(SWEEP_SECONDS)
             self.expire()

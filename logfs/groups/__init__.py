@@ -1,0 +1,35 @@
+"""Consumer groups: Kafka's group coordinator over the store, whatever face a
+request comes through.
+
+The coordinator (rebalance rounds, generations, sessions), the group and
+member state, the committed offsets and their storage in the compacted
+internal topic ``__consumer_offsets`` in Kafka's own key and value formats,
+deletion, and the report ``logfs describe --groups`` prints. Imports what
+core's rooms export and trio; never a face and never kio: a refusal is a
+`GroupError` carrying Kafka's error code as an int (`KafkaCode`, from the one
+table of errors in core). The Kafka listener's group requests and the mount's
+``groups/`` files are two faces of one `Coordinator`, built by the daemon.
+"""
+
+from .consumer_offsets import Committed
+from .coordinator import MAX_GROUP_SIZE, Coordinator
+from .report import describe_groups
+from .state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Group, GroupError, Member, Round
+from .store import MAX_METADATA
+
+__all__ = [
+    "COMPLETING",
+    "DEAD",
+    "EMPTY",
+    "MAX_GROUP_SIZE",
+    "MAX_METADATA",
+    "PREPARING",
+    "STABLE",
+    "Committed",
+    "Coordinator",
+    "Group",
+    "GroupError",
+    "Member",
+    "Round",
+    "describe_groups",
+]
