@@ -183,7 +183,7 @@ def cmd_compact(args) -> int:
 
 
 def cmd_mount(args) -> int:
-    from .mount.daemon import mount
+    from .daemon import mount
 
     options: dict[str, str] = {}
     for item in args.options or []:
@@ -192,7 +192,7 @@ def cmd_mount(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from .mount.network import serve
+    from .daemon import serve
 
     options: dict[str, str] = {}
     for item in args.options or []:
@@ -201,7 +201,7 @@ def cmd_serve(args) -> int:
 
 
 def cmd_umount(args) -> int:
-    from .mount.daemon import umount
+    from .daemon import umount
 
     return umount(args.mountpoint)
 

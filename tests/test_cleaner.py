@@ -29,7 +29,7 @@ from logfs.core.format.record import encode_batch, read_header, records_section
 from logfs.core.log import cleaner
 from logfs.core.log.store import CLEANER_FILE
 from logfs.core.tools.offline import check
-from logfs.mount.cleaning import Cleaner
+from logfs.daemon import Cleaner
 
 NOW = int(time.time() * 1000)
 DAY = 24 * 3600 * 1000

@@ -16,8 +16,7 @@ from logfs import Store
 from logfs.core.errors import LogFailedError, LogfsError
 from logfs.core.log.partitioner import partition_for_key
 from logfs.core.log.store import RECOVERY_POINT_FILE, read_checkpoint
-from logfs.mount.flusher import Flusher
-from logfs.mount.options import parse_options
+from logfs.daemon import Flusher, parse_options
 
 
 def eio(*args):

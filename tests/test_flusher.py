@@ -11,7 +11,7 @@ import trio.testing
 from logfs import Store
 from logfs.core.config import TopicConfig, flush_due
 from logfs.core.log import FlushTicket
-from logfs.mount.flusher import Flusher
+from logfs.daemon import Flusher
 
 
 class FakeLog:

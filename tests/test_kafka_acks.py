@@ -26,11 +26,11 @@ from waiting import wait_for
 from logfs import Store
 from logfs.core.log.checkpoints import RECOVERY_POINT_FILE, read_checkpoint
 from logfs.core.tools.offline import check
+from logfs.daemon import Flusher
 from logfs.groups import Coordinator
 from logfs.kafka import Broker
 from logfs.kafka.access import Client
 from logfs.kafka.protocol import read_request
-from logfs.mount.flusher import Flusher
 
 NEVER = {"flush.ms": "3600000"}  # the flusher alone would not fsync within a test
 

@@ -1,10 +1,11 @@
 """The rooms import one way (docs/architecture.md).
 
-Between the faces: core <- mount, core <- spark, core <- kafka <- mount (the daemon starts the
-listener), everything <- cli; core never imports trio,
-pyfuse3 or Spark; spark never imports trio or pyfuse3 (it runs in Spark's Python workers).
-Inside core: errors and config <- format <- storage <- log <- client <- tools. A face imports
-what a room exports (its ``__init__``), never a room's modules. No import circle anywhere,
+core <- groups <- the faces (mount, kafka; spark on core alone) <- daemon <- cli: the faces
+never import each other, only the daemon room and the entry points (cli.py, ``__main__``
+modules) wire them; groups never imports kio or a face; core never imports trio, pyfuse3 or
+Spark; spark never imports trio or pyfuse3 (it runs in Spark's Python workers). Inside core:
+errors and config <- format <- storage <- log <- client <- tools. A room imports what another
+room exports (its ``__init__``), never its modules. No import circle anywhere,
 ``TYPE_CHECKING`` and function-level imports included.
 """
 
@@ -17,15 +18,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+FACES = ("logfs.mount", "logfs.spark", "logfs.kafka")
+ABOVE = ("logfs.daemon", "logfs.cli")  # what wires the faces
 FORBIDDEN = {
-    "core": ("logfs.mount", "logfs.spark", "logfs.cli", "trio", "pyfuse3", "pyspark", "pyarrow"),
-    "mount": ("logfs.spark", "logfs.cli", "pyspark", "pyarrow"),
-    "spark": ("logfs.mount", "logfs.cli", "trio", "pyfuse3"),
-    "kafka": ("logfs.mount", "logfs.spark", "logfs.cli", "pyspark", "pyarrow"),
+    "core": (
+        "logfs.groups",
+        *FACES,
+        *ABOVE,
+        "trio",
+        "pyfuse3",
+        "pyspark",
+        "pyarrow",
+    ),  # fmt: skip
+    "groups": (*FACES, *ABOVE, "kio", "pyfuse3", "pyspark", "pyarrow"),
+    "mount": ("logfs.kafka", "logfs.spark", *ABOVE, "kio", "pyspark", "pyarrow"),
+    "spark": ("logfs.groups", "logfs.mount", "logfs.kafka", *ABOVE, "trio", "pyfuse3"),
+    "kafka": ("logfs.mount", "logfs.spark", *ABOVE, "pyspark", "pyarrow"),
+    "daemon": ("logfs.spark", "logfs.cli", "pyspark", "pyarrow"),
 }
 # core's inner rooms, lowest first; a module may import its own floor and the ones below.
 FLOORS = ("errors", "config", "format", "storage", "log", "client", "tools")
-FACES = ("mount", "spark", "kafka", "cli")
+# Rooms above core whose modules are theirs alone: others import their exports.
+ROOMS = ("groups", "mount", "kafka", "spark", "daemon")
 
 
 def imported(path: Path, module: str) -> set[str]:
@@ -71,6 +85,31 @@ def exports(init: Path) -> set[str]:
     return set()
 
 
+def _forbidden(module: str) -> tuple[str, ...]:
+    """What ``module`` may not import: its room's rule; the ``__main__`` entry
+    points wire faces like the command line and have none."""
+    parts = module.split(".")
+    if parts[-1] == "__main__" or len(parts) < 2:
+        return ()
+    return FORBIDDEN.get(parts[1], ())
+
+
+def _private(name: str, room: str, everything: dict[str, Path]) -> bool:
+    """Whether ``name`` is a module of a room other than ``room`` that its
+    ``__init__`` does not export (core's floors count as rooms of their own)."""
+    parts = name.split(".")
+    if len(parts) > 1 and parts[1] in ROOMS and parts[1] != room:
+        package, module = ".".join(parts[:2]), ".".join(parts[:3])
+    elif _floor(name) is not None and _floor(name) >= FLOORS.index("format") and room != "core":
+        package, module = ".".join(parts[:3]), ".".join(parts[:4])
+    else:
+        return False
+    last = len(package.split("."))
+    if module == package or module not in everything or package not in everything:
+        return False
+    return parts[last] not in exports(everything[package])
+
+
 def violations(package_dir: Path) -> list[str]:
     """``module imports name`` for every import that runs against the rooms' direction."""
     found = []
@@ -80,19 +119,12 @@ def violations(package_dir: Path) -> list[str]:
         floor = _floor(module)
         for name in sorted(imported(path, module)):
             target = _floor(name)
-            if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN.get(room, ())):
+            if any(name == bad or name.startswith(bad + ".") for bad in _forbidden(module)):
                 found.append(f"{module} imports {name}")
             elif floor is not None and target is not None and target > floor:
                 found.append(f"{module} imports {name} (upward)")
-            elif room in FACES and target is not None and target >= FLOORS.index("format"):
-                parts = name.split(".")
-                room_exports = exports(everything[".".join(parts[:3])])
-                if (
-                    len(parts) > 3
-                    and ".".join(parts[:4]) in everything
-                    and (parts[3] not in room_exports)
-                ):
-                    found.append(f"{module} imports {name} (a room's module, not its exports)")
+            elif _private(name, room, everything):
+                found.append(f"{module} imports {name} (a room's module, not its exports)")
     return found
 
 
@@ -166,6 +198,40 @@ def test_a_wrong_import_is_caught(tmp_path):
         "logfs.core.lazy imports trio",
         "logfs.spark.bad imports pyfuse3",
         "logfs.spark.bad imports pyfuse3.FUSEError",
+    ]
+
+
+def test_only_the_daemon_and_the_entry_points_wire_faces(tmp_path):
+    package = _package(tmp_path)
+    for room in ("groups", "kafka", "daemon"):
+        (package / room).mkdir()
+    (package / "groups" / "__init__.py").write_text("from .coordinator import Coordinator\n")
+    (package / "groups" / "coordinator.py").write_text("import trio\nfrom kio import x\n")
+    (package / "kafka" / "__init__.py").write_text("__all__ = ['Broker']\n")
+    (package / "kafka" / "broker.py").write_text(
+        "from ..groups import Coordinator\n"  # the groups room's exports: fine
+        "from ..groups.coordinator import Coordinator as C\n"  # its module: not
+    )
+    (package / "mount" / "__init__.py").write_text("__all__ = ['Operations']\n")
+    (package / "mount" / "operations.py").write_text("from ..kafka import Broker\n")
+    (package / "mount" / "__main__.py").write_text("from logfs.daemon import main\n")
+    (package / "daemon" / "__init__.py").write_text("__all__ = ['main']\n")
+    (package / "daemon" / "run.py").write_text(
+        "from ..kafka import Broker\nfrom ..mount import Operations\n"
+        "from ..mount.operations import Operations as O\n"
+    )
+    (package / "cli.py").write_text("from .daemon import main\nfrom .kafka import Broker\n")
+    assert violations(package) == [
+        "logfs.daemon.run imports logfs.mount.operations (a room's module, not its exports)",
+        "logfs.daemon.run imports logfs.mount.operations.Operations (a room's module, "
+        "not its exports)",
+        "logfs.groups.coordinator imports kio",
+        "logfs.groups.coordinator imports kio.x",
+        "logfs.kafka.broker imports logfs.groups.coordinator (a room's module, not its exports)",
+        "logfs.kafka.broker imports logfs.groups.coordinator.Coordinator (a room's module, "
+        "not its exports)",
+        "logfs.mount.operations imports logfs.kafka",
+        "logfs.mount.operations imports logfs.kafka.Broker",
     ]
 
 

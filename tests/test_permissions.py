@@ -19,7 +19,7 @@ from mount_helpers import Daemon, sh
 from stress import report
 
 from logfs import Store
-from logfs.mount.options import parse_options
+from logfs.daemon import parse_options
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
 

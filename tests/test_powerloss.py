@@ -34,7 +34,7 @@ from stress import report, scale
 
 from logfs import Store
 from logfs.core.tools.offline import check
-from logfs.mount.flusher import Flusher
+from logfs.daemon import Flusher
 from logfs.mount.operations import Operations
 
 REAL_FSYNC = os.fsync

@@ -144,7 +144,7 @@ def test_watched_file_handler_keeps_logging_across_a_reopen(tmp_path):
 
 def test_ownership_options():
     from logfs.core.errors import LogfsError
-    from logfs.mount.options import parse_options
+    from logfs.daemon import parse_options
 
     owner = parse_options({"uid": "nobody", "gid": "65534", "umask": "027"}).owner
     assert (owner.uid, owner.gid, owner.umask) == (65534, 65534, 0o027)

@@ -1,7 +1,10 @@
-"""``python -m logfs.mount STATUS_FD DATA MNT OPTIONS_JSON``: the mount daemon."""
+"""``python -m logfs.mount STATUS_FD DATA MNT OPTIONS_JSON``: the mount's daemon
+process under its former name, for scripts that start it so; ``logfs mount``
+starts ``python -m logfs.daemon``. An entry point, like the command line: the
+daemon room wires the faces, the mount face itself never imports it."""
 
 import sys
 
-from .daemon import daemon_main
+from logfs.daemon import daemon_main
 
 sys.exit(daemon_main(sys.argv[1:]))

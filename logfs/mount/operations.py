@@ -81,7 +81,6 @@ class Operations(pyfuse3.Operations):
             if store.read_only or not store.has_unopened():
                 ready.set()
         self.ready = ready
-        self.failed_to_recover = False
         self.buffered = BufferedAppends(mountpoint) if buffered else None
         self.view = View(
             store,

@@ -1,6 +1,7 @@
-"""``logfs mount -o`` options, sorted by who consumes them: FUSE, the
-flusher and the log cleaner (Kafka's broker settings), the tree's ownership,
-and topic-setting defaults (any key with a dot)."""
+"""``logfs mount -o`` (and ``logfs serve -o``) options, sorted by who consumes
+them: FUSE, the flusher and the log cleaner (Kafka's broker settings), the
+tree's ownership, the Kafka listener, the store's limits, and topic-setting
+defaults (any key with a dot)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import NamedTuple
 from ..core.config import TopicConfig
 from ..core.errors import LogfsError
 from ..core.log import LIMIT_OPTIONS, Limits
-from .view import Ownership
+from ..mount import Ownership
 
 # Passed to the kernel / libfuse as they are.
 FUSE_OPTIONS = {

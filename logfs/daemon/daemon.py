@@ -1,0 +1,217 @@
+"""One daemon over a data directory, the one place its parts are built and run:
+the store, one group coordinator, the flusher and the log cleaner, and the
+faces asked for: the FUSE mount (``logfs mount``), the Kafka listener
+(``-o kafka=``, or ``logfs serve`` without a mount), or both, sharing all of it.
+
+Each part is built whole and handed what it needs: the coordinator goes to
+the mount's ``groups/`` files and to the listener's broker alike, the
+flusher's `Flusher.flush_log` to whatever makes a log durable, the mount's
+`FuseMount.forget_topic` to the broker (a topic deleted over Kafka), the
+recovery's ``ready`` event to both faces (their requests wait for it).
+
+`Daemon.run`, in one nursery: the listener (bound at construction, so a taken
+port fails before anything is mounted) and the coordinator's session sweep,
+the partitions' recovery in a worker thread (meanwhile the mount's root says
+"recovering" in ``user.logfs.health``), then the flusher, the log cleaner and
+the mount's own background work, then the mount record (while a writable
+daemon runs, ``DATA/logfs-mount.json`` says where it is mounted, by which
+process and on which Kafka address, so that producers on the same machine
+hand their batches to it). It runs until SIGINT/SIGTERM or an external
+unmount, and tears down in this order: the mount record goes (producers go
+to the store and wait for its lock), the open append files' partial lines
+become records, every log is flushed, the checkpoints are written, the file
+system is unmounted, the store's lock is released.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Callable
+
+import trio
+
+from ..core.client import mountinfo
+from ..core.log import Store
+from ..groups import Coordinator
+from ..mount import FuseMount
+from .cleaning import Cleaner
+from .flusher import Flusher
+from .listener import address_of, kafka_listener
+from .options import MountOptions
+
+logger = logging.getLogger("logfs")
+
+
+class Daemon:
+    """The daemon of ``data``: a mount on ``mountpoint`` when there is one, a
+    Kafka listener when ``options`` ask for one (``kafka=``).
+
+    Raises:
+        LogfsError: DATA cannot be opened (its lock is held, a bad setting) or
+            the listener cannot be bound.
+        OSError: DATA cannot be read or created.
+    """
+
+    def __init__(self, data: str, options: MountOptions, mountpoint: str | None = None) -> None:
+        self.data = data
+        self.options = options
+        # Partitions are recovered once the faces answer, in a worker thread (`_recover`).
+        self.store = Store(
+            data,
+            defaults=options.defaults,
+            read_only=options.read_only,
+            recover=False,
+            limits=options.limits,
+        )
+        try:
+            self._build(mountpoint)
+        except BaseException:
+            self.store.close()
+            raise
+        self.failed_to_recover = False
+
+    def _build(self, mountpoint: str | None) -> None:
+        store, options = self.store, self.options
+        writable = not options.read_only
+        self.ready = trio.Event()  # the partitions are recovered: the faces' requests go on
+        if not writable or not store.has_unopened():
+            self.ready.set()
+        self.groups = Coordinator(store)
+        self.flusher = Flusher(store, **options.tasks["flusher"]) if writable else None
+        self.cleaner = Cleaner(store, **options.tasks["cleaner"]) if writable else None
+        sync = None if self.flusher is None else self.flusher.flush_log
+        self.mount = None
+        if mountpoint is not None:
+            self.mount = FuseMount(
+                store,
+                mountpoint,
+                groups=self.groups,
+                ready=self.ready,
+                sync=sync,
+                fuse_options=options.fuse,
+                partitions=options.partitions,
+                owner=options.owner,
+                buffered=options.buffered,
+            )
+        self.listener = kafka_listener(
+            store,
+            self.groups,
+            options,
+            self.ready,
+            None if self.mount is None else self.mount.forget_topic,
+            sync,
+        )
+
+    @property
+    def address(self) -> str | None:
+        """The listener's ``HOST:PORT``, or None."""
+        return address_of(self.listener)
+
+    def run(self, on_ready: Callable[[], None] | None = None) -> int:
+        """Serve until SIGINT/SIGTERM or an external unmount, then tear down;
+        ``on_ready`` is called once the partitions are recovered and the mount
+        record written. 0, or 1 when the partitions could not be recovered."""
+        with contextlib.ExitStack() as teardown:  # runs bottom-up, each step even if one fails
+            teardown.callback(self.store.close)
+            if self.mount is not None:
+                self.mount.mount()
+                teardown.callback(self.mount.unmount)
+            if not self.options.read_only:
+                teardown.callback(self.store.checkpoint)
+                teardown.callback(self.store.flush)
+            if self.mount is not None:
+                teardown.callback(self.mount.close_files)
+            # First: from here on producers go to the store, and wait for its lock.
+            teardown.callback(self._remove_record)
+            if self.mount is not None:
+                logger.info("mounted %s on %s", self.data, self.mount.mountpoint)
+            trio.run(self._run, on_ready)
+        if self.mount is not None:
+            logger.info("unmounted %s", self.mount.mountpoint)
+        return 1 if self.failed_to_recover else 0
+
+    async def _run(self, on_ready: Callable[[], None] | None) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._stop_on_signal, nursery)
+            if self.listener is not None:  # requests wait for the recovery (self.ready)
+                await nursery.start(self.listener.run)
+                await nursery.start(self.groups.run)  # expires members' sessions
+            nursery.start_soon(self._recover, nursery, on_ready)
+            if self.mount is not None:
+                await self.mount.serve()  # returns once stopped, or unmounted from outside
+                nursery.cancel_scope.cancel()
+
+    async def _recover(self, nursery: trio.Nursery, on_ready) -> None:
+        """Recover the partitions while the faces already answer (requests that
+        need the store wait), then start the background tasks. A failure to
+        recover stops the daemon."""
+        started = time.monotonic()
+        try:
+            # A reader opens each partition on first use; with nothing to recover the
+            # faces already answer (self.ready), so the store is not touched here.
+            if not self.ready.is_set():
+                await trio.to_thread.run_sync(self.store.recover)
+        except Exception as e:  # noqa: BLE001 - logged, then the daemon stops
+            logger.error("recovering %s failed: %s", self.store.path, e)
+            self.failed_to_recover = True
+            self._stop(nursery)
+            return
+        self.ready.set()
+        if time.monotonic() - started > 1:
+            logger.info("recovered %s in %.1f s", self.store.path, time.monotonic() - started)
+        if self.flusher is not None:
+            await nursery.start(self.flusher.run)
+        if self.cleaner is not None:
+            await nursery.start(self.cleaner.run)
+        if self.mount is not None:
+            self.mount.start_background(nursery)
+        self._write_record()
+        if on_ready is not None:
+            on_ready()
+
+    async def _stop_on_signal(self, nursery: trio.Nursery) -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                what = "unmounting" if self.mount is not None else "stopping"
+                logger.info("%s: %s", signal.Signals(signum).name, what)
+                if self.mount is not None:
+                    await self.mount.stop()  # serve() returns, and _run ends the rest
+                else:
+                    nursery.cancel_scope.cancel()
+                return
+
+    def _stop(self, nursery: trio.Nursery) -> None:
+        if self.mount is not None:
+            self.mount.terminate()
+        else:
+            nursery.cancel_scope.cancel()
+
+    def _write_record(self) -> None:
+        """The record producers find the daemon by. Without it they fall back to
+        the store and wait for its lock, so failing to write it fails nothing."""
+        if self.options.read_only:
+            return
+        where = "" if self.mount is None else self.mount.real_mountpoint
+        try:
+            mountinfo.write_record(
+                self.data,
+                where,
+                partitions=self.options.partitions,
+                defaults=self.options.defaults,
+                kafka=self.address,
+            )
+        except OSError as e:
+            path = mountinfo.record_path(self.data)
+            logger.warning("cannot write the mount record %s: %s", path, e)
+
+    def _remove_record(self) -> None:
+        if self.options.read_only:
+            return
+        try:
+            mountinfo.remove_record(self.data)
+        except OSError as e:
+            path = mountinfo.record_path(self.data)
+            logger.warning("cannot remove the mount record %s: %s", path, e)
