@@ -40,6 +40,8 @@ class KafkaCode(enum.IntEnum):
     INVALID_REPLICATION_FACTOR = 38
     INVALID_CONFIG = 40
     POLICY_VIOLATION = 44
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    INVALID_PRODUCER_EPOCH = 47
     KAFKA_STORAGE_ERROR = 56
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
@@ -183,6 +185,22 @@ class BatchTooLargeError(InvalidBatchError, RecordTooLargeError):
 
     errno = errno.EINVAL
     kafka_code = KafkaCode.MESSAGE_TOO_LARGE
+
+
+class OutOfOrderSequenceError(LogfsError):
+    """An idempotent producer's batch whose sequence number does not follow
+    the last one appended for it (Kafka's OutOfOrderSequenceException)."""
+
+    errno = errno.EINVAL
+    kafka_code = KafkaCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(LogfsError):
+    """An idempotent producer's batch from an epoch a newer one has fenced
+    (Kafka's InvalidProducerEpochException)."""
+
+    errno = errno.EINVAL
+    kafka_code = KafkaCode.INVALID_PRODUCER_EPOCH
 
 
 class LogFailedError(LogfsError):

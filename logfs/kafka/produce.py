@@ -27,7 +27,6 @@ from ..core.errors import InvalidBatchError, InvalidRecordError, InvalidTopicErr
 from ..core.format import decode_records, idempotent, read_header, split_batches
 from .access import WRITE, require
 from .codes import NO_THROTTLE, error_code
-from .producers import SequenceError
 from .protocol import PRODUCE, ErrorCode, make, schema
 
 
@@ -60,8 +59,6 @@ def _append(broker, client, topic: str, partition: int, records: bytes | None):
             own = isinstance(records, memoryview) and not records.readonly
             return ErrorCode.none, log.append_batches(batches, records if own else None), None, log
         return ErrorCode.none, _append_idempotent(broker.producers, log, batches), None, log
-    except SequenceError as e:
-        return e.code, -1, str(e), None
     except InvalidBatchError as e:
         error: LogfsError = e
         if log is not None and log.config.compact and _keyless(batches):
@@ -76,7 +73,8 @@ def _append_idempotent(producers, log, batches) -> int:
     offset of the first batch (the one it got the first time, for a retry).
 
     Raises:
-        SequenceError: a batch's epoch is fenced or its sequence out of order.
+        InvalidProducerEpochError, OutOfOrderSequenceError: a batch's epoch is
+            fenced or its sequence out of order (see `Producers.check`).
     """
     headers = [read_header(batch) for batch in batches]
     known = [producers.check(log, header) for header in headers]

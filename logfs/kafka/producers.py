@@ -22,6 +22,7 @@ import time
 from collections import deque
 from typing import NamedTuple
 
+from ..core.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from .codes import NO_THROTTLE
 from .protocol import INIT_PRODUCER_ID, ErrorCode, make, schema
 
@@ -34,14 +35,6 @@ class Appended(NamedTuple):
     first_sequence: int
     last_sequence: int
     base_offset: int
-
-
-class SequenceError(Exception):
-    """A batch the sequence rules refuse; ``code`` is Kafka's error."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class Producers:
@@ -78,7 +71,8 @@ class Producers:
         """The offset a retried batch got, None for a new one to append.
 
         Raises:
-            SequenceError: the batch's epoch is fenced or its sequence is out of order.
+            InvalidProducerEpochError: the batch's epoch is fenced.
+            OutOfOrderSequenceError: its sequence does not follow the last one.
         """
         if header.producer_id < 0:
             return None
@@ -87,15 +81,13 @@ class Producers:
             return None
         epoch, recent = known
         if header.producer_epoch < epoch:
-            raise SequenceError(
-                ErrorCode.invalid_producer_epoch,
+            raise InvalidProducerEpochError(
                 f"producer {header.producer_id}: epoch {header.producer_epoch} is fenced "
                 f"by {epoch}",
             )
         if header.producer_epoch > epoch:
             if header.base_sequence != 0:
-                raise SequenceError(
-                    ErrorCode.out_of_order_sequence_number,
+                raise OutOfOrderSequenceError(
                     f"producer {header.producer_id}: a new epoch starts at sequence 0, "
                     f"not {header.base_sequence}",
                 )
@@ -106,8 +98,7 @@ class Producers:
                 return batch.base_offset
         expected = (recent[-1].last_sequence + 1) % SEQUENCE_WRAP if recent else 0
         if recent and header.base_sequence != expected:
-            raise SequenceError(
-                ErrorCode.out_of_order_sequence_number,
+            raise OutOfOrderSequenceError(
                 f"producer {header.producer_id}: sequence {header.base_sequence}, "
                 f"expected {expected}",
             )
