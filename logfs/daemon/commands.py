@@ -64,8 +64,8 @@ def run_daemon(
     alone); ``ready(daemon)`` once it serves. Returns its exit code."""
     keep_freed_memory()
     limit = raise_nofile_limit()  # the descriptor budget: core/storage/descriptors.py
+    daemon = Daemon(data, options, mountpoint)  # a failure here is one line on stderr
     logger.info("open-file limit %d: up to %d segments hold open files", limit, DESCRIPTORS.limit)
-    daemon = Daemon(data, options, mountpoint)
     return daemon.run(None if ready is None else lambda: ready(daemon))
 
 
