@@ -28,15 +28,16 @@ from pyspark.sql.streaming.datasource import (
 from ..core.client import RemoteStore
 from ..core.config import now_ms
 from ..core.log import Store
-from .options import (
-    DATA_LOSS_HINT,
-    DataLossError,
-    OffsetRange,
-    PartitionOffsets,
-    SourceOptions,
-    TopicPartition,
+from .options import OffsetRange, PartitionOffsets, SourceOptions
+from .plan import (
+    batch_ranges,
+    from_json,
+    micro_batch_ranges,
+    rate_limit,
+    resolve,
+    subscribed,
+    to_json,
 )
-from .plan import batch_ranges, from_json, rate_limit, resolve, split_ranges, subscribed, to_json
 
 
 class RangePartition(InputPartition):
@@ -109,19 +110,18 @@ class LogfsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._latest()[0]
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The end offset of the next micro-batch: every subscribed partition that exists now
+        (Kafka's ``fetchLatestOffsets``), so a partition that went away leaves the offset
+        and one that appears (again) is read as new, from its log start. A batch whose end
+        lost partitions of its start reports them as gone (`partitions`)."""
         begin = from_json(start)
         current, earliest = self._latest()
-        gone = [tp for tp in begin if tp not in current]
-        if gone and self.options.fail_on_data_loss:
-            names = ", ".join(f"{t}-{p}" for t, p in gone)
-            raise DataLossError(f"partitions {names} are gone (topic deleted?). {DATA_LOSS_HINT}")
         latest = current
         if self._target is not None:
             latest = {tp: min(o, current[tp]) for tp, o in self._target.items() if tp in current}
         if not isinstance(limit, ReadAllAvailable):
             latest = self._admit(limit, begin, latest, earliest)
-        # A partition that went away keeps its last position, so the offset stays comparable.
-        return to_json({**{tp: begin[tp] for tp in gone}, **latest})
+        return to_json(latest)
 
     def _admit(
         self,
@@ -139,9 +139,9 @@ class LogfsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else o.max_offsets_per_trigger
         if min_rows is not None and self._target is None:
             now = now_ms()
-            waiting = sum(end - begin.get(tp, earliest.get(tp, end)) for tp, end in latest.items())
+            waiting = sum(end - begin.get(tp, 0) for tp, end in latest.items())  # Kafka's sum
             if now - self._last_trigger_ms < o.max_trigger_delay_ms and waiting < min_rows:
-                return {tp: begin[tp] for tp in latest if tp in begin}
+                return begin  # the start again: no batch
             self._last_trigger_ms = now
         if max_rows is not None:
             return rate_limit(max_rows, begin, latest, earliest)
@@ -160,27 +160,8 @@ class LogfsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
         begin, until = from_json(start), from_json(end)
-        ranges = []
-        earliest: dict[TopicPartition, int] | None = None
-        for tp, stop in until.items():
-            if tp not in begin:  # a partition (or topic) that appeared: Kafka reads it all
-                if earliest is None:
-                    earliest = self._latest()[1]
-                begin[tp] = earliest.get(tp, stop)
-            if stop < begin[tp]:
-                if self.options.fail_on_data_loss:
-                    raise DataLossError(
-                        f"the offset of {tp.topic}-{tp.partition} went back from {begin[tp]} to "
-                        f"{stop} (topic recreated?); records may have been missed. "
-                        + DATA_LOSS_HINT
-                    )
-                continue
-            ranges.append(OffsetRange(tp.topic, tp.partition, begin[tp], stop))
-        o = self.options
-        return [
-            RangePartition(r)
-            for r in split_ranges(ranges, o.min_partitions, o.max_records_per_partition)
-        ]
+        earliest = self._latest()[1] if any(tp not in begin for tp in until) else {}
+        return [RangePartition(r) for r in micro_batch_ranges(begin, until, earliest, self.options)]
 
     def read(self, partition: InputPartition) -> Iterator:
         return _read(self.options, partition)
