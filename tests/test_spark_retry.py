@@ -1,0 +1,69 @@
+"""A Kafka listener that is briefly unreachable: the Spark source's network reader tries it
+again as Kafka's consumers do (until ``kafka.default.api.timeout.ms``), so a restarted
+``logfs serve`` does not fail a query; past the timeout the error names the servers and
+the option."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+from kafka_helpers import Served
+
+from logfs import Store
+from logfs.core.client import RemoteStore
+from logfs.core.client.security import WireError
+from logfs.spark.options import parse_options
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_restarted_listener_is_waited_for(tmp_path):
+    data = tmp_path / "data"
+    with Store(data) as store:
+        store.create_topic("t")
+        store.log("t", 0).append([b"a", b"b", b"c"])
+    listen = f"127.0.0.1:{free_port()}"
+    first = Served(data, listen=listen).start()
+    second = Served(data, listen=listen)
+    try:
+        with RemoteStore(f"kafka://{listen}", api_timeout=60) as net:
+            assert net.topics() == {"t": 1}
+            first.terminate()
+            restart = threading.Timer(1.5, second.start)
+            restart.start()
+            began = time.monotonic()
+            log = net.log("t", 0)  # tried again until the new listener answers
+            assert time.monotonic() - began >= 1.0
+            assert [h.records_count for h, _ in log.raw_batches(0, 3)] == [3]
+            restart.join()
+    finally:
+        for served in (first, second):
+            served.__exit__(None, None, None)
+
+
+def test_past_the_timeout_the_error_names_the_servers_and_the_option():
+    dead = f"127.0.0.1:{free_port()}"
+    options = parse_options(
+        {"kafka.bootstrap.servers": dead, "subscribe": "t", "kafka.default.api.timeout.ms": "700"},
+        streaming=False,
+    )
+    began = time.monotonic()
+    with options.listener.store() as net, pytest.raises(WireError) as failed:
+        net.topics()
+    assert 0.6 <= time.monotonic() - began < 10
+    message = str(failed.value)
+    assert dead in message and "kafka.default.api.timeout.ms" in message
+    assert "\n" not in message
+
+
+def test_a_bad_timeout_is_named():
+    with pytest.raises(ValueError, match='"kafka.default.api.timeout.ms"'):
+        parse_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t",
+                       "kafka.default.api.timeout.ms": "soon"}, streaming=False)  # fmt: skip
