@@ -141,9 +141,10 @@ def read_range(
     end = min(r.end, log.next_offset)
     if end < r.end and fail_on_data_loss:
         raise DataLossError(
-            f"offsets {max(start, end)}..{r.end - 1} of {r.topic}-{r.partition} are gone: the "
-            f"log ends at {log.next_offset} (cut after a crash, or the topic recreated?). "
-            + DATA_LOSS_HINT
+            f"offsets {max(start, end)}..{r.end - 1} of {r.topic}-{r.partition} are past the "
+            f"end of its log, which ends at offset {log.next_offset} (an endingOffsets past the "
+            "end, or a log that got shorter: the topic re-created, a torn tail cut after a "
+            f"crash). {DATA_LOSS_HINT}"
         )
     if start >= end:
         return
