@@ -530,8 +530,9 @@ def test_batch_ranges_are_cut_as_the_options_give_them():
     store = FakeStore({TP0: (0, 100), TP1: (0, 0)})
     whole = opts(subscribe="t", maxRecordsPerPartition="10")
     assert batch_ranges(store, whole) == [r(0, 0, 100), r(1, 0, 0)]  # an empty task too
-    given = opts(subscribe="t", maxRecordsPerPartition="40",
-                 startingOffsets='{"t": {"0": 0, "1": -2}}', endingOffsets='{"t": {"0": 100, "1": -1}}')  # fmt: skip
+    given = opts(subscribe="t", maxRecordsPerPartition="40",  # fmt: skip
+                 startingOffsets='{"t": {"0": 0, "1": -2}}',
+                 endingOffsets='{"t": {"0": 100, "1": -1}}')  # fmt: skip
     assert batch_ranges(store, given) == [r(0, 0, 33), r(0, 33, 66), r(0, 66, 100)]
     spread = opts(subscribe="t", minPartitions="3")
     assert batch_ranges(store, spread) == [r(0, 0, 33), r(0, 33, 66), r(0, 66, 100)]
@@ -731,13 +732,17 @@ def test_write_options_check_columns(ddl, options, message):
 
 
 maybe_bytes = st.none() | st.binary(max_size=300)  # > 63 bytes: multi-byte length varints
+record_headers = st.lists(st.tuples(st.text(max_size=20), maybe_bytes), max_size=3)
 
 
 @settings(max_examples=60, deadline=None)
 @given(
     batches=st.lists(
         st.tuples(
-            st.lists(st.tuples(maybe_bytes, maybe_bytes, st.integers(0, 10**13)), min_size=1),
+            st.lists(
+                st.tuples(maybe_bytes, maybe_bytes, st.integers(0, 10**13), record_headers),
+                min_size=1,
+            ),
             st.sampled_from([compression.NONE, compression.GZIP, compression.ZSTD]),
             st.sampled_from([CREATE_TIME, LOG_APPEND_TIME]),
         ),
@@ -747,23 +752,28 @@ maybe_bytes = st.none() | st.binary(max_size=300)  # > 63 bytes: multi-byte leng
     cut=st.tuples(st.integers(0, 5), st.integers(0, 5)),
 )
 def test_decode_columns_agrees_with_decode_records(batches, cut):
+    """The column-wise decoder (the core's walk, the compiled headers builder) against the
+    reference decoder, headers included: a record without headers has a null list."""
     encoded, base = [], 100
     for rows, codec, ts_type in batches:
-        keys, values, stamps = (list(c) for c in zip(*rows, strict=True))
+        keys, values, stamps, headers = (list(c) for c in zip(*rows, strict=True))
         data = encode_batch(base, values, keys=keys, timestamps=stamps, codec=codec,
-                            timestamp_type=ts_type)  # fmt: skip
+                            timestamp_type=ts_type, headers=headers)  # fmt: skip
         encoded.append((read_header(data), memoryview(data)))
         base += len(rows)
     start, end = 100 + cut[0], base - cut[1]
     expected = [
-        (rec.key, rec.value, rec.offset, rec.timestamp, header.timestamp_type)
+        (rec.key, rec.value, rec.offset, rec.timestamp, header.timestamp_type,
+         [{"key": k, "value": v} for k, v in rec.headers] or None)
         for header, batch in encoded
         for rec in decode_records(batch, header)
         if start <= rec.offset < end
-    ]
-    got = decode_columns(encoded, start, end)
-    columns = [got[name] for name in ("key", "value", "offset", "timestamp", "timestampType")]
-    assert list(zip(*(c.tolist() for c in columns), strict=True)) == expected
+    ]  # fmt: skip
+    got = decode_columns(encoded, start, end, headers=True)
+    names = ("key", "value", "offset", "timestamp", "timestampType", "headers")
+    assert list(zip(*(got[name].tolist() for name in names), strict=True)) == expected
+    plain = decode_columns(encoded, start, end)
+    assert "headers" not in plain and plain["value"].equals(got["value"])
 
 
 def test_decode_columns_rejects_a_bad_records_section():
