@@ -67,3 +67,29 @@ def test_a_bad_timeout_is_named():
     with pytest.raises(ValueError, match='"kafka.default.api.timeout.ms"'):
         parse_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t",
                        "kafka.default.api.timeout.ms": "soon"}, streaming=False)  # fmt: skip
+
+
+def test_the_sink_waits_for_a_restarting_listener(tmp_path):
+    """A write task whose listener is down when it starts waits for it (nothing is sent
+    before it answers), then writes each row once."""
+    import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from logfs.spark.write import produce, write_options
+
+    data = tmp_path / "data"
+    Store(data).close()
+    listen = f"127.0.0.1:{free_port()}"
+    served = Served(data, listen=listen)
+    options = write_options({"kafka.bootstrap.servers": listen, "topic": "t"},
+                            StructType([StructField("value", StringType())]))  # fmt: skip
+    start = threading.Timer(1.0, served.start)
+    start.start()
+    try:
+        rows = pa.RecordBatch.from_arrays([pa.array(["a", "b"])], names=["value"])
+        assert produce(options, iter([rows])) == {"t-0": 2}
+    finally:
+        start.join()
+        served.__exit__(None, None, None)
+    with Store(data, read_only=True) as store:
+        assert [r.value for r in store.log("t", 0).scan()] == [b"a", b"b"]

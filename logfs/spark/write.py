@@ -134,6 +134,10 @@ def produce(options: WriteOptions, batches: Iterator) -> dict[str, int]:
     if first is None:
         return counts
     if options.listener is not None:
+        # A listener that cannot be reached yet (restarting) is waited for as the source
+        # waits, before anything is sent: nothing can be appended twice by this wait.
+        with options.listener.store() as listener:
+            listener.topics()
         producer = options.listener.producer()
     else:
         _refuse_served(options.path)
