@@ -183,3 +183,47 @@ def test_a_batch_reads_the_assigned_partitions_that_exist(tmp_path):
     delete(data)  # gone between planning and reading
     with pytest.raises(DataLossError, match="t-0 is gone"):
         list(reader.read(part))
+
+
+class Collect:
+    """A foreachBatch sink keeping every row's value."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes] = []
+
+    def __call__(self, df, batch_id) -> None:
+        self.values += [bytes(r.value) for r in df.select("value").collect()]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("strategy", ["subscribe", "subscribePattern"])
+def test_a_real_stream_reads_a_recreated_topic_from_its_start(spark, tmp_path, strategy):
+    """In a local session: a stream whose only topic is deleted (a trigger sees it gone) and
+    re-created with more records than it had read delivers every record of both lives."""
+    data = tmp_path / "data"
+    put(data, 10)
+    sink = Collect()
+    query = (
+        spark.readStream.format("logfs")
+        .options(
+            path=str(data),
+            startingOffsets="earliest",
+            failOnDataLoss="false",
+            **STRATEGIES[strategy],
+        )  # fmt: skip
+        .load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        delete(data)
+        query.processAllAvailable()
+        assert query.lastProgress["sources"][0]["endOffset"] == {}
+        put(data, 15)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert sorted(sink.values) == sorted(values(0, range(10)) + values(1, range(15)))

@@ -10,12 +10,13 @@ for it::
     timestamp timestamp[us, tz=UTC], timestampType int32
     [, headers list<struct<key: string, value: binary>>]
 
-Without headers, runs of whole batches are decoded column-wise (`decode_columns`) straight
-into Arrow arrays: the core's compiled codec walks every record of the batches and gives each
-field for all rows as numpy columns (`columnar.decode`); the keys and values become Arrow
-binary arrays by one compiled gather (data and offsets buffers) from the records sections.
-With ``includeHeaders``, batches are decoded to `Record`s and the columns gathered with
-``zip(*records)`` (C loops) before one conversion per output batch.
+Runs of whole batches are decoded column-wise (`decode_columns`) straight into Arrow arrays,
+with no Python object per record: the core's compiled codec walks every record of the batches
+and gives each field for all rows as numpy columns (`columnar.decode`); the keys and values
+become Arrow binary arrays by one compiled gather (data and offsets buffers) from the records
+sections. With ``includeHeaders``, the headers column comes from `_columns.pyx`: each
+record's headers count, read just after its value, and when a run has headers at all, their
+Arrow buffers built in C; a run without any is one column of nulls.
 """
 
 from __future__ import annotations
