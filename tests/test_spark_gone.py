@@ -228,3 +228,51 @@ def test_a_real_stream_reads_a_recreated_topic_from_its_start(spark, tmp_path, s
     finally:
         query.stop()
     assert sorted(sink.values) == sorted(values(0, range(10)) + values(1, range(15)))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("fail", [True, False])
+@pytest.mark.parametrize("again", [0, 3, 20], ids=["deleted", "recreated smaller", "recreated"])
+def test_a_batch_whose_topic_goes_between_planning_and_reading(tmp_path, strategy, fail, again):
+    """A batch query plans t-0's 10 records, then the topic is deleted (and perhaps
+    re-created) before its task reads: gone or cut offsets are data loss; a re-created log
+    long enough is read where the plan says, as Kafka's source reads by offsets."""
+    data = tmp_path / "data"
+    put(data, 10)
+    options = parse_options({"path": str(data), "failOnDataLoss": str(fail).lower(),
+                             **STRATEGIES[strategy]}, streaming=False)  # fmt: skip
+    [part] = LogfsBatchReader(options).partitions()
+    delete(data)
+    if again:
+        put(data, again)
+    rows = []
+    if fail and again < 10:
+        with pytest.raises(DataLossError, match="is gone|past the end of its log"):
+            rows = [v for b in LogfsBatchReader(options).read(part) for v in b["value"]]
+    else:
+        rows = [v.as_py() for b in LogfsBatchReader(options).read(part) for v in b["value"]]
+        assert rows == values(1, range(min(again, 10)))
+
+
+def test_option_names_are_spelled_as_kafka_s_docs():
+    for options, name in [
+        ({"maxoffsetspertrigger": "many"}, '"maxOffsetsPerTrigger"'),
+        ({"STARTINGOFFSETS": "{"}, '"startingOffsets"'),
+        ({"minpartitions": "0"}, '"minPartitions"'),
+    ]:
+        with pytest.raises(ValueError) as refused:
+            parse_options({"path": "/d", "subscribe": "t", **options}, streaming=True)
+        assert name in str(refused.value)
+    with pytest.raises(ValueError, match='"endingOffsets" is not valid in streaming'):
+        parse_options({"path": "/d", "subscribe": "t", "endingoffsets": "latest"}, streaming=True)
+
+
+def test_ending_offsets_past_the_end_are_named_so(tmp_path):
+    data = tmp_path / "data"
+    put(data, 5)
+    options = parse_options({"path": str(data), "subscribe": "t",
+                             "endingOffsets": '{"t": {"0": 8}}'}, streaming=False)  # fmt: skip
+    [part] = LogfsBatchReader(options).partitions()
+    with pytest.raises(DataLossError, match=r"offsets 5\.\.7 of t-0 are past the end of its "
+                                            r"log, which ends at offset 5"):  # fmt: skip
+        list(LogfsBatchReader(options).read(part))

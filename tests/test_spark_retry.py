@@ -93,3 +93,25 @@ def test_the_sink_waits_for_a_restarting_listener(tmp_path):
         served.__exit__(None, None, None)
     with Store(data, read_only=True) as store:
         assert [r.value for r in store.log("t", 0).scan()] == [b"a", b"b"]
+
+
+def test_a_path_write_beside_logfs_serve_names_its_listener(tmp_path):
+    """The data directory of a running ``logfs serve`` has one writer, the listener: a
+    ``path`` write fails at once and says which ``kafka.bootstrap.servers`` to use."""
+    import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from logfs.core.errors import DataDirBusyError
+    from logfs.spark.write import produce, write_options
+
+    data = tmp_path / "data"
+    Store(data).close()
+    schema = StructType([StructField("value", StringType())])
+    rows = pa.RecordBatch.from_arrays([pa.array(["a"])], names=["value"])
+    with Served(data) as served:
+        options = write_options({"path": str(data), "topic": "t", "lockTimeout": "30"}, schema)
+        began = time.monotonic()
+        with pytest.raises(DataDirBusyError) as refused:
+            produce(options, iter([rows]))
+        assert time.monotonic() - began < 5  # not after lockTimeout
+        assert f'"kafka.bootstrap.servers" = "{served.bootstrap}"' in str(refused.value)
