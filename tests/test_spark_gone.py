@@ -234,24 +234,63 @@ def test_a_real_stream_reads_a_recreated_topic_from_its_start(spark, tmp_path, s
 @pytest.mark.parametrize("fail", [True, False])
 @pytest.mark.parametrize("again", [0, 3, 20], ids=["deleted", "recreated smaller", "recreated"])
 def test_a_batch_whose_topic_goes_between_planning_and_reading(tmp_path, strategy, fail, again):
-    """A batch query plans t-0's 10 records, then the topic is deleted (and perhaps
-    re-created) before its task reads: gone or cut offsets are data loss; a re-created log
-    long enough is read where the plan says, as Kafka's source reads by offsets."""
+    """A batch query plans t-0 from earliest to latest, then the topic is deleted (and
+    perhaps re-created) before its task reads. Kafka's source binds earliest and latest when
+    the task reads: a re-created topic is read whole; a deleted one is data loss."""
     data = tmp_path / "data"
     put(data, 10)
     options = parse_options({"path": str(data), "failOnDataLoss": str(fail).lower(),
                              **STRATEGIES[strategy]}, streaming=False)  # fmt: skip
     [part] = LogfsBatchReader(options).partitions()
+    assert (part.range, part.late_start, part.late_end) == (OffsetRange("t", 0, 0, 10), True, True)
     delete(data)
     if again:
         put(data, again)
-    rows = []
-    if fail and again < 10:
-        with pytest.raises(DataLossError, match="is gone|past the end of its log"):
-            rows = [v for b in LogfsBatchReader(options).read(part) for v in b["value"]]
+
+    def read():
+        return [v.as_py() for b in LogfsBatchReader(options).read(part) for v in b["value"]]
+
+    if fail and not again:
+        with pytest.raises(DataLossError, match="t-0 is gone"):
+            read()
     else:
-        rows = [v.as_py() for b in LogfsBatchReader(options).read(part) for v in b["value"]]
-        assert rows == values(1, range(min(again, 10)))
+        assert read() == values(1, range(again))
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_specific_offsets_are_read_where_the_plan_says(tmp_path, fail):
+    """Offsets the options give are not bound again: a re-created topic is read at them,
+    and what is not there is data loss."""
+    data = tmp_path / "data"
+    put(data, 10)
+    options = parse_options({"path": str(data), "failOnDataLoss": str(fail).lower(),
+                             "subscribe": "t", "startingOffsets": '{"t": {"0": 2}}',
+                             "endingOffsets": '{"t": {"0": 8}}'}, streaming=False)  # fmt: skip
+    [part] = LogfsBatchReader(options).partitions()
+    assert (part.late_start, part.late_end) == (False, False)
+    delete(data)
+    put(data, 5)
+    reader = LogfsBatchReader(options)
+    if fail:
+        with pytest.raises(DataLossError, match=r"offsets 5\.\.7 of t-0 are past the end"):
+            list(reader.read(part))
+    else:
+        assert [v.as_py() for b in reader.read(part) for v in b["value"]] == values(1, range(2, 5))
+
+
+def test_earliest_and_latest_are_bound_when_the_task_reads(tmp_path):
+    """Records appended between planning and reading are read, as Kafka's source binds
+    latest in the task; split ranges keep their inner bounds."""
+    data = tmp_path / "data"
+    put(data, 9)
+    options = parse_options({"path": str(data), "subscribe": "t", "minPartitions": "3"},
+                            streaming=False)  # fmt: skip
+    parts = LogfsBatchReader(options).partitions()
+    assert [(p.range.start, p.range.end, p.late_start, p.late_end) for p in parts] == [
+        (0, 3, True, False), (3, 6, False, False), (6, 9, False, True)]  # fmt: skip
+    put(data, 2)
+    got = [v.as_py() for p in parts for b in LogfsBatchReader(options).read(p) for v in b["value"]]
+    assert got == values(0, range(11))
 
 
 def test_option_names_are_spelled_as_kafka_s_docs():

@@ -109,6 +109,7 @@ def read_range(
         )
     if start >= end:
         return
+
     def to_arrow(chunk, r, start, end):
         return _columnar(chunk, r, start, end, include_headers)
 

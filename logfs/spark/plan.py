@@ -166,6 +166,32 @@ def _as_given(
     return {tp: spec.get(tp, offset) for tp, offset in resolved.items()}
 
 
+def late_bound(options: SourceOptions, ranges: list[OffsetRange]) -> list[tuple[bool, bool]]:
+    """Per range of a batch query, whether its start and its end are bound when the task
+    reads, as Kafka's source binds ``earliest`` and ``latest`` (``resolveRange``): the first
+    range of a topic-partition whose start the options give as earliest starts at the log
+    start offset of the moment it is read, the last one whose end they give as latest ends
+    at the next offset of that moment."""
+    first, last = {}, {}
+    for i, r in enumerate(ranges):
+        first.setdefault((r.topic, r.partition), i)
+        last[(r.topic, r.partition)] = i
+
+    def given(spec: str | PartitionOffsets, timestamps: object, special: int, name: str):
+        if timestamps is not None:
+            return lambda tp: False
+        if isinstance(spec, str):
+            return lambda tp: spec == name
+        return lambda tp: spec.get(TopicPartition(*tp)) == special
+
+    early = given(options.starting, options.starting_timestamp, EARLIEST, "earliest")
+    late = given(options.ending, options.ending_timestamp, LATEST, "latest")
+    return [
+        (first[tp] == i and early(tp), last[tp] == i and late(tp))
+        for i, tp in enumerate((r.topic, r.partition) for r in ranges)
+    ]
+
+
 def split_ranges(
     ranges: list[OffsetRange], min_partitions: int | None, max_records: int | None
 ) -> list[OffsetRange]:

@@ -27,11 +27,13 @@ from pyspark.sql.streaming.datasource import (
 
 from ..core.client import RemoteStore
 from ..core.config import now_ms
+from ..core.errors import UnknownTopicError
 from ..core.log import Store
 from .options import OffsetRange, PartitionOffsets, SourceOptions
 from .plan import (
     batch_ranges,
     from_json,
+    late_bound,
     micro_batch_ranges,
     rate_limit,
     resolve,
@@ -41,11 +43,14 @@ from .plan import (
 
 
 class RangePartition(InputPartition):
-    """One Spark input partition: one offset range of one topic-partition."""
+    """One Spark input partition: one offset range of one topic-partition; a batch query's
+    ``earliest`` start and ``latest`` end are bound when the task reads (`late_bound`)."""
 
-    def __init__(self, r: OffsetRange) -> None:
+    def __init__(self, r: OffsetRange, late_start: bool = False, late_end: bool = False) -> None:
         super().__init__(r)
         self.range = r
+        self.late_start = late_start
+        self.late_end = late_end
 
 
 def _open(options: SourceOptions) -> Store | RemoteStore:
@@ -62,9 +67,18 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator:
         # selection): nothing to read, as the Kafka source reads nothing.
         return
     with _open(options) as store:
+        r = partition.range
+        if partition.late_start or partition.late_end:
+            try:
+                log = store.log(r.topic, r.partition)
+            except UnknownTopicError:
+                pass  # read_range reports it
+            else:
+                start = log.log_start_offset if partition.late_start else r.start
+                r = r._replace(start=start, end=log.next_offset if partition.late_end else r.end)
         yield from read_range(
             store,
-            partition.range,
+            r,
             include_headers=options.include_headers,
             fail_on_data_loss=options.fail_on_data_loss,
         )
@@ -76,7 +90,11 @@ class LogfsBatchReader(DataSourceReader):
 
     def partitions(self) -> list[RangePartition]:
         with _open(self.options) as store:
-            return [RangePartition(r) for r in batch_ranges(store, self.options)]
+            ranges = batch_ranges(store, self.options)
+        return [
+            RangePartition(r, *late)
+            for r, late in zip(ranges, late_bound(self.options, ranges), strict=True)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator:
         return _read(self.options, partition)
