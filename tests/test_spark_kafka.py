@@ -195,9 +195,11 @@ def test_streaming_output_modes(spark, tmp_path):
     by Spark itself for a Python data source."""
     data = tmp_path / "data"
     fill(data, count=6)
+    source = {"path": str(data), "subscribe": "t", "startingOffsets": "earliest"}
     counts = (
-        spark.readStream.format("logfs").options(path=str(data), subscribe="t",
-                                                 startingOffsets="earliest").load()  # fmt: skip
+        spark.readStream.format("logfs")
+        .options(**source)
+        .load()
         .groupBy((F.col("offset") % 2).cast("string").alias("key"))
         .count()
         .selectExpr("key", "CAST(count AS STRING) AS value")
