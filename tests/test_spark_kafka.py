@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from pyspark.sql import functions as F
 
 from logfs import Store
 
@@ -173,3 +174,50 @@ def test_the_default_save_mode_is_refused_by_spark_itself(spark, tmp_path):
     df = spark.createDataFrame([("a",)], "value string")
     with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
         df.write.format("logfs").options(path=str(tmp_path), topic="t").save()
+
+
+def test_sink_headers_compare_without_nullability(spark, tmp_path):
+    """Kafka's sink ignores nullability: struct fields and array elements that cannot be
+    null make a valid headers column."""
+    df = spark.sql(
+        "SELECT 'v' AS value, array(named_struct('key', 'h', 'value', cast('x' AS binary))) "
+        "AS headers"
+    )
+    assert not df.schema["headers"].dataType.containsNull
+    df.write.format("logfs").options(path=str(tmp_path), topic="t").mode("append").save()
+    with Store(tmp_path, read_only=True) as store:
+        [record] = store.log("t", 0).scan()
+    assert (record.value, list(record.headers)) == (b"v", [("h", b"x")])
+
+
+def test_streaming_output_modes(spark, tmp_path):
+    """complete appends each micro-batch's whole result, as Kafka's sink; update is refused
+    by Spark itself for a Python data source."""
+    data = tmp_path / "data"
+    fill(data, count=6)
+    source = {"path": str(data), "subscribe": "t", "startingOffsets": "earliest"}
+    counts = (
+        spark.readStream.format("logfs")
+        .options(**source)
+        .load()
+        .groupBy((F.col("offset") % 2).cast("string").alias("key"))
+        .count()
+        .selectExpr("key", "CAST(count AS STRING) AS value")
+    )
+    query = (
+        counts.writeStream.outputMode("complete").format("logfs")
+        .options(path=str(data), topic="counts", checkpointLocation=str(tmp_path / "cp"))
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    assert query.awaitTermination(120) and query.exception() is None
+    with Store(data, read_only=True) as store:
+        rows = sorted((r.key, r.value) for r in store.log("counts", 0).scan())
+    assert rows == [(b"0", b"3"), (b"1", b"3")]
+    with pytest.raises(Exception, match="logfs does not support Update mode") as refused:
+        query = (
+            counts.writeStream.outputMode("update").format("logfs")
+            .options(path=str(data), topic="counts", checkpointLocation=str(tmp_path / "cp2"))
+            .trigger(availableNow=True).start()
+        )  # fmt: skip
+        query.awaitTermination(120)
+    print(str(refused.value).splitlines()[0])

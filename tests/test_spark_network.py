@@ -334,9 +334,10 @@ def test_batch_read_of_several_partitions(spark, hidden, clicks):
         .option("subscribePattern", f"clicks|{CONSUMER_OFFSETS}")
         .option("includeHeaders", "true")
         .option("maxRecordsPerPartition", "70")  # ranges that start inside batches
+        .option("minPartitions", "4")  # above 3 partitions: a batch query cuts its ranges
         .load()
     )
-    assert df.rdd.getNumPartitions() == 15
+    assert df.rdd.getNumPartitions() == 15  # 300 records each: ceil(300 / 70) pieces
     assert spark_rows(df) == clicks
     assert os.listdir(hidden.hidden) == []
 

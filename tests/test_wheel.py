@@ -29,6 +29,7 @@ COMPILED = {
     "logfs/core/format/_codec": ".pyx",
     "logfs/core/log/_small": ".pyx",
     "logfs/mount/_lines": ".pyx",
+    "logfs/spark/_columns": ".pyx",
     "logfs/mount/_fuseinit": ".c",
 }
 PLAIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -10,12 +10,13 @@ for it::
     timestamp timestamp[us, tz=UTC], timestampType int32
     [, headers list<struct<key: string, value: binary>>]
 
-Without headers, runs of whole batches are decoded column-wise (`decode_columns`) straight
-into Arrow arrays: the core's compiled codec walks every record of the batches and gives each
-field for all rows as numpy columns (`columnar.decode`); the keys and values become Arrow
-binary arrays by one compiled gather (data and offsets buffers) from the records sections.
-With ``includeHeaders``, batches are decoded to `Record`s and the columns gathered with
-``zip(*records)`` (C loops) before one conversion per output batch.
+Runs of whole batches are decoded column-wise (`decode_columns`) straight into Arrow arrays,
+with no Python object per record: the core's compiled codec walks every record of the batches
+and gives each field for all rows as numpy columns (`columnar.decode`); the keys and values
+become Arrow binary arrays by one compiled gather (data and offsets buffers) from the records
+sections. With ``includeHeaders``, the headers column comes from `_columns.pyx`: each
+record's headers count, read just after its value, and when a run has headers at all, their
+Arrow buffers built in C; a run without any is one column of nulls.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from ..core.errors import OffsetOutOfRangeError, UnknownTopicError
-from ..core.format import BatchHeader, decode, decode_records, gather
+from ..core.errors import CorruptRecordError, OffsetOutOfRangeError, UnknownTopicError
+from ..core.format import BatchHeader, decode, gather
+from ._columns import header_buffers, header_counts
 from .options import DATA_LOSS_HINT, DataLossError, OffsetRange
 
 if TYPE_CHECKING:
@@ -67,47 +69,6 @@ def spark_schema(include_headers: bool) -> StructType:
     return from_arrow_schema(arrow_schema(include_headers), prefer_timestamp_ntz=False)
 
 
-class _RowsWithHeaders:
-    """The decoded records (headers included) gathered for the next Arrow batch, column by
-    column."""
-
-    def __init__(self) -> None:
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.headers: list = []
-        self.types: list[np.ndarray] = []
-
-    def add(self, records: list, timestamp_type: int) -> None:
-        offsets, timestamps, keys, values, headers = zip(*records, strict=True)
-        self.offsets += offsets
-        self.timestamps += timestamps
-        self.keys += keys
-        self.values += values
-        self.headers += headers
-        self.types.append(np.full(len(records), timestamp_type, np.int32))
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def to_arrow(self, topic: str, partition: int, include_headers: bool) -> pa.RecordBatch:
-        n = len(self.offsets)
-        timestamps = np.fromiter(self.timestamps, np.int64, n) * 1000  # ms -> us
-        arrays = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.array([topic] * n, pa.string()),
-            pa.array(np.full(n, partition, np.int32)),
-            pa.array(np.fromiter(self.offsets, np.int64, n)),
-            pa.array(timestamps, TIMESTAMP_TYPE),
-            pa.array(np.concatenate(self.types)),
-        ]
-        if include_headers:
-            arrays.append(pa.array([h or None for h in self.headers], HEADER_TYPE))
-        return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers))
-
-
 def read_range(
     store: Store | RemoteStore,
     r: OffsetRange,
@@ -141,13 +102,17 @@ def read_range(
     end = min(r.end, log.next_offset)
     if end < r.end and fail_on_data_loss:
         raise DataLossError(
-            f"offsets {max(start, end)}..{r.end - 1} of {r.topic}-{r.partition} are gone: the "
-            f"log ends at {log.next_offset} (cut after a crash, or the topic recreated?). "
-            + DATA_LOSS_HINT
+            f"offsets {max(start, end)}..{r.end - 1} of {r.topic}-{r.partition} are past the "
+            f"end of its log, which ends at offset {log.next_offset} (an endingOffsets past the "
+            "end, or a log that got shorter: the topic re-created, a torn tail cut after a "
+            f"crash). {DATA_LOSS_HINT}"
         )
     if start >= end:
         return
-    to_arrow = _with_headers if include_headers else _columnar
+
+    def to_arrow(chunk, r, start, end):
+        return _columnar(chunk, r, start, end, include_headers)
+
     chunk, rows, size, position = [], 0, 0, start
     try:
         for header, batch in log.raw_batches(start, end):
@@ -196,12 +161,46 @@ def _binary(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Arra
     )
 
 
-def decode_columns(batches: list[tuple[BatchHeader, memoryview]], start: int, end: int) -> dict:
+def _headers(buf: np.ndarray, at: np.ndarray, where: str) -> pa.Array:
+    """The ``headers`` column of the records whose headers count is at ``at`` (just after
+    each value): null for a record without headers (all of them, on most topics: nothing
+    more is decoded then), else built by the compiled `header_buffers`."""
+    n = len(at)
+    found = header_counts(buf, at)
+    if found is not None and not found[0].any():
+        return pa.nulls(n, HEADER_TYPE)
+    built = None if found is None else header_buffers(buf, found[1], found[0])
+    if built is None:
+        raise CorruptRecordError(f"{where}: a record's headers overrun it, or a header key is "
+                                 "null or not UTF-8")  # fmt: skip
+    with_headers = found[0] > 0
+    list_offsets, key_offsets, key_data, value_valid, value_offsets, value_data = built
+    total = len(value_valid)
+    value_nulls = total - int(np.count_nonzero(value_valid))
+    keys = pa.Array.from_buffers(pa.string(), total, [None, pa.py_buffer(key_offsets),
+                                 pa.py_buffer(key_data)])  # fmt: skip
+    values = pa.Array.from_buffers(
+        pa.binary(), total,
+        [pa.py_buffer(np.packbits(value_valid, bitorder="little")) if value_nulls else None,
+         pa.py_buffer(value_offsets), pa.py_buffer(value_data)],
+        value_nulls,
+    )  # fmt: skip
+    pairs = pa.StructArray.from_arrays([keys, values], fields=list(HEADER_TYPE.value_type))
+    list_nulls = n - int(np.count_nonzero(with_headers))
+    bitmap = pa.py_buffer(np.packbits(with_headers, bitorder="little")) if list_nulls else None
+    return pa.Array.from_buffers(
+        HEADER_TYPE, n, [bitmap, pa.py_buffer(list_offsets)], list_nulls, children=[pairs]
+    )
+
+
+def decode_columns(
+    batches: list[tuple[BatchHeader, memoryview]], start: int, end: int, headers: bool = False
+) -> dict:
     """Columns of the records with offsets in ``[start, end)`` of whole batches.
 
     Returns:
         dict of ``key``/``value`` (Arrow binary), ``offset``/``timestamp`` (int64, ms) and
-        ``timestampType`` (int32) numpy arrays.
+        ``timestampType`` (int32) numpy arrays, and with ``headers`` the Arrow ``headers``.
     """
     cols = decode(batches)
     rows = {
@@ -217,25 +216,29 @@ def decode_columns(batches: list[tuple[BatchHeader, memoryview]], start: int, en
             name: tuple(a[keep] for a in v) if isinstance(v, tuple) else v[keep]
             for name, v in rows.items()
         }
+    value_start, value_len = rows["value"]
     rows["key"], rows["value"] = _binary(cols.buf, *rows["key"]), _binary(cols.buf, *rows["value"])
+    if headers:
+        where = f"batches from offset {batches[0][0].base_offset}" if batches else "no batch"
+        rows["headers"] = _headers(cols.buf, value_start + np.maximum(value_len, 0), where)
     return rows
 
 
-def _columnar(chunk: list, r: OffsetRange, start: int, end: int) -> pa.RecordBatch:
-    columns = decode_columns(chunk, start, end)
+def _columnar(chunk: list, r: OffsetRange, start: int, end: int, headers: bool) -> pa.RecordBatch:
+    columns = decode_columns(chunk, start, end, headers)
     n = len(columns["offset"])
-    return pa.RecordBatch.from_arrays(
-        [
-            columns["key"],
-            columns["value"],
-            _repeat(r.topic, n),
-            pa.array(np.full(n, r.partition, np.int32)),
-            pa.array(columns["offset"]),
-            pa.array(columns["timestamp"] * 1000, TIMESTAMP_TYPE),  # ms -> us
-            pa.array(columns["timestampType"]),
-        ],
-        schema=arrow_schema(False),
-    )
+    arrays = [
+        columns["key"],
+        columns["value"],
+        _repeat(r.topic, n),
+        pa.array(np.full(n, r.partition, np.int32)),
+        pa.array(columns["offset"]),
+        pa.array(columns["timestamp"] * 1000, TIMESTAMP_TYPE),  # ms -> us
+        pa.array(columns["timestampType"]),
+    ]
+    if headers:
+        arrays.append(columns["headers"])
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(headers))
 
 
 def _repeat(text: str, n: int) -> pa.Array:
@@ -245,12 +248,3 @@ def _repeat(text: str, n: int) -> pa.Array:
     return pa.Array.from_buffers(
         pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)]
     )
-
-
-def _with_headers(chunk: list, r: OffsetRange, start: int, end: int) -> pa.RecordBatch:
-    columns = _RowsWithHeaders()
-    for header, batch in chunk:
-        records = [rec for rec in decode_records(batch, header) if start <= rec.offset < end]
-        if records:
-            columns.add(records, header.timestamp_type)
-    return columns.to_arrow(r.topic, r.partition, True)

@@ -10,7 +10,8 @@ source passes them to Kafka's client:
   listener's certificate must chain to (else the system's CAs), and
   ``kafka.ssl.endpoint.identification.algorithm``: ``https`` (the default) checks the host
   name, empty does not;
-- ``kafka.request.timeout.ms`` and ``kafka.client.id``.
+- ``kafka.request.timeout.ms``, ``kafka.default.api.timeout.ms`` (how long the source goes
+  on trying a listener it cannot reach, as Kafka's consumers do) and ``kafka.client.id``.
 
 Other ``kafka.*`` options are accepted and ignored.
 """
@@ -50,6 +51,7 @@ class Listener:
     mechanism: str | None = None  # kafka.sasl.mechanism, with SASL_*
     cafile: str | None = None  # kafka.ssl.truststore.location (PEM)
     check_hostname: bool = True  # kafka.ssl.endpoint.identification.algorithm=https
+    api_timeout: float = 60.0  # seconds: kafka.default.api.timeout.ms
 
     @property
     def address(self) -> str:
@@ -68,7 +70,9 @@ class Listener:
 
     def store(self) -> RemoteStore:
         """A read-only view of the listener's topics (connects on first use)."""
-        return RemoteStore(self.address, timeout=self.timeout, **self._security())
+        return RemoteStore(
+            self.address, timeout=self.timeout, api_timeout=self.api_timeout, **self._security()
+        )
 
     def producer(self, **options: Any) -> Producer:
         return Producer(self.address, mount_timeout=self.timeout, **self._security(), **options)
@@ -114,10 +118,14 @@ def parse_location(opts: Mapping[str, str]) -> tuple[str | None, Listener | None
     if protocol.endswith("SSL"):
         cafile = _truststore(opts)
         check_hostname = _endpoint_identification(opts)
-    try:
-        timeout = _TIMEOUT(opts.get("kafka.request.timeout.ms", 30_000)) / 1000
-    except InvalidConfigError as e:
-        raise SparkOptionError(f'option "kafka.request.timeout.ms": {e}') from None
+    timeouts = []
+    for name, default in (("kafka.request.timeout.ms", 30_000),
+                          ("kafka.default.api.timeout.ms", 60_000)):  # fmt: skip
+        try:
+            timeouts.append(_TIMEOUT(opts.get(name, default)) / 1000)
+        except InvalidConfigError as e:
+            raise SparkOptionError(f'option "{name}": {e}') from None
+    timeout, api_timeout = timeouts
     listener = Listener(
         servers.strip(),
         username,
@@ -128,6 +136,7 @@ def parse_location(opts: Mapping[str, str]) -> tuple[str | None, Listener | None
         mechanism,
         cafile,
         check_hostname,
+        api_timeout,
     )
     try:
         listener.store()  # reads the truststore: a file that is no PEM CA file fails here

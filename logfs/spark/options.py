@@ -23,9 +23,6 @@ from .errors import SparkOptionError
 from .listener import Listener, parse_location
 
 EARLIEST, LATEST = -2, -1
-# Kafka leaves maxRecordsPerPartition unset (one Spark partition per topic-partition); logfs
-# cuts large ranges so that every core gets work even from a single-partition topic.
-DEFAULT_MAX_RECORDS_PER_PARTITION = 500_000
 # The configuration's parsers of Kafka longs, as the options use them.
 _OFFSET = parse_int(EARLIEST)  # an offset, or -2 (earliest) / -1 (latest)
 _NATURAL = parse_int(0)  # a partition number or a timestamp
@@ -38,6 +35,30 @@ DATA_LOSS_HINT = (
     'If you want your query to go on in such cases, set the source option "failOnDataLoss" '
     'to "false".'
 )
+DATA_LOSS_IGNORED = (
+    "Some data may have been lost because they are not available any more; either they were "
+    "deleted by retention or the topic was deleted before all its records were read. If you "
+    'want your query to fail in such cases, set the source option "failOnDataLoss" to "true".'
+)
+
+
+# The options as Kafka's documentation spells them: Spark hands them over lower-cased, and
+# messages name them as users write them.
+SPELLING = {
+    name.lower(): name
+    for name in (
+        "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
+        "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
+        "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
+        "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "failOnDataLoss",
+        "includeHeaders", "minPartitions", "maxRecordsPerPartition", "lockTimeout",
+    )
+}  # fmt: skip
+
+
+def spelled(key: str) -> str:
+    """An option's name as Kafka's documentation writes it."""
+    return SPELLING.get(key.lower(), key)
 
 
 class DataLossError(LogfsError):
@@ -86,7 +107,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     min_partitions: int | None = None
-    max_records_per_partition: int | None = DEFAULT_MAX_RECORDS_PER_PARTITION
+    max_records_per_partition: int | None = None  # Kafka's default: ranges are not cut
     listener: Listener | None = None
 
 
@@ -130,7 +151,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None) -> Sour
     if streaming:
         for key in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
             if key in opts:
-                raise SparkOptionError(f'option "{key}" is not valid in streaming queries')
+                raise SparkOptionError(f'option "{spelled(key)}" is not valid in streaming queries')
     elif streaming is not None:
         if starting == "latest" or isinstance(starting, dict) and LATEST in starting.values():
             raise SparkOptionError("starting offset can't be latest for batch queries")
@@ -166,9 +187,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None) -> Sour
         fail_on_data_loss=_option(opts, "failondataloss", parse_bool, True),
         include_headers=_option(opts, "includeheaders", parse_bool, False),
         min_partitions=_option(opts, "minpartitions", _POSITIVE),
-        max_records_per_partition=_option(
-            opts, "maxrecordsperpartition", _POSITIVE, DEFAULT_MAX_RECORDS_PER_PARTITION
-        ),
+        max_records_per_partition=_option(opts, "maxrecordsperpartition", _POSITIVE),
     )
 
 
@@ -184,9 +203,9 @@ def _json(text: str, name: str) -> dict:
     try:
         value = json.loads(text)
     except ValueError as e:
-        raise SparkOptionError(f'option "{name}" is not valid JSON: {e}') from None
+        raise SparkOptionError(f'option "{spelled(name)}" is not valid JSON: {e}') from None
     if not isinstance(value, dict):
-        raise SparkOptionError(f'option "{name}" must be a JSON object, got {text!r}')
+        raise SparkOptionError(f'option "{spelled(name)}" must be a JSON object, got {text!r}')
     return value
 
 
@@ -221,7 +240,9 @@ def _tp_map(obj: dict, key: str) -> dict[TopicPartition, Any]:
     out = {}
     for topic, parts in obj.items():
         if not isinstance(parts, dict):
-            raise SparkOptionError(f'option "{key}": {topic!r} must map partitions to values')
+            raise SparkOptionError(
+                f'option "{spelled(key)}": {topic!r} must map partitions to values'
+            )
         for p, value in parts.items():
             out[TopicPartition(topic, _parsed(_NATURAL, p, key))] = value
     return out
@@ -236,7 +257,7 @@ def _parsed(parse: Callable[[Any], _T], value: Any, name: str) -> _T:
     try:
         return parse(value)
     except InvalidConfigError as e:
-        raise SparkOptionError(f'option "{name}": {e}') from None
+        raise SparkOptionError(f'option "{spelled(name)}": {e}') from None
 
 
 def _option(

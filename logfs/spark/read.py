@@ -27,24 +27,30 @@ from pyspark.sql.streaming.datasource import (
 
 from ..core.client import RemoteStore
 from ..core.config import now_ms
+from ..core.errors import UnknownTopicError
 from ..core.log import Store
-from .options import (
-    DATA_LOSS_HINT,
-    DataLossError,
-    OffsetRange,
-    PartitionOffsets,
-    SourceOptions,
-    TopicPartition,
+from .options import OffsetRange, PartitionOffsets, SourceOptions
+from .plan import (
+    batch_ranges,
+    from_json,
+    late_bound,
+    micro_batch_ranges,
+    rate_limit,
+    resolve,
+    subscribed,
+    to_json,
 )
-from .plan import batch_ranges, from_json, rate_limit, resolve, split_ranges, subscribed, to_json
 
 
 class RangePartition(InputPartition):
-    """One Spark input partition: one offset range of one topic-partition."""
+    """One Spark input partition: one offset range of one topic-partition; a batch query's
+    ``earliest`` start and ``latest`` end are bound when the task reads (`late_bound`)."""
 
-    def __init__(self, r: OffsetRange) -> None:
+    def __init__(self, r: OffsetRange, late_start: bool = False, late_end: bool = False) -> None:
         super().__init__(r)
         self.range = r
+        self.late_start = late_start
+        self.late_end = late_end
 
 
 def _open(options: SourceOptions) -> Store | RemoteStore:
@@ -61,9 +67,18 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator:
         # selection): nothing to read, as the Kafka source reads nothing.
         return
     with _open(options) as store:
+        r = partition.range
+        if partition.late_start or partition.late_end:
+            try:
+                log = store.log(r.topic, r.partition)
+            except UnknownTopicError:
+                pass  # read_range reports it
+            else:
+                start = log.log_start_offset if partition.late_start else r.start
+                r = r._replace(start=start, end=log.next_offset if partition.late_end else r.end)
         yield from read_range(
             store,
-            partition.range,
+            r,
             include_headers=options.include_headers,
             fail_on_data_loss=options.fail_on_data_loss,
         )
@@ -75,7 +90,11 @@ class LogfsBatchReader(DataSourceReader):
 
     def partitions(self) -> list[RangePartition]:
         with _open(self.options) as store:
-            return [RangePartition(r) for r in batch_ranges(store, self.options)]
+            ranges = batch_ranges(store, self.options)
+        return [
+            RangePartition(r, *late)
+            for r, late in zip(ranges, late_bound(self.options, ranges), strict=True)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator:
         return _read(self.options, partition)
@@ -109,19 +128,18 @@ class LogfsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._latest()[0]
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The end offset of the next micro-batch: every subscribed partition that exists now
+        (Kafka's ``fetchLatestOffsets``), so a partition that went away leaves the offset
+        and one that appears (again) is read as new, from its log start. A batch whose end
+        lost partitions of its start reports them as gone (`partitions`)."""
         begin = from_json(start)
         current, earliest = self._latest()
-        gone = [tp for tp in begin if tp not in current]
-        if gone and self.options.fail_on_data_loss:
-            names = ", ".join(f"{t}-{p}" for t, p in gone)
-            raise DataLossError(f"partitions {names} are gone (topic deleted?). {DATA_LOSS_HINT}")
         latest = current
         if self._target is not None:
             latest = {tp: min(o, current[tp]) for tp, o in self._target.items() if tp in current}
         if not isinstance(limit, ReadAllAvailable):
             latest = self._admit(limit, begin, latest, earliest)
-        # A partition that went away keeps its last position, so the offset stays comparable.
-        return to_json({**{tp: begin[tp] for tp in gone}, **latest})
+        return to_json(latest)
 
     def _admit(
         self,
@@ -139,9 +157,9 @@ class LogfsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else o.max_offsets_per_trigger
         if min_rows is not None and self._target is None:
             now = now_ms()
-            waiting = sum(end - begin.get(tp, earliest.get(tp, end)) for tp, end in latest.items())
+            waiting = sum(end - begin.get(tp, 0) for tp, end in latest.items())  # Kafka's sum
             if now - self._last_trigger_ms < o.max_trigger_delay_ms and waiting < min_rows:
-                return {tp: begin[tp] for tp in latest if tp in begin}
+                return begin  # the start again: no batch
             self._last_trigger_ms = now
         if max_rows is not None:
             return rate_limit(max_rows, begin, latest, earliest)
@@ -160,27 +178,8 @@ class LogfsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
         begin, until = from_json(start), from_json(end)
-        ranges = []
-        earliest: dict[TopicPartition, int] | None = None
-        for tp, stop in until.items():
-            if tp not in begin:  # a partition (or topic) that appeared: Kafka reads it all
-                if earliest is None:
-                    earliest = self._latest()[1]
-                begin[tp] = earliest.get(tp, stop)
-            if stop < begin[tp]:
-                if self.options.fail_on_data_loss:
-                    raise DataLossError(
-                        f"the offset of {tp.topic}-{tp.partition} went back from {begin[tp]} to "
-                        f"{stop} (topic recreated?); records may have been missed. "
-                        + DATA_LOSS_HINT
-                    )
-                continue
-            ranges.append(OffsetRange(tp.topic, tp.partition, begin[tp], stop))
-        o = self.options
-        return [
-            RangePartition(r)
-            for r in split_ranges(ranges, o.min_partitions, o.max_records_per_partition)
-        ]
+        earliest = self._latest()[1] if any(tp not in begin for tp in until) else {}
+        return [RangePartition(r) for r in micro_batch_ranges(begin, until, earliest, self.options)]
 
     def read(self, partition: InputPartition) -> Iterator:
         return _read(self.options, partition)

@@ -76,7 +76,9 @@ class LogfsDataSource(DataSource):
     def streamWriter(self, schema, overwrite: bool):
         from .write import LogfsStreamWriter, write_options
 
-        _check_mode(overwrite)
+        # ``overwrite`` is Spark's truncate, asked for by outputMode("complete"): as Kafka's
+        # sink, every micro-batch's whole result is appended (a log is never truncated).
+        _require_arrow()
         return LogfsStreamWriter(write_options(self.options, schema))
 
 

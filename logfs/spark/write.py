@@ -34,16 +34,25 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
 
-from ..core.client import Producer
+from ..core.client import Producer, mountinfo
 from ..core.errors import DataDirBusyError, LogfsError
 from .arrow import spark_schema
 from .errors import SparkOptionError
 from .listener import Listener, parse_location
 
 DEFAULT_LOCK_TIMEOUT = 60.0
-_HEADERS = spark_schema(include_headers=True)["headers"].dataType  # the Kafka source's
+_HEADERS = spark_schema(include_headers=True)["headers"].dataType  # the Kafka source's, nullable
 
 
 @dataclass
@@ -76,7 +85,7 @@ def write_options(options: Mapping[str, str], schema: StructType) -> WriteOption
         ("partition", (IntegerType(),)),
         ("headers", (_HEADERS,)),
     ):
-        if name in types and types[name] not in allowed:
+        if name in types and _nullable(types[name]) not in allowed:
             wanted = " or ".join(t.simpleString() for t in allowed)
             raise SparkOptionError(
                 f"{name} attribute type must be {wanted}, not {types[name].simpleString()}"
@@ -92,6 +101,19 @@ def write_options(options: Mapping[str, str], schema: StructType) -> WriteOption
     except ValueError:
         raise SparkOptionError('option "lockTimeout" must be a number of seconds') from None
     return WriteOptions(path, topic, lock_timeout, listener)
+
+
+def _nullable(kind: DataType) -> DataType:
+    """``kind`` with every part nullable: Kafka's sink compares column types ignoring
+    nullability (``array(named_struct('key', 'h', 'value', x'01'))`` has non-nullable
+    fields and elements, and is a valid ``headers`` column)."""
+    if isinstance(kind, ArrayType):
+        return ArrayType(_nullable(kind.elementType), True)
+    if isinstance(kind, MapType):
+        return MapType(_nullable(kind.keyType), _nullable(kind.valueType), True)
+    if isinstance(kind, StructType):
+        return StructType([StructField(f.name, _nullable(f.dataType), True) for f in kind.fields])
+    return kind
 
 
 def _column(batch, name: str) -> list | None:
@@ -112,8 +134,13 @@ def produce(options: WriteOptions, batches: Iterator) -> dict[str, int]:
     if first is None:
         return counts
     if options.listener is not None:
+        # A listener that cannot be reached yet (restarting) is waited for as the source
+        # waits, before anything is sent: nothing can be appended twice by this wait.
+        with options.listener.store() as listener:
+            listener.topics()
         producer = options.listener.producer()
     else:
+        _refuse_served(options.path)
         producer = Producer(options.path, lock_timeout=options.lock_timeout)
     try:
         with producer:
@@ -124,9 +151,26 @@ def produce(options: WriteOptions, batches: Iterator) -> dict[str, int]:
         raise DataDirBusyError(
             f"cannot write to {options.path}: {e}. logfs allows one writer process per data "
             "directory (like one Kafka broker per log dir) and it is not a live mount: wait "
-            "for the other writer or raise lockTimeout"
+            "for the other writer or raise lockTimeout (if it is a `logfs serve`, write through "
+            'its listener with the option "kafka.bootstrap.servers" instead of "path")'
         ) from e
     return counts
+
+
+def _refuse_served(path: str) -> None:
+    """Fail at once when ``logfs serve`` holds the data directory: it stays its one writer
+    for as long as it runs, and its mount record names the listener to write through."""
+    record = mountinfo.read_record(path)
+    if record is None or record.mountpoint or not record.kafka:
+        return
+    started = mountinfo.process_start_ticks(record.pid)
+    if started is None or started != record.pid_start_ticks:
+        return  # the record of a listener that is gone
+    raise DataDirBusyError(
+        f"cannot write to {path}: `logfs serve` (pid {record.pid}) is its one writer; write "
+        f'through its Kafka listener with the option "kafka.bootstrap.servers" = '
+        f'"{record.kafka}" instead of "path"'
+    )
 
 
 def _send(producer: Producer, options: WriteOptions, batch, counts: dict[str, int]) -> None:

@@ -13,22 +13,32 @@ that offset planning and batch reading use (the Spark source's).
 Error codes become the errors the store raises: ``UNKNOWN_TOPIC_OR_PARTITION``
 `UnknownTopicError`, ``OFFSET_OUT_OF_RANGE`` `OffsetOutOfRangeError` (offsets
 deleted by retention while they were being read).
+
+A listener that cannot be reached, or drops the connection, is tried again as Kafka's
+consumers do: after 50 ms, then twice as long each time up to 1 s
+(``reconnect.backoff.ms``, ``reconnect.backoff.max.ms``), until ``api_timeout`` has passed
+since the first failure (``default.api.timeout.ms``, 60 s); then `WireError` names the
+servers and the timeout. A connection that drops as soon as it is made, three times in a row
+(a listener that wants TLS or SASL of this client), a refused login or TLS handshake are not
+tried again.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 
 from ..config import INTERNAL_TOPICS
 from ..errors import CorruptRecordError
 from ..format.record import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header, verify_crc
-from .security import Security
+from .security import AuthenticationError, Security
 from .wire import FETCH, LIST_OFFSETS, METADATA, NONE, UNKNOWN_TOPIC, Wire, WireError, _error
 
 FETCH_BYTES = 4 << 20  # per Fetch request (partition_max_bytes and max_bytes)
 FETCH_WAIT = datetime.timedelta(milliseconds=500)  # the offsets asked for exist: no long wait
 EARLIEST, LATEST = -2, -1  # ListOffsets' special timestamps
+BACKOFF, MAX_BACKOFF = 0.05, 1.0  # Kafka's reconnect.backoff.ms and reconnect.backoff.max.ms
 
 
 class RemoteStore:
@@ -42,6 +52,8 @@ class RemoteStore:
             ssl_cafile, ssl_check_hostname: TLS and SASL as for `Producer`, with
             kafka-python's names (security.py).
         client_id: the client id of the requests.
+        api_timeout: seconds to go on trying a listener that cannot be reached (Kafka's
+            ``default.api.timeout.ms``).
 
     Raises:
         InvalidConfigError: a bad address or security setting, an unreadable CA file.
@@ -59,13 +71,42 @@ class RemoteStore:
         ssl_cafile: str | None = None,
         ssl_check_hostname: bool = True,
         client_id: str = "logfs-reader",
+        api_timeout: float = 60.0,
     ) -> None:
         security = Security.of(
             security_protocol, sasl_mechanism, sasl_plain_username, sasl_plain_password,
             ssl_cafile, ssl_check_hostname,
         )  # fmt: skip
         self._wire = Wire(address, timeout, security=security, client_id=client_id)
+        self.api_timeout = api_timeout
         self.internal_topics: frozenset[str] = INTERNAL_TOPICS  # grows with is_internal
+
+    def _call(self, api_key: int, **fields):
+        """One request and its answer, tried again while the listener cannot be reached."""
+        deadline, backoff, dropped = None, BACKOFF, 0
+        while True:
+            try:
+                return self._wire.call(api_key, **fields)
+            except WireError as e:
+                text = str(e)
+                if isinstance(e, AuthenticationError) or "TLS handshake" in text:
+                    raise
+                if "could be reached" in text:  # connecting failed: down, or restarting
+                    dropped = 0
+                elif text.startswith("kafka://") and dropped < 2:
+                    dropped += 1  # the connection dropped: again, unless it keeps dropping
+                else:  # the listener closes this client's connections (TLS, SASL): no retry
+                    raise
+                now = time.monotonic()
+                deadline = deadline or now + self.api_timeout
+                if now >= deadline:
+                    servers = ",".join(f"{h}:{p}" for h, p in self._wire.servers)
+                    raise WireError(
+                        f"no Kafka listener at {servers} answered within "
+                        f"{self.api_timeout * 1000:.0f} ms (kafka.default.api.timeout.ms): {e}"
+                    ) from None
+                time.sleep(min(backoff, deadline - now))
+                backoff = min(backoff * 2, MAX_BACKOFF)
 
     def topics(self) -> Mapping[str, int]:
         """Topic name -> number of partitions, sorted by name. Internal topics, which a
@@ -78,7 +119,7 @@ class RemoteStore:
 
     def _metadata(self, names: list[str] | None) -> dict[str, int]:
         m = self._wire.module(METADATA)
-        answer = self._wire.call(
+        answer = self._call(
             METADATA,
             topics=None if names is None else tuple(
                 m.MetadataRequestTopic(topic_id=None, name=n) for n in names
@@ -103,7 +144,7 @@ class RemoteStore:
         Raises:
             UnknownTopicError: no such topic or partition.
         """
-        return RemoteLog(self._wire, topic, int(partition))
+        return RemoteLog(self._wire, self._call, topic, int(partition))
 
     def close(self) -> None:
         self._wire.close()
@@ -119,8 +160,9 @@ class RemoteLog:
     """One partition of a `RemoteStore`: its log start and next offset when it was
     opened, offsets by time and the batches of a range."""
 
-    def __init__(self, wire: Wire, topic: str, partition: int) -> None:
+    def __init__(self, wire: Wire, call: Callable, topic: str, partition: int) -> None:
         self._wire = wire
+        self._call = call  # the store's: tried again while the listener cannot be reached
         self.topic = topic
         self.partition = partition
         self.log_start_offset = self._list_offsets(EARLIEST)
@@ -138,7 +180,7 @@ class RemoteLog:
 
     def _list_offsets(self, timestamp: int) -> int:
         m = self._wire.module(LIST_OFFSETS)
-        answer = self._wire.call(
+        answer = self._call(
             LIST_OFFSETS,
             replica_id=-1,
             isolation_level=0,  # read_uncommitted, as Spark's Kafka source reads
@@ -199,7 +241,7 @@ class RemoteLog:
     def _fetch(self, offset: int, limit: int) -> tuple[memoryview, int]:
         """The record bytes of one Fetch at ``offset`` and the high watermark."""
         m = self._wire.module(FETCH)
-        answer = self._wire.call(
+        answer = self._call(
             FETCH,
             max_wait=FETCH_WAIT,
             min_bytes=1,
