@@ -20,7 +20,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
-from logfs.core.format._codec import OffsetMap
+from logfs.core.log._keymap import OffsetMap
 from stress import scale
 
 from logfs import Store

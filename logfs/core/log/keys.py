@@ -27,8 +27,8 @@ import re
 from collections.abc import Iterable
 
 from ..errors import CorruptRecordError
-from ..format._codec import map_keys
 from ..format.record import read_header, records_section
+from ._keymap import map_keys
 
 NAME_MAX = 255
 _SPECIAL = re.compile(rb"[%/\x00]|^\.")

@@ -33,9 +33,9 @@ import numpy as np
 
 from ..config import INT_MAX, TopicConfig
 from ..errors import CorruptRecordError
-from ..format._codec import index_points
 from ..format.batching import BatchInfo
 from ..format.record import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, read_header
+from ._scan import index_points
 from .descriptors import DESCRIPTORS
 from .index import OffsetIndex, TimeIndex
 from .logfile import (
