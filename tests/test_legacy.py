@@ -88,30 +88,33 @@ def buffered(tmp_path):
 
 
 def log_state(log: Log) -> dict:
-    """What a log holds in memory about its segments after appends: the fast
-    path must leave it as `Log.append` does (positions, index and stream marks)."""
+    """What a log shows of its segments after appends, by public names only: the
+    line path must leave what `Log.append` leaves (sizes, offsets, timestamps,
+    index entries still in memory, stream marks, what the next flush syncs)."""
     segments = [
         {
             "base": s.base_offset,
             "size": s.size,
             "next": s.next_offset,
-            "max_timestamp": (s.max_timestamp, s._offset_of_max),
-            "since_index_entry": s._bytes_since_index_entry,
-            "marks": (list(s.stream._offsets), list(s.stream._positions), s.stream.appended),
+            "timestamps": (s.max_timestamp, s.tail.offset_of_max, s.first_timestamp),
+            "since_index_entry": s.tail.bytes_since_index_entry,
+            "offset_index": [s.offset_index.entry(i) for i in range(len(s.offset_index))],
+            "time_index": [s.time_index.entry(i) for i in range(len(s.time_index))],
+            "stream": (s.stream.size, s.stream.marks()),
         }
         for s in log.segments
     ]
-    return {
-        "segments": segments,
-        "unflushed": (log.unflushed_messages, sorted(log._unflushed.segments)),
-        "next_offset": log.next_offset,
-    }
+    ticket = log.prepare_flush()  # what the next flush syncs, and how many records
+    flush = (sorted(ticket.segments), ticket.messages, ticket.next_offset)
+    ticket.sync()
+    log.complete_flush(ticket)
+    return {"segments": segments, "flush": flush, "next_offset": log.next_offset}
 
 
 def test_fast_path_writes_what_the_general_path_writes(tmp_path):
-    """append_line and Log.append leave byte-identical segments, indexes and
+    """The line path and Log.append leave byte-identical segments, indexes and
     time indexes, and the same state in memory, across rolls and index
-    entries (a fixed clock)."""
+    entries (a fixed clock): the books are kept by the same owners."""
     config = TopicConfig.from_properties({"segment.bytes": "4096", "index.interval.bytes": "300"})
     rng = random.Random(3)
     values = [bytes([97 + i % 26]) * rng.randrange(0, 400) for i in range(600)]
@@ -131,7 +134,9 @@ def test_fast_path_writes_what_the_general_path_writes(tmp_path):
         log.close()
         logs.append(tmp_path / name / "t-0")
     assert states[0] == states[1]
-    assert states[0]["segments"][0]["marks"][2] > 0  # the stream bytes were counted
+    first = states[0]["segments"][0]
+    assert first["stream"][0] > 0 and first["offset_index"]  # counted and indexed
+    assert states[0]["flush"][1] == len(values)
     general, fast = (sorted(p.iterdir()) for p in logs)
     assert [p.name for p in general] == [p.name for p in fast]
     assert len(general) > 6  # several segments: the rolls went the general way

@@ -8,7 +8,7 @@ partition log, the store and its configuration. Imports nothing from
 try:
     from .format import _checks, _columns, walker  # noqa: F401
     from .log import _keymap  # noqa: F401
-    from .storage import _scan  # noqa: F401
+    from .storage import _scan, books  # noqa: F401
 except ImportError as e:
     raise ImportError(
         "logfs's compiled codec (the .pyx modules of logfs/core) is not built or does not "

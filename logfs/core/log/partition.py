@@ -1,10 +1,10 @@
 """One topic-partition: an ordered list of segments in ``<topic>-<partition>/``.
 
-The last segment is the active one; appends go there until `should_roll`
-says to start a new one at the next offset. Offsets are dense from the log
-start offset to ``next_offset``, except where the cleaner removed records
-from a compacted topic (cleaner.py): reads treat a gap like an offset out of
-range.
+The last segment is the active one; appends go there until the roll rule
+(`LogSegment.should_roll`, Kafka's) says to start a new one at the next
+offset. Offsets are dense from the log start offset to ``next_offset``,
+except where the cleaner removed records from a compacted topic (cleaner.py):
+reads treat a gap like an offset out of range.
 
 Durability: everything below ``recovery_point`` has been fsynced. Opening a
 log recovers it (see recovery.py): every batch from the recovery point on is
@@ -29,10 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import TopicConfig, now_ms, segments_to_delete, should_roll
+from ..config import TopicConfig, now_ms, segments_to_delete
 from ..errors import InvalidRecordError, ReadOnlyError
 from ..format import batching, compression, validate
 from ..format.batching import BatchInfo
+from ..format.record import NO_TIMESTAMP
 from ..storage.recovery import load_segments
 from ..storage.segment import LogSegment
 from .failure import CLEAN_WRITE_ERRORS, Failure
@@ -41,15 +42,6 @@ from .keys import LiveKeys
 from .reads import LogReads
 
 logger = logging.getLogger(__name__)
-
-
-def _age(now: int, segment: LogSegment, pending: list[tuple[bytes, BatchInfo]]) -> int:
-    """The age segment.ms compares, as Kafka counts it: from the segment's first
-    batch's timestamp, which may be the first of the ``pending`` batches of this
-    append (the segment is empty yet)."""
-    if segment.size:
-        return now - segment.first_timestamp
-    return now - pending[0][1].max_timestamp
 
 
 class Log(LogReads, LogFlushing):
@@ -94,14 +86,22 @@ class Log(LogReads, LogFlushing):
     # ------------------------------------------------------------ loading and recovery
 
     def _load(self, recovery_point: int, log_start_offset: int) -> None:
-        loaded = load_segments(self.dir, self.config, recovery_point, writable=self.writable)
+        loaded = load_segments(
+            self.dir, self.config, recovery_point, writable=self.writable, created_ms=self.clock()
+        )
         for segment in loaded.segments:
             self._add_segment(segment)
         self.truncated_bytes = loaded.truncated_bytes
         self._unflushed.directory = loaded.deleted_files
         if not self.segments and self.writable:
             self._add_segment(
-                LogSegment(str(self.dir), log_start_offset, self.config, writable=True)
+                LogSegment(
+                    str(self.dir),
+                    log_start_offset,
+                    self.config,
+                    writable=True,
+                    created_ms=self.clock(),
+                )
             )
             self._unflushed.directory = True
         # Retention moves the log start; cleaning does not, though it may leave
@@ -233,25 +233,18 @@ class Log(LogReads, LogFlushing):
         )
 
     def _write(self, encoded: list[tuple[bytes, BatchInfo]], records: int, now: int) -> None:
-        """Write encoded batches, rolling where `should_roll` says, each
+        """Write encoded batches, rolling where the roll rule says, each
         segment's share in one write; ``records``: how many they hold."""
         try:
-            start, segment = 0, self.active_segment
-            # what the rule looks at changes only when the segment is written, below
-            size, full = segment.size, segment.index_full
+            start, pending, segment = 0, 0, self.active_segment
             for i, (_, info) in enumerate(encoded):
-                if should_roll(
-                    self.config,
-                    segment_size=size,
-                    batch_size=info.size,
-                    segment_age_ms=_age(now, segment, encoded[start:i]) if size else 0,
-                    index_full=full,
-                    relative_offset_overflow=not segment.can_hold(info.last_offset),
-                ):
+                # the batches of this segment's share count as written for the rule
+                first = encoded[start][1].max_timestamp if pending else NO_TIMESTAMP
+                if segment.should_roll(info, now, pending, first):
                     self._write_to_active(encoded[start:i])
                     segment = self.roll()
-                    start, size, full = i, 0, segment.index_full
-                size += info.size
+                    start, pending = i, 0
+                pending += info.size
             self._write_to_active(encoded[start:])
         except OSError as e:
             if e.errno not in CLEAN_WRITE_ERRORS:
@@ -284,7 +277,9 @@ class Log(LogReads, LogFlushing):
         if active.size == 0:
             return active
         active.on_become_inactive()
-        segment = LogSegment(str(self.dir), self.next_offset, self.config, writable=True)
+        segment = LogSegment(
+            str(self.dir), self.next_offset, self.config, writable=True, created_ms=self.clock()
+        )
         self._add_segment(segment)
         self._unflushed.directory = True
         return segment

@@ -7,8 +7,6 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
 
 from ..format.binary cimport HeaderLayout, get_be, header_layout
 
-import numpy as np
-
 from ..format import record
 
 cdef HeaderLayout H = header_layout(record.FIELD_OFFSETS, record.HEADER_SIZE)
@@ -64,18 +62,3 @@ def scan_batches(
         offset += size
     return headers, offsets, offset
 
-
-def index_points(const int64_t[::1] sizes, int64_t since, int64_t interval):
-    """Which of consecutive batches of ``sizes`` bytes get an index entry, by
-    Kafka's rule (more than ``interval`` bytes since the last entry when the
-    batch is appended), given ``since`` bytes before the first: a bool array,
-    and the bytes since the last entry after them."""
-    cdef Py_ssize_t i, n = sizes.shape[0]
-    points = np.zeros(n, np.bool_)
-    cdef uint8_t[::1] out = points.view(np.uint8)
-    for i in range(n):
-        if since > interval:
-            out[i] = 1
-            since = 0
-        since += sizes[i]
-    return points, since
