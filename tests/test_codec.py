@@ -27,8 +27,8 @@ from logfs.core.format.record import (
     write_crc,
 )
 from logfs.core.format.validate import _PROBLEMS, prepare_batches
-from logfs.core.log import _keymap
-from logfs.core.storage import _scan
+from logfs.core.log import _keymap, _line
+from logfs.core.storage import _scan, books
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 record_st = st.tuples(
@@ -41,7 +41,7 @@ record_st = st.tuples(
 records_st = st.lists(record_st, min_size=1, max_size=30)
 
 
-COMPILED = (walker, _checks, _columns, _keymap, _scan)
+COMPILED = (walker, _checks, _columns, _keymap, _line, _scan, books)
 
 
 @pytest.mark.parametrize("module", COMPILED, ids=lambda m: m.__name__)

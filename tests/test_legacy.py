@@ -28,7 +28,7 @@ from mount_helpers import Daemon
 
 from logfs import Store
 from logfs.core.config import TopicConfig
-from logfs.core.log import Log, append_line
+from logfs.core.log import Log
 from logfs.mount.nodes import lines as line_framer
 from logfs.mount.operations import Operations
 
@@ -124,7 +124,7 @@ def test_fast_path_writes_what_the_general_path_writes(tmp_path):
         log = Log(tmp_path / name / "t-0", "t", 0, config, clock=lambda: 1_700_000_000_000)
         taken = 0
         for value in values:
-            if not fast or append_line(log, value) is None:
+            if not fast or log.append_line(value) is None:
                 log.append([value])
             else:
                 taken += 1
@@ -149,7 +149,7 @@ def test_fast_path_batches_decode_with_kafka_python(tmp_path):
     log = Log(tmp_path / "t-0", "t", 0, TopicConfig.from_properties({}))
     values = [b"", b"x", b"line " * 30, b"y" * 20000]
     for value in values:
-        assert append_line(log, value) is not None
+        assert log.append_line(value) is not None
     log.flush()
     records = MemoryRecords((tmp_path / "t-0" / "00000000000000000000.log").read_bytes())
     got = []
@@ -165,16 +165,16 @@ def test_fast_path_batches_decode_with_kafka_python(tmp_path):
 def test_fast_path_declines_what_it_cannot_do(tmp_path):
     config = TopicConfig.from_properties({"max.message.bytes": "1000"})
     log = Log(tmp_path / "t-0", "t", 0, config)
-    assert append_line(log, b"first") == 0
-    assert append_line(log, b"x" * 2000) is None  # over the limit: the general path refuses
-    assert append_line(log, b"second") == 1
+    assert log.append_line(b"first") == 0
+    assert log.append_line(b"x" * 2000) is None  # over the limit: the general path refuses
+    assert log.append_line(b"second") == 1
     assert [r.value for r in log.scan()] == [b"first", b"second"]
     log.fail("a test", OSError(5, "EIO"))
-    assert append_line(log, b"third") is None  # offline: the general path raises
+    assert log.append_line(b"third") is None  # offline: the general path raises
     compact = TopicConfig.from_properties({"cleanup.policy": "compact"})
     keyed = Log(tmp_path / "c-0", "c", 0, compact)
     keyed.append([b"v"], keys=[b"k"])
-    assert append_line(keyed, b"no key") is None
+    assert keyed.append_line(b"no key") is None
     log.close()
     keyed.close()
 

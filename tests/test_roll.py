@@ -8,7 +8,7 @@ import pytest
 
 from logfs.core.config import TopicConfig
 from logfs.core.format.record import HEADER_SIZE, encode_batch
-from logfs.core.log import Log, append_line
+from logfs.core.log import Log
 from logfs.core.storage.books import should_roll, time_waited_for_roll
 
 NOW = 1_700_000_000_000
@@ -121,14 +121,14 @@ def test_the_line_path_rolls_where_the_general_path_does(tmp_path):
     log = log_of(tmp_path, clock=lambda: clock[0], segment_bytes=1000, segment_ms=1000)
     value = b"x" * 100
     size = HEADER_SIZE + 8 + len(value)  # one record of 100 bytes as a batch
-    taken = [append_line(log, value) for _ in range(1000 // size)]
+    taken = [log.append_line(value) for _ in range(1000 // size)]
     assert None not in taken and log.segment_count == 1
-    assert append_line(log, value) is None  # over segment.bytes: declined
+    assert log.append_line(value) is None  # over segment.bytes: declined
     log.append([value])
     assert log.segment_count == 2
-    assert append_line(log, value) is not None
+    assert log.append_line(value) is not None
     clock[0] += 1001
-    assert append_line(log, value) is None  # segment.ms after the first batch: declined
+    assert log.append_line(value) is None  # segment.ms after the first batch: declined
     log.append([value])
     assert log.segment_count == 3
     log.close()

@@ -111,6 +111,12 @@ class LiveKeys:
             self._latest = live_keys(segments, log_start_offset)
         return self._latest
 
+    @property
+    def quiet(self) -> bool:
+        """Whether appends have nothing to tell: no keys kept, no changed keys
+        waiting for a watcher (the one-line fast path appends only then)."""
+        return self._latest is None and not self._changed
+
     def appended(self, batches: Iterable[bytes | memoryview]) -> None:
         """Apply appended batches (offsets assigned, CRC valid), if kept."""
         if self._latest is not None:
