@@ -132,3 +132,19 @@ def test_the_line_path_rolls_where_the_general_path_does(tmp_path):
     log.append([value])
     assert log.segment_count == 3
     log.close()
+
+
+@pytest.mark.parametrize("line", [False, True], ids=["general", "line"])
+def test_a_full_index_rolls_the_segment(tmp_path, line):
+    """segment.index.bytes=24: three offset entries; with index.interval.bytes=0
+    every batch after the first adds one, so the fifth batch starts a segment."""
+    log = log_of(tmp_path, segment_index_bytes=24, index_interval_bytes=0)
+    for i in range(4):
+        assert (log.append_line(b"v") if line else log.append([b"v"])) == i
+    assert log.segment_count == 1 and log.active_segment.offset_index.is_full
+    if line:
+        assert log.append_line(b"v") is None  # declined: the general path rolls
+    log.append([b"v"])
+    assert [s.base_offset for s in log.segments] == [0, 4]
+    assert not log.active_segment.offset_index.is_full
+    log.close()
