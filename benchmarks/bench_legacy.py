@@ -16,10 +16,17 @@ Every target in the same interleaved rounds, medians, one table of ratios:
                    nullfs, logfs acks=1 and acks=0, "null, writeback"; and the
                    daemon CPU time per write() of logfs acks=1 and nullfs
 
+With ``--baseline CHECKOUT`` another checkout of logfs (built, with its own
+``.venv``) is mounted beside this one in the default mode and is one more target
+of every scenario, "baseline": before and after a change measured side by side
+in the same rounds, with a column of each target's rate over the baseline's and,
+for one line per write(), the baseline daemon's CPU per write() too.
+
 After the rounds every request and record is checked to be in the log exactly
 once (the buffered mount's files are closed, so everything has reached it).
 
     python benchmarks/bench_legacy.py [--rounds 5] [--requests 20000] [--records 200000]
+        [--only nginx,logging,line] [--baseline /path/to/other/checkout]
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from mounts import NullDaemon, logfs_mount  # noqa: E402
+from mounts import CheckoutDaemon, NullDaemon, logfs_mount  # noqa: E402
 
 LOGGING_WRITER = """
 import logging, sys, time
@@ -162,25 +169,30 @@ def spread(values: list[float]) -> str:
 def measure(tmp: Path, args) -> list[tuple[str, str, str, str]]:
     """Mount logfs in both modes and nullfs under ``tmp``, run the scenarios
     ``args.only`` names, and return the table's rows."""
-    rows: list[tuple[str, str, str, str]] = []
-    for d in ("d1", "m1", "d0", "m0", "null", "nullwb"):
+    rows: list[tuple[str, ...]] = []
+    for d in ("d1", "m1", "d0", "m0", "null", "nullwb", "db", "mb"):
         (tmp / d).mkdir()
     m1, m0, null, nullwb = tmp / "m1", tmp / "m0", tmp / "null", tmp / "nullwb"
+    baseline = getattr(args, "baseline", None)
+    mb = tmp / "mb" if baseline else None
     with contextlib.ExitStack() as stack:
         acks1 = stack.enter_context(logfs_mount(tmp / "d1", m1, tmp / "acks1.log"))
         acks0 = stack.enter_context(logfs_mount(tmp / "d0", m0, tmp / "acks0.log", "acks=0"))
         nullfs = stack.enter_context(NullDaemon(null, tmp / "null.log", 0))
         stack.enter_context(NullDaemon(nullwb, tmp / "nullwb.log", 0, writeback=True))
-        for m in (m1, m0):
+        pids = {"acks=1": acks1.pid, "acks=0": acks0.pid, "null": nullfs.proc.pid}
+        if mb is not None:
+            other = CheckoutDaemon(baseline, tmp / "db", mb, log=tmp / "baseline.log")
+            pids["baseline"] = stack.enter_context(other).pid
+        for m in filter(None, (m1, m0, mb)):
             for topic in ("web", "app", "line"):
                 (m / topic).mkdir()
-        pids = {"acks=1": acks1.pid, "acks=0": acks0.pid, "null": nullfs.proc.pid}
         if "nginx" in args.only:
-            rows += bench_nginx(tmp, m1, m0, null, nullwb, args)
+            rows += bench_nginx(tmp, m1, m0, null, nullwb, args, mb)
         if "logging" in args.only:
-            rows += bench_logging(tmp, m1, m0, nullwb, args)
+            rows += bench_logging(tmp, m1, m0, nullwb, args, mb)
         if "line" in args.only:
-            rows += bench_line(tmp, m1, m0, null, nullwb, args, pids)
+            rows += bench_line(tmp, m1, m0, null, nullwb, args, pids, mb)
     return rows
 
 
@@ -192,6 +204,11 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000, help="per logging run")
     parser.add_argument("--lines", type=int, default=20_000, help="per one-line-write() run")
     parser.add_argument("--only", default="nginx,logging,line")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another logfs checkout (with its .venv) mounted beside this one as a target",
+    )
     args = parser.parse_args()
     args.only = set(args.only.split(","))
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -199,13 +216,28 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(prefix="logfs-legacy-") as name:
         rows = measure(Path(name), args)
-    width = [max(len(r[i]) for r in rows) for i in range(4)]
+    columns = max(len(r) for r in rows)
+    rows = [r + ("",) * (columns - len(r)) for r in rows]
+    width = [max(len(r[i]) for r in rows) for i in range(columns)]
     print(f"legacy writers: {args.rounds} interleaved rounds, medians (range)")
+    if args.baseline:
+        print(f"baseline: {args.baseline} ({describe_checkout(args.baseline)})")
+        print(f"this: {HERE.parent} ({describe_checkout(HERE.parent)})")
     for row in rows:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(row, width, strict=True)) + " |")
 
 
-def bench_nginx(tmp: Path, m1: Path, m0: Path, null: Path, nullwb: Path, args) -> list:
+def describe_checkout(path: Path) -> str:
+    """The commit a checkout is at, and whether its tree has changes."""
+    done = subprocess.run(
+        ["git", "-C", str(path), "describe", "--always", "--dirty"], capture_output=True, text=True
+    )
+    return done.stdout.strip() or "not a git checkout"
+
+
+def bench_nginx(
+    tmp: Path, m1: Path, m0: Path, null: Path, nullwb: Path, args, mb: Path | None = None
+) -> list:
     targets = {
         "off": None,
         "plain": str(tmp / "plain-access.log"),
@@ -214,6 +246,8 @@ def bench_nginx(tmp: Path, m1: Path, m0: Path, null: Path, nullwb: Path, args) -
         "acks=0": f"{m0}/web/0/append",
         "null, writeback": f"{nullwb}/sink",
     }
+    if mb is not None:
+        targets["baseline"] = f"{mb}/web/0/append"
     servers = {
         name: Nginx(tmp / f"nginx-{i}", path) for i, (name, path) in enumerate(targets.items())
     }
@@ -230,41 +264,32 @@ def bench_nginx(tmp: Path, m1: Path, m0: Path, null: Path, nullwb: Path, args) -
             args.rounds,
         )
     served = (args.rounds * args.requests) + 1000
-    for m in (m1, m0):
+    for m in filter(None, (m1, m0, mb)):
         logged = count_lines(m / "web" / "0" / "stream")
         if logged != served:
             raise RuntimeError(f"{m}: {logged} requests logged of {served}")
-    med = {name: statistics.median(v) for name, v in rates.items()}
-    rows = [("nginx access_log", "req/s", "of plain file", "of null FUSE")]
-    for name, values in rates.items():
-        rows.append(
-            (
-                f"  {name}",
-                f"{med[name]:,.0f} ({spread(values)})",
-                f"{med[name] / med['plain']:.2f}",
-                f"{med[name] / med['null']:.2f}",
-            )
-        )
-    return rows
+    return _ratio_rows("nginx access_log", "req/s", rates)
 
 
-def bench_logging(tmp: Path, m1: Path, m0: Path, nullwb: Path, args) -> list:
+def bench_logging(
+    tmp: Path, m1: Path, m0: Path, nullwb: Path, args, mb: Path | None = None
+) -> list:
     plain = tmp / "plain-app.log"
 
     def to_plain() -> float:
         plain.unlink(missing_ok=True)
         return timed(LOGGING_WRITER, str(plain), str(args.records))
 
-    seconds = rounds_of(
-        {
-            "plain": to_plain,
-            "acks=1": lambda: timed(LOGGING_WRITER, f"{m1}/app/0/append", str(args.records)),
-            "acks=0": lambda: timed(LOGGING_WRITER, f"{m0}/app/0/append", str(args.records)),
-            "null, writeback": lambda: timed(LOGGING_WRITER, f"{nullwb}/sink", str(args.records)),
-        },
-        args.rounds,
-    )
-    for m in (m1, m0):
+    targets = {
+        "plain": to_plain,
+        "acks=1": lambda: timed(LOGGING_WRITER, f"{m1}/app/0/append", str(args.records)),
+        "acks=0": lambda: timed(LOGGING_WRITER, f"{m0}/app/0/append", str(args.records)),
+        "null, writeback": lambda: timed(LOGGING_WRITER, f"{nullwb}/sink", str(args.records)),
+    }
+    if mb is not None:
+        targets["baseline"] = lambda: timed(LOGGING_WRITER, f"{mb}/app/0/append", str(args.records))
+    seconds = rounds_of(targets, args.rounds)
+    for m in filter(None, (m1, m0, mb)):
         logged = count_lines(m / "app" / "0" / "stream")
         if logged != args.rounds * args.records:
             raise RuntimeError(f"{m}: {logged} records of {args.rounds * args.records}")
@@ -272,11 +297,19 @@ def bench_logging(tmp: Path, m1: Path, m0: Path, nullwb: Path, args) -> list:
 
 
 def bench_line(
-    tmp: Path, m1: Path, m0: Path, null: Path, nullwb: Path, args, pids: dict[str, int]
+    tmp: Path,
+    m1: Path,
+    m0: Path,
+    null: Path,
+    nullwb: Path,
+    args,
+    pids: dict[str, int],
+    mb: Path | None = None,
 ) -> list:
-    """Also the daemon CPU time per write() of logfs and nullfs: what a request
-    costs the daemon, apart from the wakeups and the machine's noise (for
-    acks=0 including the write-backs, within the timed close())."""
+    """Also the daemon CPU time per write() of logfs and nullfs (and the
+    baseline): what a request costs the daemon, apart from the wakeups and the
+    machine's noise (for acks=0 including the write-backs, within the timed
+    close())."""
     plain = tmp / "plain-line.out"
     cpu: dict[str, list[float]] = {name: [] for name in pids}
 
@@ -290,20 +323,29 @@ def bench_line(
         cpu[name].append((cpu_seconds(pids[name]) - before) / args.lines * 1e6)
         return seconds
 
-    seconds = rounds_of(
-        {
-            "plain": to_plain,
-            "null": lambda: with_cpu("null", f"{null}/sink"),
-            "acks=1": lambda: with_cpu("acks=1", f"{m1}/line/0/append"),
-            "acks=0": lambda: with_cpu("acks=0", f"{m0}/line/0/append"),
-            "null, writeback": lambda: timed(LINE_WRITER, f"{nullwb}/sink", str(args.lines)),
-        },
-        args.rounds,
-    )
+    targets = {
+        "plain": to_plain,
+        "null": lambda: with_cpu("null", f"{null}/sink"),
+        "acks=1": lambda: with_cpu("acks=1", f"{m1}/line/0/append"),
+        "acks=0": lambda: with_cpu("acks=0", f"{m0}/line/0/append"),
+        "null, writeback": lambda: timed(LINE_WRITER, f"{nullwb}/sink", str(args.lines)),
+    }
+    if mb is not None:
+        targets["baseline"] = lambda: with_cpu("baseline", f"{mb}/line/0/append")
+    seconds = rounds_of(targets, args.rounds)
+    for m in filter(None, (m1, mb)):
+        logged = count_lines(m / "line" / "0" / "stream")
+        if logged != args.rounds * args.lines:
+            raise RuntimeError(f"{m}: {logged} lines of {args.rounds * args.lines}")
     rows = _rate_rows("one line per write()", "writes/s", seconds, args.lines)
-    rows.append(("daemon CPU per write()", "µs", "", ""))
+    rows.append(("daemon CPU per write()", "µs", "", "", "of baseline" if mb else ""))
+    med = {name: statistics.median(values) for name, values in cpu.items()}
     for name, values in cpu.items():
-        rows.append((f"  {name}", f"{statistics.median(values):.0f} ({spread(values)})", "", ""))
+        of_baseline = f"{med[name] / med['baseline']:.2f}" if mb is not None else ""
+        rows.append(
+            (f"  {name}", f"{med[name]:.1f} ({min(values):.1f}–{max(values):.1f})", "", "",
+             of_baseline)
+        )  # fmt: skip
     return rows
 
 
@@ -315,18 +357,19 @@ def cpu_seconds(pid: int) -> float:
 
 
 def _rate_rows(label: str, unit: str, seconds: dict[str, list[float]], count: int) -> list:
-    rates = {name: [count / s for s in v] for name, v in seconds.items()}
+    return _ratio_rows(label, unit, {name: [count / s for s in v] for name, v in seconds.items()})
+
+
+def _ratio_rows(label: str, unit: str, rates: dict[str, list[float]]) -> list:
+    """A section's rows: each target's median rate (range) and its ratios to the
+    plain file, to nullfs and to the baseline checkout, where they were measured."""
     med = {name: statistics.median(v) for name, v in rates.items()}
-    rows = [(label, unit, "of plain file", "of null FUSE" if "null" in med else "")]
+    heads = {"plain": "of plain file", "null": "of null FUSE", "baseline": "of baseline"}
+    columns = ["plain", "null"] + (["baseline"] if "baseline" in med else [])
+    rows = [(label, unit, *(heads[c] if c in med else "" for c in columns))]
     for name, values in rates.items():
-        rows.append(
-            (
-                f"  {name}",
-                f"{med[name]:,.0f} ({spread(values)})",
-                f"{med[name] / med['plain']:.2f}",
-                f"{med[name] / med['null']:.2f}" if "null" in med else "",
-            )
-        )
+        ratios = (f"{med[name] / med[c]:.2f}" if c in med else "" for c in columns)
+        rows.append((f"  {name}", f"{med[name]:,.0f} ({spread(values)})", *ratios))
     return rows
 
 

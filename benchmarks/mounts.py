@@ -9,6 +9,7 @@ SIGKILL of the daemon's own pid — never a stat of the mount point.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests")]
 
-from mount_helpers import Daemon, force_unmount, mount_type  # noqa: E402
+from mount_helpers import Daemon, force_unmount, mount_type, wait_mounted  # noqa: E402
 
 
 class NullDaemon:
@@ -72,3 +73,35 @@ class NullDaemon:
 def logfs_mount(data: Path, mountpoint: Path, log: Path, *options: str) -> Daemon:
     """``logfs mount -f`` as a context manager (see tests/mount_helpers.Daemon)."""
     return Daemon(data, mountpoint, *options, log=log)
+
+
+class CheckoutDaemon(Daemon):
+    """``logfs mount -f`` of another checkout (its own ``.venv``), beside this one's: the
+    same targets measured against another version of logfs in the same run. It runs
+    from that checkout, with only that checkout on ``PYTHONPATH``, so none of this
+    checkout's modules are imported."""
+
+    def __init__(self, checkout: Path, data: Path, mountpoint: Path, *options: str, log: Path):
+        super().__init__(data, mountpoint, *options, log=log)
+        self.checkout = Path(checkout).resolve()
+        python = self.checkout / ".venv" / "bin" / "python"
+        if not python.exists():
+            raise RuntimeError(f"{self.checkout} has no .venv (run its mount_scripts/install.sh)")
+        self.python = str(python)
+
+    def start(self) -> CheckoutDaemon:
+        cmd = [self.python, "-m", "logfs.cli", "mount", "-f", str(self.data), str(self.mountpoint)]
+        if self.options:
+            cmd += ["-o", ",".join(self.options)]
+        env = {**os.environ, "PYTHONPATH": str(self.checkout)}
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+                cwd=self.checkout, env=env,
+            )  # fmt: skip
+        try:
+            wait_mounted(self.mountpoint, self.proc)
+        except BaseException:
+            self.stop()
+            raise
+        return self

@@ -472,7 +472,7 @@ def bench_legacy_rows(table, tmp, args) -> None:
     )
     (tmp / "legacy").mkdir()
     section = ""
-    for label, value, of_plain, of_null in bench_legacy.measure(tmp / "legacy", legacy):
+    for label, value, of_plain, of_null, *_ in bench_legacy.measure(tmp / "legacy", legacy):
         if not label.startswith(" "):  # a section's head: its unit
             section, unit = label, value
             continue

@@ -16,9 +16,8 @@
 # 2. A virtual environment in the checkout (.venv) holding logfs with its test and Spark
 #    extras, installed by pip as users install it (`pip install -e '.[test,spark]'`),
 #    editable so that the suite and .venv/bin/logfs run the checkout's code; pip compiles
-#    the Cython modules (logfs/core/format/_codec.pyx, logfs/core/log/_small.pyx,
-#    logfs/mount/_lines.pyx, logfs/spark/_columns.pyx) and logfs/mount/_fuseinit.c in
-#    place. pip runs only
+#    the Cython modules (every logfs/**/*.pyx, with the .pxd files they cimport) and
+#    logfs/mount/_fuseinit.c in place. pip runs only
 #    when pyproject.toml, setup.py or those sources have changed since the last install (a stamp
 #    .venv/.installed-<hash of them>) or what it installs is missing. The install brings,
 #    like a wheel's, logfs-pyspark-python.pth: it sets PYSPARK_PYTHON to the venv's Python
@@ -143,10 +142,12 @@ if [[ ! -e $VENV ]] || ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
 fi
 
 # pip builds the compiled parts in place (editable install): again when their sources change.
-compiled=(logfs/core/format/_codec logfs/core/log/_small logfs/mount/_lines logfs/mount/_fuseinit
-    logfs/spark/_columns)
-hash=$(cat pyproject.toml setup.py logfs/core/format/_codec.pyx logfs/core/log/_small.pyx \
-    logfs/mount/_lines.pyx logfs/mount/_fuseinit.c logfs/spark/_columns.pyx | sha256sum | cut -c1-16)
+mapfile -t sources < <(find logfs -name '*.pyx' -o -name '*.pxd' | LC_ALL=C sort)
+compiled=(logfs/mount/_fuseinit)
+for source in "${sources[@]}"; do
+    [[ $source == *.pyx ]] && compiled+=("${source%.pyx}")
+done
+hash=$(cat pyproject.toml setup.py "${sources[@]}" logfs/mount/_fuseinit.c | sha256sum | cut -c1-16)
 stamp=$VENV/.installed-$hash
 built=1
 for module in "${compiled[@]}"; do

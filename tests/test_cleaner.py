@@ -20,13 +20,13 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
-from logfs.core.format._codec import OffsetMap
 from stress import scale
 
 from logfs import Store
 from logfs.core.errors import InvalidConfigError, InvalidRecordError, OffsetOutOfRangeError
 from logfs.core.format.record import encode_batch, read_header, records_section
 from logfs.core.log import cleaner
+from logfs.core.log._keymap import OffsetMap
 from logfs.core.log.store import CLEANER_FILE
 from logfs.core.tools.offline import check
 from logfs.daemon import Cleaner

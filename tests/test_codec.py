@@ -1,5 +1,6 @@
-"""The compiled codec (core/_codec.pyx) against the reference decoder (core/record.py) and
-kafka-python's encoder: the same records from valid batches, the same verdict on corrupt ones."""
+"""The compiled codec (the record walker, core/format/walker.pyx, and the modules built on it)
+against the reference decoder (core/format/record.py) and kafka-python's encoder: the same
+records from valid batches, the same verdict on corrupt ones."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from logfs.core.config import TopicConfig
 from logfs.core.errors import CorruptRecordError, InvalidBatchError
-from logfs.core.format import _codec, columnar
+from logfs.core.format import _checks, _columns, columnar, walker
 from logfs.core.format.decoding import decode_records
 from logfs.core.format.record import (
     HEADER_SIZE,
@@ -26,6 +27,8 @@ from logfs.core.format.record import (
     write_crc,
 )
 from logfs.core.format.validate import _PROBLEMS, prepare_batches
+from logfs.core.log import _keymap, _line
+from logfs.core.storage import _scan, books
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 record_st = st.tuples(
@@ -38,17 +41,19 @@ record_st = st.tuples(
 records_st = st.lists(record_st, min_size=1, max_size=30)
 
 
-def test_the_codec_is_compiled():
-    """No silent fallback: the module is the extension pip built, not Python source."""
-    assert _codec.__file__.endswith(".so"), _codec.__file__
+COMPILED = (walker, _checks, _columns, _keymap, _line, _scan, books)
 
 
-def test_without_the_codec_logfs_says_to_reinstall():
-    """A checkout or install without the built extension fails at import, saying what to do."""
-    script = (
-        "import sys; sys.modules['logfs.core.format._codec'] = None; "
-        "import logfs.core.format.validate"
-    )
+@pytest.mark.parametrize("module", COMPILED, ids=lambda m: m.__name__)
+def test_the_codec_is_compiled(module):
+    """No silent fallback: each module is the extension pip built, not Python source."""
+    assert module.__file__.endswith(".so"), module.__file__
+
+
+@pytest.mark.parametrize("module", COMPILED, ids=lambda m: m.__name__)
+def test_without_the_codec_logfs_says_to_reinstall(module):
+    """A checkout or install without a built extension fails at import, saying what to do."""
+    script = f"import sys; sys.modules[{module.__name__!r}] = None; import logfs.core.format"
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert run.returncode != 0
     assert "ImportError: logfs's compiled codec" in run.stderr
@@ -56,7 +61,7 @@ def test_without_the_codec_logfs_says_to_reinstall():
 
 
 def test_every_problem_is_worded():
-    assert set(_PROBLEMS) == set(_codec.Problem) - {_codec.Problem.OK}
+    assert set(_PROBLEMS) == set(walker.Problem) - {walker.Problem.OK}
 
 
 def encode(records, base=0) -> bytes:
@@ -166,9 +171,9 @@ def test_walker_reports_where_and_what():
     data = np.frombuffer(bytes(bad), np.uint8)
     fields = np.zeros((6, 1), np.int64)
     one = np.array([0], np.int64), np.array([len(bad)], np.int64), np.array([1], np.int64)
-    assert _codec.walk_records(data, *one, fields)[:3] == (_codec.Problem.KEY_LENGTH, 0, 0)
+    assert walker.walk_records(data, *one, fields)[:3] == (walker.Problem.KEY_LENGTH, 0, 0)
     data = np.frombuffer(body, np.uint8)
-    assert _codec.walk_records(data, *one, fields)[0] == _codec.Problem.OK
+    assert walker.walk_records(data, *one, fields)[0] == walker.Problem.OK
     assert fields[:, 0].tolist() == [0, 0, 5, -1, 6, 3]  # ts, offset, key at/len, value at/len
 
 
@@ -183,15 +188,15 @@ def test_one_walker_three_strictnesses():
     data = np.frombuffer(bytes(body), np.uint8)
     one = np.array([0], np.int64), np.array([len(body)], np.int64), np.array([3], np.int64)
     fields = np.zeros((6, 3), np.int64)
-    assert _codec.walk_records(data, *one, fields)[:3] == (_codec.Problem.HEADER_COUNT, 0, 0)
+    assert walker.walk_records(data, *one, fields)[:3] == (walker.Problem.HEADER_COUNT, 0, 0)
     latest: dict = {}
-    assert _codec.map_keys(bytes(body), 3, 100, 0, latest) == -1
+    assert _keymap.map_keys(bytes(body), 3, 100, 0, latest) == -1
     assert latest == {b"k0": 100, b"k1": 101, b"k2": 102}
-    offsets = _codec.OffsetMap()
+    offsets = _keymap.OffsetMap()
     assert offsets.map(bytes(body), 3, 100, 0) == -1 and len(offsets) == 3
-    start, end, _, key, value, _ = _codec.find_record(bytes(body), 3, 2)
+    start, end, _, key, value, _ = walker.find_record(bytes(body), 3, 2)
     assert (key, value) == (b"k2", b"v") and end == len(body)
-    assert _codec.find_record(bytes(body), 3, 0)[0] == -2
+    assert walker.find_record(bytes(body), 3, 0)[0] == -2
 
 
 @given(st.lists(st.one_of(st.none(), st.binary(max_size=20)), max_size=50), st.integers(-1, 255))
@@ -205,10 +210,10 @@ def test_gather(values, separator):
     data = np.frombuffer(buf, np.uint8)
     starts, lengths = np.array(starts, np.int64), np.array(lengths, np.int64)
     sep = b"" if separator < 0 else bytes([separator])
-    assert _codec.gather(data, starts, lengths, separator) == b"".join(
+    assert _columns.gather(data, starts, lengths, separator) == b"".join(
         (v or b"") + sep for v in values
     )
-    joined, offsets = _codec.gather(data, starts, lengths, with_offsets=True)
+    joined, offsets = _columns.gather(data, starts, lengths, with_offsets=True)
     assert joined == b"".join(v or b"" for v in values)
     assert offsets.tolist() == np.cumsum([0] + [len(v or b"") for v in values]).tolist()
 
@@ -225,8 +230,8 @@ def walk(batch: bytes) -> list[tuple]:
     count = header.records_count
     fields = np.full((6, count), -7, np.int64)
     section = np.array([0], np.int64), np.array([len(body)], np.int64)
-    result = _codec.walk_records(data, *section, np.array([count], np.int64), fields, strict=True)
-    assert result == (_codec.Problem.OK, 0, 0, 0, 0)
+    result = walker.walk_records(data, *section, np.array([count], np.int64), fields, strict=True)
+    assert result == (walker.Problem.OK, 0, 0, 0, 0)
     ts, od, ks, kl, vs, vl = fields.tolist()
     return [
         (od[i], header.base_timestamp + ts[i],
@@ -370,12 +375,12 @@ def test_walker_fills_fields_section_after_section():
     ends = np.cumsum([len(b) for b in bodies]).astype(np.int64)
     starts, counts = ends - [len(b) for b in bodies], np.array([1, 2, 3], np.int64)
     fields = np.zeros((6, 6), np.int64)
-    assert _codec.walk_records(data, starts, ends, counts, fields, strict=True)[0] == 0
+    assert walker.walk_records(data, starts, ends, counts, fields, strict=True)[0] == 0
     assert fields[1].tolist() == [0, 0, 1, 0, 1, 2]  # offset deltas
     assert fields[5].tolist() == [1, 2, 2, 3, 3, 3]  # value lengths
     values = [data[s : s + n].tobytes() for s, n in zip(fields[4], fields[5], strict=True)]
     assert values == [b"x", b"xx", b"xx", b"xxx", b"xxx", b"xxx"]
     counts[2] = 4  # the third section declares a record it does not hold
-    assert _codec.walk_records(data, starts, ends, counts, fields)[:4] == (
-        _codec.Problem.DECLARED, 2, 3, 3,
+    assert walker.walk_records(data, starts, ends, counts, fields)[:4] == (
+        walker.Problem.DECLARED, 2, 3, 3,
     )  # fmt: skip

@@ -6,7 +6,6 @@ from logfs.core.config import (
     flush_messages_reached,
     read_properties,
     segments_to_delete,
-    should_roll,
     write_properties,
 )
 from logfs.core.errors import InvalidConfigError
@@ -80,36 +79,6 @@ def test_properties_round_trip_keeps_tabs_and_spaces():
     assert read_properties("# comment\n\nkey.separator= \n") == {"key.separator": " "}
     with pytest.raises(InvalidConfigError):
         read_properties("no equals sign")
-
-
-ROLL = [
-    # segment size, batch size, age, index full, overflow -> roll?
-    # (segment.bytes=1000, segment.ms=100)
-    (0, 5000, 0, False, False, False),  # an empty segment takes any batch
-    (500, 500, 0, False, False, False),
-    (501, 500, 0, False, False, True),
-    (10, 10, 101, False, False, True),
-    (10, 10, 100, False, False, False),
-    (0, 10, 10_000, False, False, False),  # an empty segment never rolls on age
-    (10, 10, 0, True, False, True),
-    (10, 10, 0, False, True, True),
-]
-
-
-@pytest.mark.parametrize("size, batch, age, full, overflow, expected", ROLL)
-def test_should_roll(size, batch, age, full, overflow, expected):
-    config = TopicConfig(segment_bytes=1000, segment_ms=100)
-    assert (
-        should_roll(
-            config,
-            segment_size=size,
-            batch_size=batch,
-            segment_age_ms=age,
-            index_full=full,
-            relative_offset_overflow=overflow,
-        )
-        is expected
-    )
 
 
 FLUSH = [

@@ -123,15 +123,18 @@ def test_entries_are_pending_until_write_pending(tmp_path):
     st.integers(0, 8192),
 )
 def test_bulk_indexing_is_kafkas_batch_by_batch_rule(tmp_path_factory, appends, interval):
-    """`LogSegment._index_batches` against Kafka's rule applied one batch at a time:
-    update the running max timestamp, then index when more than index.interval.bytes
-    were appended since the last entry."""
+    """A segment's books (`SegmentTail`) against Kafka's rule applied one batch at a
+    time: update the running max timestamp, then index when more than
+    index.interval.bytes were appended since the last entry. The same entries
+    whether the batches come many at once (`appended_batches`, and opening's
+    `index_batches`) or one by one (`appended`, the line path's)."""
     from logfs.core.config import TopicConfig
     from logfs.core.storage.segment import LogSegment
 
     path = tmp_path_factory.mktemp("bulk")
     config = TopicConfig(index_interval_bytes=interval)
-    segment = LogSegment(str(path), 0, config, writable=True)
+    bulk = LogSegment(str(path), 0, config, writable=True)
+    single = LogSegment(str(path), 1 << 40, config, writable=True)
     offsets, times = [], []
     max_ts, offset_of_max, since, position, next_offset = -1, 0, 0, 0, 0
     for batches in appends:
@@ -151,12 +154,15 @@ def test_bulk_indexing_is_kafkas_batch_by_batch_rule(tmp_path_factory, appends, 
             sizes.append(size)
             lasts.append(last)
             stamps.append(ts)
-        segment._index_batches(
-            position - sum(sizes), *(np.array(c, np.int64) for c in (sizes, lasts, stamps))
-        )
-    got = segment.offset_index
-    assert [got.entry(i) for i in range(len(got))] == offsets
-    got = segment.time_index
-    assert [got.entry(i) for i in range(len(got))] == times
-    assert (segment.max_timestamp, segment._offset_of_max) == (max_ts, offset_of_max)
-    segment.close()
+            single.tail.appended(size, last + (1 << 40), ts, 1)
+        columns = (np.array(c, np.int64) for c in (sizes, lasts, stamps, [1] * len(sizes)))
+        bulk.tail.appended_batches(*columns)
+    for segment, base in ((bulk, 0), (single, 1 << 40)):
+        got = segment.offset_index
+        assert [got.entry(i) for i in range(len(got))] == [(o + base, p) for o, p in offsets]
+        got = segment.time_index
+        assert [got.entry(i) for i in range(len(got))] == [(t, o + base) for t, o in times]
+        assert (segment.max_timestamp, segment.tail.offset_of_max) == (max_ts, offset_of_max + base)
+        assert (segment.size, segment.next_offset) == (position, next_offset + base)
+        assert segment.tail.bytes_since_index_entry == since
+        segment.close(write=False)

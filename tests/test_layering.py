@@ -5,15 +5,24 @@ never import each other, only the daemon room and the entry points (cli.py, ``__
 modules) wire them; groups never imports kio or a face; core never imports trio, pyfuse3 or
 Spark; spark never imports trio or pyfuse3 (it runs in Spark's Python workers). Inside core:
 errors and config <- format <- storage <- log <- client <- tools. A room imports what another
-room exports (its ``__init__``), never its modules. No import circle anywhere,
+room exports (its ``__init__``), never its modules; no module imports another
+package's private module (``_name``: the compiled ones most of all). No import circle anywhere,
 ``TYPE_CHECKING`` and function-level imports included.
+
+Compiled modules are held to the same rules: their imports and cimports are read from the
+``.pyx`` and ``.pxd`` files. And the owner keeps its books: no compiled module, and no Python
+module of the append path, reaches into another object's private attributes (``x._name``).
 """
 
 from __future__ import annotations
 
 import ast
+import io
+import keyword
+import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,30 +51,72 @@ FLOORS = ("errors", "config", "format", "storage", "log", "client", "tools")
 ROOMS = ("groups", "mount", "kafka", "spark", "daemon")
 
 
+# Cython's import statements: ``from X cimport a, b``, ``from X import (a, b)``, ``cimport X``.
+CYTHON_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+c?import[ \t]+(\([^)]*\)|.*)$", re.M)
+CYTHON_IMPORT = re.compile(r"^[ \t]*c?import[ \t]+([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*)", re.M)
+STRINGS = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
+
+
+def _statements(path: Path) -> list[tuple[int, str, list[str]]]:
+    """(level, module, names) of each import of a Python or Cython source."""
+    if path.suffix == ".py":
+        found = []
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found += [(0, alias.name, []) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                found.append((node.level, node.module or "", [a.name for a in node.names]))
+        return found
+    text = STRINGS.sub("", path.read_text())
+    found = []
+    for m in CYTHON_FROM.finditer(text):
+        dots = len(m[1]) - len(m[1].lstrip("."))
+        names = m[2].split("#")[0].strip("() \n").replace("\n", " ").split(",")
+        names = [n.split()[0] for n in names if n.strip()]
+        found.append((dots, m[1][dots:], names))
+    for m in CYTHON_IMPORT.finditer(text):
+        found += [(0, name.strip(), []) for name in m[1].split(",")]
+    return found
+
+
 def imported(path: Path, module: str) -> set[str]:
-    """The absolute names of the modules ``path`` (module ``module``) imports."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    """The absolute names of the modules ``path`` (module ``module``) imports
+    (and, for Cython, cimports)."""
+    package = module if path.stem == "__init__" else module.rpartition(".")[0]
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                base = f"{parent}.{base}" if base else parent
-            names.add(base)
-            names.update(f"{base}.{alias.name}" for alias in node.names)
+    for level, base, aliases in _statements(path):
+        if level:
+            parent = package.rsplit(".", level - 1)[0] if level > 1 else package
+            base = f"{parent}.{base}" if base else parent
+        names.add(base)
+        names.update(f"{base}.{alias}" for alias in aliases)
     return names
 
 
-def modules(package_dir: Path) -> dict[str, Path]:
-    """Every module below ``package_dir`` by its dotted name."""
-    found = {}
-    for path in sorted(package_dir.rglob("*.py")):
+def modules(package_dir: Path) -> dict[str, list[Path]]:
+    """Every module below ``package_dir`` by its dotted name, with its sources: a
+    ``.py``, or a ``.pyx`` and its ``.pxd``, or a ``.pxd`` alone."""
+    found: dict[str, list[Path]] = {}
+    paths = (p for kind in ("*.py", "*.pyx", "*.pxd") for p in package_dir.rglob(kind))
+    for path in sorted(paths):
         parts = path.relative_to(package_dir.parent).with_suffix("").parts
-        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+        found.setdefault(".".join(parts[:-1] if parts[-1] == "__init__" else parts), []).append(
+            path
+        )
     return found
+
+
+def _private_module(name: str, importer: str, everything: dict) -> bool:
+    """Whether ``name`` is, or is in, a module private to a package (``_name``)
+    that ``importer`` is not in."""
+    parts = name.split(".")
+    for i in range(2, len(parts) + 1):
+        if ".".join(parts[:i]) not in everything:
+            break
+        if parts[i - 1].startswith("_") and not parts[i - 1].startswith("__"):
+            package = ".".join(parts[: i - 1])
+            return importer != package and not importer.startswith(package + ".")
+    return False
 
 
 def _floor(module: str) -> int | None:
@@ -94,7 +145,7 @@ def _forbidden(module: str) -> tuple[str, ...]:
     return FORBIDDEN.get(parts[1], ())
 
 
-def _private(name: str, room: str, everything: dict[str, Path]) -> bool:
+def _unexported(name: str, room: str, everything: dict[str, list[Path]]) -> bool:
     """Whether ``name`` is a module of a room other than ``room`` that its
     ``__init__`` does not export (core's floors count as rooms of their own)."""
     parts = name.split(".")
@@ -107,23 +158,26 @@ def _private(name: str, room: str, everything: dict[str, Path]) -> bool:
     last = len(package.split("."))
     if module == package or module not in everything or package not in everything:
         return False
-    return parts[last] not in exports(everything[package])
+    return parts[last] not in exports(everything[package][0])
 
 
 def violations(package_dir: Path) -> list[str]:
     """``module imports name`` for every import that runs against the rooms' direction."""
     found = []
     everything = modules(package_dir)
-    for module, path in everything.items():
+    for module, paths in everything.items():
         room = module.split(".")[1] if "." in module else ""
         floor = _floor(module)
-        for name in sorted(imported(path, module)):
+        names = set().union(*(imported(path, module) for path in paths))
+        for name in sorted(names):
             target = _floor(name)
             if any(name == bad or name.startswith(bad + ".") for bad in _forbidden(module)):
                 found.append(f"{module} imports {name}")
             elif floor is not None and target is not None and target > floor:
                 found.append(f"{module} imports {name} (upward)")
-            elif _private(name, room, everything):
+            elif _private_module(name, module, everything):
+                found.append(f"{module} imports {name} (another package's private module)")
+            elif _unexported(name, room, everything):
                 found.append(f"{module} imports {name} (a room's module, not its exports)")
     return found
 
@@ -132,9 +186,9 @@ def cycle(package_dir: Path) -> list[str]:
     """One import circle among the modules below ``package_dir``, or []."""
     everything = modules(package_dir)
     edges = {}
-    for module, path in everything.items():
+    for module, paths in everything.items():
         targets = set()
-        for name in imported(path, module):
+        for name in set().union(*(imported(path, module) for path in paths)):
             while name and name not in everything:
                 name = name.rpartition(".")[0]
             # a package and its own modules are one place; their imports are not a circle
@@ -288,3 +342,108 @@ def test_core_and_spark_load_without_trio_or_pyfuse3():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_compiled_modules_are_held_to_the_same_rules(tmp_path):
+    package = _package(tmp_path)
+    (package / "core" / "format" / "_fast.pyx").write_text("")
+    (package / "core" / "format" / "binary.pxd").write_text("from libc.stdint cimport int64_t\n")
+    (package / "core" / "storage" / "books.pyx").write_text(
+        '"""from ..log import Log (a docstring, not an import)"""\n'
+        "from ..format.binary cimport int64_t\n"  # a room's public .pxd: fine
+        "from ..format._fast cimport loop\n"  # another room's private module
+        "from ..log.store cimport Store\n"  # upward
+    )
+    (package / "core" / "storage" / "_own.pyx").write_text("")
+    (package / "core" / "storage" / "segment.py").write_text(
+        "from ._own import x\nfrom .books import Tail\n"  # its own room's: fine
+    )
+    (package / "core" / "log" / "store.py").write_text("")
+    (package / "core" / "log" / "keys.py").write_text(
+        "from ..format import _fast\n"  # another room's private module, by another spelling
+    )
+    assert violations(package) == [
+        "logfs.core.log.keys imports logfs.core.format._fast (another package's private module)",
+        "logfs.core.storage.books imports logfs.core.format._fast "
+        "(another package's private module)",
+        "logfs.core.storage.books imports logfs.core.format._fast.loop "
+        "(another package's private module)",
+        "logfs.core.storage.books imports logfs.core.log.store (upward)",
+        "logfs.core.storage.books imports logfs.core.log.store.Store (upward)",
+    ]
+
+
+def test_the_real_compiled_modules_are_read():
+    """The reader of Cython sources sees what the real ones import."""
+    everything = modules(ROOT / "logfs")
+    line = everything["logfs.core.log._line"]
+    names = imported(line[0], "logfs.core.log._line")
+    assert {"logfs.core.storage.books.SegmentTail", "logfs.core.format.binary.put_be"} <= names
+    assert [p.suffix for p in everything["logfs.core.storage.books"]] == [".pxd", ".pyx"]
+
+
+# Another object's private attribute: ``x._name`` where x is not self or cls.
+REACHING_IN = re.compile(r"\b(?!self\b)(?!cls\b)[A-Za-z_]\w*\._[a-z]\w*")
+# NamedTuple's own methods, public despite their underscore.
+NAMEDTUPLE = {"_replace", "_make", "_asdict", "_fields"}
+APPEND_PATH = (
+    "core/format",
+    "core/storage",
+    "core/log",
+    "mount/appendfile.py",
+    "mount/buffered.py",
+    "mount/framing.py",
+)
+
+
+def reaching_in(path: Path) -> list[str]:
+    """``line: text`` of each use of another object's private attribute: in
+    Cython sources anywhere (the regex over the whole file), in Python code
+    outside strings and comments."""
+    if path.suffix != ".py":
+        text = path.read_text()
+        return [
+            f"{path.name}:{text.count(chr(10), 0, m.start()) + 1}: {m[0]}"
+            for m in REACHING_IN.finditer(text)
+        ]
+    found = []
+    tokens = list(tokenize.generate_tokens(io.StringIO(path.read_text()).readline))
+    for a, dot, b in zip(tokens, tokens[1:], tokens[2:], strict=False):
+        if (
+            a.type == tokenize.NAME
+            and not keyword.iskeyword(a.string)  # ``from ._module import``
+            and a.string not in ("self", "cls")
+            and dot.string == "."
+            and b.type == tokenize.NAME
+            and b.string.startswith("_")
+            and not b.string.startswith("__")
+            and b.string not in NAMEDTUPLE
+        ):
+            found.append(f"{path.name}:{a.start[0]}: {a.string}.{b.string}")
+    return found
+
+
+def test_no_compiled_module_reaches_into_another_objects_privates():
+    pyx = sorted((ROOT / "logfs").rglob("*.pyx")) + sorted((ROOT / "logfs").rglob("*.pxd"))
+    assert len(pyx) >= 8
+    assert [hit for path in pyx for hit in reaching_in(path)] == []
+
+
+def test_nothing_on_the_append_path_reaches_into_another_objects_privates():
+    paths = []
+    for part in APPEND_PATH:
+        where = ROOT / "logfs" / part
+        paths += sorted(where.rglob("*.py")) if where.is_dir() else [where]
+    assert [hit for path in paths for hit in reaching_in(path)] == []
+
+
+def test_reaching_in_is_caught(tmp_path):
+    (tmp_path / "a.pyx").write_text("x = log._unflushed.messages\ny = self._own\n")
+    (tmp_path / "b.py").write_text(
+        '"""Log._write, in a docstring"""\n'
+        "n = segment._fd  # reached into\n"
+        "h = header._replace(x=1)\n"
+        "m = self._mine + cls._ours\n"
+    )
+    assert reaching_in(tmp_path / "a.pyx") == ["a.pyx:1: log._unflushed"]
+    assert reaching_in(tmp_path / "b.py") == ["b.py:2: segment._fd"]

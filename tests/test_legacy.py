@@ -28,7 +28,7 @@ from mount_helpers import Daemon
 
 from logfs import Store
 from logfs.core.config import TopicConfig
-from logfs.core.log import Log, append_line
+from logfs.core.log import Log
 from logfs.mount.nodes import lines as line_framer
 from logfs.mount.operations import Operations
 
@@ -88,30 +88,33 @@ def buffered(tmp_path):
 
 
 def log_state(log: Log) -> dict:
-    """What a log holds in memory about its segments after appends: the fast
-    path must leave it as `Log.append` does (positions, index and stream marks)."""
+    """What a log shows of its segments after appends, by public names only: the
+    line path must leave what `Log.append` leaves (sizes, offsets, timestamps,
+    index entries still in memory, stream marks, what the next flush syncs)."""
     segments = [
         {
             "base": s.base_offset,
             "size": s.size,
             "next": s.next_offset,
-            "max_timestamp": (s.max_timestamp, s._offset_of_max),
-            "since_index_entry": s._bytes_since_index_entry,
-            "marks": (list(s.stream._offsets), list(s.stream._positions), s.stream.appended),
+            "timestamps": (s.max_timestamp, s.tail.offset_of_max, s.first_timestamp),
+            "since_index_entry": s.tail.bytes_since_index_entry,
+            "offset_index": [s.offset_index.entry(i) for i in range(len(s.offset_index))],
+            "time_index": [s.time_index.entry(i) for i in range(len(s.time_index))],
+            "stream": (s.stream.size, s.stream.marks()),
         }
         for s in log.segments
     ]
-    return {
-        "segments": segments,
-        "unflushed": (log.unflushed_messages, sorted(log._unflushed.segments)),
-        "next_offset": log.next_offset,
-    }
+    ticket = log.prepare_flush()  # what the next flush syncs, and how many records
+    flush = (sorted(ticket.segments), ticket.messages, ticket.next_offset)
+    ticket.sync()
+    log.complete_flush(ticket)
+    return {"segments": segments, "flush": flush, "next_offset": log.next_offset}
 
 
 def test_fast_path_writes_what_the_general_path_writes(tmp_path):
-    """append_line and Log.append leave byte-identical segments, indexes and
+    """The line path and Log.append leave byte-identical segments, indexes and
     time indexes, and the same state in memory, across rolls and index
-    entries (a fixed clock)."""
+    entries (a fixed clock): the books are kept by the same owners."""
     config = TopicConfig.from_properties({"segment.bytes": "4096", "index.interval.bytes": "300"})
     rng = random.Random(3)
     values = [bytes([97 + i % 26]) * rng.randrange(0, 400) for i in range(600)]
@@ -121,7 +124,7 @@ def test_fast_path_writes_what_the_general_path_writes(tmp_path):
         log = Log(tmp_path / name / "t-0", "t", 0, config, clock=lambda: 1_700_000_000_000)
         taken = 0
         for value in values:
-            if not fast or append_line(log, value) is None:
+            if not fast or log.append_line(value) is None:
                 log.append([value])
             else:
                 taken += 1
@@ -131,7 +134,9 @@ def test_fast_path_writes_what_the_general_path_writes(tmp_path):
         log.close()
         logs.append(tmp_path / name / "t-0")
     assert states[0] == states[1]
-    assert states[0]["segments"][0]["marks"][2] > 0  # the stream bytes were counted
+    first = states[0]["segments"][0]
+    assert first["stream"][0] > 0 and first["offset_index"]  # counted and indexed
+    assert states[0]["flush"][1] == len(values)
     general, fast = (sorted(p.iterdir()) for p in logs)
     assert [p.name for p in general] == [p.name for p in fast]
     assert len(general) > 6  # several segments: the rolls went the general way
@@ -144,7 +149,7 @@ def test_fast_path_batches_decode_with_kafka_python(tmp_path):
     log = Log(tmp_path / "t-0", "t", 0, TopicConfig.from_properties({}))
     values = [b"", b"x", b"line " * 30, b"y" * 20000]
     for value in values:
-        assert append_line(log, value) is not None
+        assert log.append_line(value) is not None
     log.flush()
     records = MemoryRecords((tmp_path / "t-0" / "00000000000000000000.log").read_bytes())
     got = []
@@ -160,16 +165,16 @@ def test_fast_path_batches_decode_with_kafka_python(tmp_path):
 def test_fast_path_declines_what_it_cannot_do(tmp_path):
     config = TopicConfig.from_properties({"max.message.bytes": "1000"})
     log = Log(tmp_path / "t-0", "t", 0, config)
-    assert append_line(log, b"first") == 0
-    assert append_line(log, b"x" * 2000) is None  # over the limit: the general path refuses
-    assert append_line(log, b"second") == 1
+    assert log.append_line(b"first") == 0
+    assert log.append_line(b"x" * 2000) is None  # over the limit: the general path refuses
+    assert log.append_line(b"second") == 1
     assert [r.value for r in log.scan()] == [b"first", b"second"]
     log.fail("a test", OSError(5, "EIO"))
-    assert append_line(log, b"third") is None  # offline: the general path raises
+    assert log.append_line(b"third") is None  # offline: the general path raises
     compact = TopicConfig.from_properties({"cleanup.policy": "compact"})
     keyed = Log(tmp_path / "c-0", "c", 0, compact)
     keyed.append([b"v"], keys=[b"k"])
-    assert append_line(keyed, b"no key") is None
+    assert keyed.append_line(b"no key") is None
     log.close()
     keyed.close()
 

@@ -20,8 +20,8 @@ from logfs.core.errors import (
 )
 from logfs.core.format.record import encode_batch
 from logfs.core.log.failure import Failure
-from logfs.core.log.flushing import FlushTicket, Unflushed
 from logfs.core.log.keys import LiveKeys
+from logfs.core.log.unflushed import FlushTicket, Unflushed
 
 EIO = OSError(errno.EIO, "Input/output error")
 

@@ -24,14 +24,12 @@ from logfs import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 # What a login shell has: no venv, no VIRTUAL_ENV, no PYSPARK_PYTHON, no PYTHONPATH.
-# The compiled modules a wheel holds, and the source the sdist holds for each.
-COMPILED = {
-    "logfs/core/format/_codec": ".pyx",
-    "logfs/core/log/_small": ".pyx",
-    "logfs/mount/_lines": ".pyx",
-    "logfs/spark/_columns": ".pyx",
-    "logfs/mount/_fuseinit": ".c",
-}
+# The compiled modules a wheel holds (each .pyx of the checkout, and the C library), and the
+# sources the sdist holds: every .pyx, .pxd (the ones without a .pyx too) and the C source.
+SOURCES = sorted(
+    str(p.relative_to(ROOT)) for kind in ("*.pyx", "*.pxd") for p in (ROOT / "logfs").rglob(kind)
+) + ["logfs/mount/_fuseinit.c"]
+COMPILED = [s.rsplit(".", 1)[0] for s in SOURCES if s.endswith((".pyx", ".c"))]
 PLAIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -103,18 +101,19 @@ def test_the_wheels_are_manylinux_and_logfs_holds_its_codec(wheelhouse):
     with zipfile.ZipFile(logfs) as z:
         files = z.namelist()
         pth = z.read("logfs-pyspark-python.pth").decode()
+    assert len(COMPILED) > 5
     for module in COMPILED:
-        assert any(f.startswith(module) and f.endswith(".so") for f in files), module
+        assert any(f.startswith(module + ".") and f.endswith(".so") for f in files), module
     assert "pyspark_logfs.py" in files
     assert 'setdefault("PYSPARK_PYTHON", sys.executable)' in pth
     with zipfile.ZipFile(next(wheelhouse.glob("pyfuse3-*.whl"))) as z:
         assert any(f.startswith("pyfuse3.libs/libfuse3") for f in z.namelist())
-    # python -m build made the sdist beside the wheel; it holds the codec's source only
+    # python -m build made the sdist beside the wheel; it holds the codec's sources only
     sdist = next((wheelhouse / "dist").glob("logfs-*.tar.gz"))
     listing = run(["tar", "tzf", str(sdist)]).stdout.split()
-    for module, source in COMPILED.items():
-        assert any(f.endswith(module + source) for f in listing), module
-    generated = tuple(m + ".c" for m, source in COMPILED.items() if source == ".pyx")
+    for source in SOURCES:
+        assert any(f.endswith("/" + source) for f in listing), source
+    generated = tuple(s.replace(".pyx", ".c") for s in SOURCES if s.endswith(".pyx"))
     assert not any(f.endswith((".so", *generated)) for f in listing)
 
 

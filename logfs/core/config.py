@@ -6,8 +6,9 @@ topic's own settings. The topic's own settings are stored in
 ``DATA/config/<topic>.properties`` as Java-properties-style ``key=value``
 lines; only keys that differ from the defaults are written.
 
-The roll, flush and retention decisions are pure predicates over plain
-numbers so they can be tested with tables; callers do the I/O.
+The flush and retention decisions are pure predicates over plain numbers so
+they can be tested with tables; callers do the I/O. The roll rule is a
+segment's (core/storage/books.pyx), where both append paths call it.
 """
 
 from __future__ import annotations
@@ -260,27 +261,6 @@ def write_properties(props: Mapping[str, str]) -> str:
         escaped = value.encode("unicode_escape").decode("latin-1")
         lines.append(f"{key}={escaped}\n")
     return "".join(lines)
-
-
-def should_roll(
-    config: TopicConfig,
-    *,
-    segment_size: int,
-    batch_size: int,
-    segment_age_ms: int,
-    index_full: bool,
-    relative_offset_overflow: bool,
-) -> bool:
-    """Kafka's roll rule: start a new segment before appending a batch when the
-    active one would exceed segment.bytes, is older than segment.ms (and not
-    empty), has a full index, or cannot express the batch's relative offsets."""
-    return (
-        # An empty segment takes any batch: rolling it would gain nothing.
-        (segment_size > 0 and segment_size > config.segment_bytes - batch_size)
-        or (segment_size > 0 and segment_age_ms > config.segment_ms)
-        or index_full
-        or relative_offset_overflow
-    )
 
 
 def flush_messages_reached(config: TopicConfig, *, unflushed: int) -> bool:

@@ -4,13 +4,12 @@
 `_fuseinit.c` hands each WRITE request whose data is exactly one line to
 `LineWrites.take` before pyfuse3 dispatches it. When the open file is an
 ``append`` of one partition framing lines with nothing pending, and the
-partition takes the fast path (core/log/_small.pyx), the line is written to
-the segment file and the request is answered there: the writer is woken
-once its line is in the file, as after the general path. The log's
-bookkeeping for it (`LineAppend.finish`) and the receipt follow in `done`,
-which `_fuseinit.c` calls right after the answer, before the daemon reads
-its next request: nothing sees the log in between, and the writer runs
-meanwhile.
+partition takes the fast path (`Log.write_line`, core/log/_line.pyx), the
+line is written to the segment file and the request is answered there: the
+writer is woken once its line is in the file, as after the general path. The
+log's books for it (`LineWrite.finish`) and the receipt follow in `done`,
+which `_fuseinit.c` calls right after the answer, before the daemon reads its
+next request: nothing sees the log in between, and the writer runs meanwhile.
 
 Everything else is left to pyfuse3 (`NOT_TAKEN`): another file, a deleted
 topic's file, a recovering store, a line the fast path declines, or one
@@ -18,10 +17,8 @@ whose partition's ``flush.messages`` would make the write() wait for an
 fsync.
 """
 
-import errno
 import logging
 
-from ..core.log import write_line
 from .appendfile import AppendFile
 from .errnos import failed
 from .framing import LineFramer
@@ -35,15 +32,16 @@ cdef class LineWrites:
     """The write hook of one mount's `Operations` (`fuseinit.set_write_hook`)."""
 
     cdef object ops
-    cdef dict files, opened, logs  # the mount's open files and lives, the store's logs
+    cdef dict files  # the mount's open files
+    cdef object logs  # the store's open partitions
     cdef bint ready
-    cdef object written  # the LineAppend whose bookkeeping `done` does
+    cdef object written  # the LineWrite whose books `done` keeps
     cdef object file  # and the open file whose receipt it is
 
     def __init__(self, ops):
         self.ops = ops
-        self.files, self.opened = ops.files, ops._opened
-        self.logs = ops.view.store._logs
+        self.files = ops.files
+        self.logs = ops.view.store.open_logs
 
     def take(self, fh, bytes data):
         """0 once the line is in the segment file, an errno, or `NOT_TAKEN`."""
@@ -54,8 +52,7 @@ cdef class LineWrites:
             self.ready = self.ops.ready.is_set()  # recovery done: for good
             if not self.ready:
                 return NOT_TAKEN
-        opened = self.opened.get(fh)
-        if opened is not None and opened[0] is not None and opened[0].deleted:
+        if self.ops.topic_deleted(fh):
             return NOT_TAKEN  # the write answers ESTALE
         framer = file.framer
         partition = file.partition
@@ -69,10 +66,10 @@ cdef class LineWrites:
         ):
             return NOT_TAKEN
         log = self.logs.get((file.topic, partition))
-        if log is None or log._unflushed.messages + 1 >= log.config.flush_messages:
+        if log is None or log.flush_messages_reached(1):
             return NOT_TAKEN
         try:
-            written = write_line(log, data, len(data) - 1)
+            written = log.write_line(data, len(data) - 1)
         except Exception as e:  # every failure is an errno, as in `Operations.write`
             return failed("write", (fh,), e)
         if written is None:
@@ -81,18 +78,14 @@ cdef class LineWrites:
         return 0
 
     def done(self):
-        """The bookkeeping of the line `take` wrote, once the writer is answered."""
+        """The books of the line `take` wrote, once the writer is answered."""
         written, file = self.written, self.file
         self.written = self.file = None
         if written is None:
             return
         try:
-            written.finish()
+            written.finish()  # on failure the partition went offline (_line.pyx)
             if file.receipts is not None:
                 file.add_receipt(file.partition, written.first, 1)
-        except Exception as e:  # the partition cannot go on without its state
-            # The line is in the file, but the log's state lags it: appending more
-            # would index them at wrong positions. Offline until the next mount's
-            # recovery, which indexes what the file holds.
-            logger.exception("after appending a line to %s", written.log)
-            written.log.fail("indexing an appended line", OSError(errno.EIO, repr(e)))
+        except Exception:
+            logger.exception("after appending a line to %s-%d", file.topic, file.partition)

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ..core.config import flush_messages_reached
-from ..core.log import Log, append_line
+from ..core.log import Log
 from .framing import Batches, BatchFramer, Framed, LengthFramer, LineFramer, Packed
 from .view import OpenFile, View
 
@@ -66,22 +65,22 @@ class AppendFile(OpenFile):
         framed, tail = self.framer.feed(data)
         self.append(framed)
         self.framer.pending = tail
-        await self._appended()
+        await self.appended()
 
     def write_now(self, data: bytes) -> bool:
         """One line per write(), what loggers write: exactly one unkeyed line to
-        a partition takes `append_line`'s fast path. Not taken (nothing done)
-        for anything else, nor when the partition's ``flush.messages`` would
-        have this write() wait for an fsync."""
+        a partition takes the fast path (`Log.append_line`). Not taken (nothing
+        done) for anything else, nor when the partition's ``flush.messages``
+        would have this write() wait for an fsync."""
         if self.partition is None or not isinstance(self.framer, LineFramer):
             return False
         value = self.framer.single_line(data)
         if value is None:
             return False
         log = self.view.store.log(self.topic, self.partition)
-        if flush_messages_reached(log.config, unflushed=log.unflushed_messages + 1):
+        if log.flush_messages_reached(1):
             return False
-        first = append_line(log, value)
+        first = log.append_line(value)
         if first is None:
             return False
         self.add_receipt(self.partition, first, 1)
@@ -92,7 +91,7 @@ class AppendFile(OpenFile):
         """close(): a trailing partial line becomes a record."""
         if self.framer.pending:
             self.finish()
-            await self._appended()
+            await self.appended()
 
     async def fsync(self) -> None:
         """Returns once this file's partition(s) are durable."""
@@ -104,7 +103,9 @@ class AppendFile(OpenFile):
         if self.framer.pending:
             self.finish()
 
-    async def _appended(self) -> None:
+    async def appended(self) -> None:
+        """After an append through this file: the mount's keys refreshed, and
+        the fsync that flush.messages may call for."""
         self.view.refresh_keys(self.topic)
         await self.view.sync_due(self.logs())
 

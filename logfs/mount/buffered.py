@@ -356,12 +356,12 @@ class BufferedAppendFile(OpenFile):
 
     async def write(self, offset: int, data: bytes) -> None:
         self.stream.write(offset, data)
-        await self.stream.file._appended()  # noqa: SLF001 - the append file's own waits
+        await self.stream.file.appended()  # the append file's own waits
 
     async def flush(self) -> None:
         """close(): the kernel has written everything back first."""
         self.stream.close()
-        await self.stream.file._appended()  # noqa: SLF001
+        await self.stream.file.appended()
         self._raise_error()
 
     async def fsync(self) -> None:

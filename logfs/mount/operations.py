@@ -275,7 +275,7 @@ class Operations(pyfuse3.Operations):
             raise fail(errno.EBADF)
         return file
 
-    def _deleted(self, fh: int) -> bool:
+    def topic_deleted(self, fh: int) -> bool:
         """Whether ``fh``'s topic was deleted since it was opened."""
         life, _ = self._opened.get(fh, (None, False))
         return life is not None and life.deleted
@@ -285,7 +285,7 @@ class Operations(pyfuse3.Operations):
         """A deleted topic's open file reads as ended: what was read before
         the deletion stays read, the rest is gone with the topic."""
         file = self._file(fh)
-        if self._deleted(fh):
+        if self.topic_deleted(fh):
             return b""
         return await file.read(off, size)
 
@@ -293,7 +293,7 @@ class Operations(pyfuse3.Operations):
     async def write(self, fh, off, buf):
         """ESTALE once the file's topic was deleted (never the re-created one)."""
         file = self._file(fh)
-        if self._deleted(fh):
+        if self.topic_deleted(fh):
             raise fail(errno.ESTALE)
         await file.write(off, buf)
         return len(buf)
@@ -305,7 +305,7 @@ class Operations(pyfuse3.Operations):
         topic's file opened for writing answers ESTALE: nothing it held
         was appended."""
         file = self._file(fh)
-        if self._deleted(fh):
+        if self.topic_deleted(fh):
             if self._opened[fh][1]:
                 raise fail(errno.ESTALE)
             return
@@ -317,7 +317,7 @@ class Operations(pyfuse3.Operations):
 
     async def release(self, fh):
         try:
-            if not self._deleted(fh):  # else nothing can take effect (flush said ESTALE)
+            if not self.topic_deleted(fh):  # else nothing can take effect (flush said ESTALE)
                 await self._release(fh)
         except pyfuse3.FUSEError as e:
             log_rejected(logging.WARNING, "closing a file lost what it held: errno %d", e.errno)
@@ -329,7 +329,7 @@ class Operations(pyfuse3.Operations):
         """fsync on an append file returns once its partition(s) are durable;
         ESTALE once its topic was deleted."""
         file = self._file(fh)
-        if self._deleted(fh):
+        if self.topic_deleted(fh):
             raise fail(errno.ESTALE)
         await file.fsync()
 
@@ -363,7 +363,7 @@ class Operations(pyfuse3.Operations):
     def close_files(self) -> None:
         """At unmount: every open append file's partial line becomes a record."""
         for fh, file in list(self.files.items()):
-            if self._deleted(fh):
+            if self.topic_deleted(fh):
                 continue  # its topic is gone: nothing to keep
             try:
                 file.unmount()

@@ -1,10 +1,11 @@
-"""The bytes: Kafka's RecordBatch v2 layout, compression, the compiled codec (the
-per-byte and per-record loops), the column-wise codec, cutting appends into
-batches, and the broker's checks of a producer's batches. No files: everything
-here takes and returns bytes."""
+"""The bytes: Kafka's RecordBatch v2 layout, compression, the one record walker
+(compiled, walker.pyx; the byte helpers every compiled module shares are
+binary.pxd), the column-wise codec, cutting appends into batches, and the
+broker's checks of a producer's batches. No files: everything here takes and
+returns bytes."""
 
 from . import compression
-from ._codec import gather, line_lengths
+from ._columns import gather, line_lengths
 from .batching import BatchInfo, max_record_bytes
 from .columnar import decode
 from .decoding import decode_records

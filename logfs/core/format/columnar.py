@@ -6,7 +6,7 @@ mount, reading ``stream``, counting a stream's size, Spark reads — handle many
 batches at once here instead; the bytes are exactly those of `record` (tests
 check both against each other under Hypothesis).
 
-Decoding: the compiled codec (`_codec.walk_records`) walks every record of the
+Decoding: the one record walker (`walker.walk_records`) walks every record of the
 batches, checking it, and gives each record's fields as numpy columns
 (`Columns`); `value_lines` gathers values into lines in one compiled pass.
 
@@ -22,8 +22,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import CorruptRecordError
-from . import _codec
-from ._codec import Problem, gather, walk_records
+from . import _columns
+from ._columns import gather
 from .record import (
     HEADER_SIZE,
     LOG_APPEND_TIME,
@@ -32,6 +32,7 @@ from .record import (
     crc32c,
     records_section,
 )
+from .walker import Problem, walk_records
 
 # ---------------------------------------------------------------- decoding
 
@@ -157,7 +158,7 @@ def encode_plain(
         lengths: each value's length.
     """
     attributes = TIMESTAMP_TYPE_BIT if timestamp_type == LOG_APPEND_TIME else 0
-    data, sizes, last_offsets, stream = _codec.encode_plain(
+    data, sizes, last_offsets, stream = _columns.encode_plain(
         packed, np.asarray(lengths, np.int64), base_offset, batch_bytes, timestamp,
         attributes, crc32c,
     )  # fmt: skip

@@ -7,8 +7,8 @@ decoder of many batches at once is columnar.py."""
 from __future__ import annotations
 
 from ..errors import CorruptRecordError
-from ._codec import find_record
 from .record import LOG_APPEND_TIME, BatchHeader, Record, read_header, records_section
+from .walker import find_record
 
 
 def read_varint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
@@ -105,7 +105,7 @@ def _decode_body(body: bytes, header: BatchHeader) -> list[Record]:
 
 def record_at(batch: bytes | memoryview, header: BatchHeader, offset: int) -> Record | None:
     """The one record of a batch at ``offset``, hopping over the others by
-    their length prefix (the compiled `_codec.find_record`) instead of
+    their length prefix (the compiled `walker.find_record`) instead of
     decoding them; None if no record has it."""
     body = records_section(batch, header)
     start, end, ts_delta, key, value, headers = find_record(

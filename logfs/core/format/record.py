@@ -74,6 +74,9 @@ def _offset_of(field: str) -> int:
     return struct.calcsize(">" + "".join(codes[: names.index(field)]))
 
 
+# Where each field starts, by name: what the compiled modules read the layout from
+# (format/binary.pxd), so that this struct stays its one definition.
+FIELD_OFFSETS = {name: _offset_of(name) for _, name in _FIELDS}
 LENGTH_OFFSET = _offset_of("batch_length")
 LOG_OVERHEAD = _offset_of("partition_leader_epoch")  # base offset + batch length
 MAGIC_OFFSET = _offset_of("magic")

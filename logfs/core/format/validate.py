@@ -33,8 +33,8 @@ Then each batch is prepared, as Kafka's broker does:
   recomputed only when a covered byte changed.
 
 Every batch of the call is checked in one pass of the compiled codec
-(`_codec.check_batches`); the records of compressed batches are checked once
-decompressed (`_codec.walk_records`).
+(`_checks.check_batches`); the records of compressed batches are checked once
+decompressed (`walker.walk_records`).
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ import numpy as np
 
 from ..config import TopicConfig
 from ..errors import BatchTooLargeError, CorruptRecordError, InvalidBatchError
-from . import _codec, compression
-from ._codec import Problem, walk_records
+from . import compression
+from ._checks import HEADER_PROBLEM, TIMESTAMP_RANGE, check_batches
 from .batching import BatchInfo
 from .decoding import decode_records
 from .record import (
@@ -67,6 +67,7 @@ from .record import (
     verify_crc,
     write_crc,
 )
+from .walker import Problem, walk_records
 
 # The header fields after the length field: the smallest batch length there is.
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
@@ -78,7 +79,7 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class BatchFacts(NamedTuple):
-    """What checking one batch found, in the order `_codec.check_batches`
+    """What checking one batch found, in the order `_checks.check_batches`
     fills its rows."""
 
     records: int
@@ -239,7 +240,7 @@ def _in_place(
 def _check(
     data: bytearray | memoryview, starts: np.ndarray, sizes: np.ndarray, config: TopicConfig
 ) -> list[BatchFacts]:
-    """`_codec.check_batches` over the batches in ``data``, compressed
+    """`_checks.check_batches` over the batches in ``data``, compressed
     batches' records checked here; what it found of each batch.
 
     Raises:
@@ -247,15 +248,15 @@ def _check(
     """
     rows = np.zeros((len(BatchFacts._fields), len(sizes)), np.int64)
     keys_required = "compact" in config.cleanup_policy
-    code, i, n, found, wanted = _codec.check_batches(
+    code, i, n, found, wanted = check_batches(
         data, memoryview(data), starts, sizes, crc32c, config.max_message_bytes,
         keys_required, rows,
     )  # fmt: skip
-    if code == _codec.HEADER_PROBLEM:  # the Python check words it
+    if code == HEADER_PROBLEM:  # the Python check words it
         start = int(starts[i])
         _check_header(memoryview(data)[start : start + int(sizes[i])], start, config)
         raise AssertionError(f"batch at position {start}: refused, but no header problem found")
-    if code == _codec.TIMESTAMP_RANGE:
+    if code == TIMESTAMP_RANGE:
         raise InvalidBatchError(
             f"batch at position {int(starts[i])}: record timestamps outside a 64-bit integer"
         )

@@ -1,18 +1,17 @@
-"""The partition log and the data directory: `Log` (one topic-partition) and
-its collaborators (flushes, failure state, live keys, reads, streams of
-lines), the one-line fast path (`append_line`), the log cleaner, the
-partitioner, and `Store` (topics and their settings, partitions,
-checkpoints, the writer lock)."""
+"""The partition log and the data directory: `Log` (one topic-partition), its
+parts over one `PartitionState` (reads, appends, the one-line fast path,
+flushes) and its collaborators (what is unflushed, the failure state, live
+keys, streams of lines), the log cleaner, the partitioner, and `Store`
+(topics and their settings, partitions, checkpoints, the writer lock)."""
 
 from . import cleaner
-from ._small import append_line, write_line
 from .cleaner import Throttle, clean_store
-from .flushing import FlushTicket
 from .keys import key_name, name_key
 from .lines import FromStream, PartitionStream, Uncounted
 from .partition import Log
 from .store import Store
 from .topics import LIMIT_OPTIONS, Limits
+from .unflushed import FlushTicket
 
 __all__ = [
     "LIMIT_OPTIONS",
@@ -24,10 +23,8 @@ __all__ = [
     "Store",
     "Throttle",
     "Uncounted",
-    "append_line",
     "clean_store",
     "cleaner",
     "key_name",
     "name_key",
-    "write_line",
 ]

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..config import INT_MAX, TopicConfig
 from ..config import now_ms as wall_clock_ms
-from ..format._codec import OffsetMap
 from ..storage.segment import LogSegment
 from ..storage.swap import swap_in
+from ._keymap import OffsetMap
 from .compaction import offset_map, write_cleaned
 
 if TYPE_CHECKING:

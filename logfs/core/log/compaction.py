@@ -2,7 +2,7 @@
 segment of a group (the steps 2 and 3 of cleaner.py).
 
 `offset_map` maps each key of the dirty part to its latest offset, keyed by
-a 128-bit hash of the key as Kafka's map keys by MD5 (`_codec.OffsetMap`).
+a 128-bit hash of the key as Kafka's map keys by MD5 (`_keymap.OffsetMap`).
 `write_cleaned` rewrites a group of segments into one, written aside. A
 record stays unless a later record has its key, it is a tombstone (a null
 value) older than delete.retention.ms, or it has no key (Kafka drops those
@@ -10,7 +10,7 @@ too). A batch whose records all stay is copied as it is; the others get a new
 header over the kept records' bytes, unchanged (so their offsets,
 timestamps, keys, values and headers are), with the batch's codec, base
 offset, base timestamp and last offset; a batch with none left goes. The
-per-record work is compiled (`_codec.OffsetMap`, `_codec.keep_records`).
+per-record work is compiled (`_keymap.OffsetMap`, `_keymap.keep_records`).
 Offsets never change: cleaning leaves gaps. Control and transactional
 batches are copied as they are.
 
@@ -27,7 +27,6 @@ from typing import NamedTuple
 from ..config import TopicConfig
 from ..errors import CorruptRecordError
 from ..format import compression
-from ..format._codec import OffsetMap, keep_records
 from ..format.batching import BatchInfo
 from ..format.record import (
     HEADER_SIZE,
@@ -39,6 +38,7 @@ from ..format.record import (
 from ..storage.logfile import iter_batches
 from ..storage.segment import LogSegment
 from ..storage.swap import aside
+from ._keymap import OffsetMap, keep_records
 
 INT64_MIN = -(1 << 63)
 

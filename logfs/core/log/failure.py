@@ -50,6 +50,13 @@ class Failure:
             recovery_point,
         )
 
+    def write_failed(self, error: OSError, recovery_point: int) -> None:
+        """An append's write failed with ``error``, its batch cut off again
+        (`SegmentTail.cut_back`, storage/books.pyx): offline unless the error is
+        a clean one, which left the files as they were."""
+        if error.errno not in CLEAN_WRITE_ERRORS:
+            self.fail("appending to a segment", error, recovery_point)
+
     def require_online(self) -> None:
         """Raise `LogFailedError` if offline."""
         if self.reason is not None:

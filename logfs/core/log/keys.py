@@ -27,8 +27,8 @@ import re
 from collections.abc import Iterable
 
 from ..errors import CorruptRecordError
-from ..format._codec import map_keys
 from ..format.record import read_header, records_section
+from ._keymap import map_keys
 
 NAME_MAX = 255
 _SPECIAL = re.compile(rb"[%/\x00]|^\.")
@@ -110,6 +110,12 @@ class LiveKeys:
         if self._latest is None:
             self._latest = live_keys(segments, log_start_offset)
         return self._latest
+
+    @property
+    def quiet(self) -> bool:
+        """Whether appends have nothing to tell: no keys kept, no changed keys
+        waiting for a watcher (the one-line fast path appends only then)."""
+        return self._latest is None and not self._changed
 
     def appended(self, batches: Iterable[bytes | memoryview]) -> None:
         """Apply appended batches (offsets assigned, CRC valid), if kept."""

@@ -1,10 +1,10 @@
 """One topic-partition: an ordered list of segments in ``<topic>-<partition>/``.
 
-The last segment is the active one; appends go there until `should_roll`
-says to start a new one at the next offset. Offsets are dense from the log
-start offset to ``next_offset``, except where the cleaner removed records
-from a compacted topic (cleaner.py): reads treat a gap like an offset out of
-range.
+The last segment is the active one; appends go there until the roll rule
+(`LogSegment.should_roll`, Kafka's) says to start a new one at the next
+offset. Offsets are dense from the log start offset to ``next_offset``,
+except where the cleaner removed records from a compacted topic (cleaner.py):
+reads treat a gap like an offset out of range.
 
 Durability: everything below ``recovery_point`` has been fsynced. Opening a
 log recovers it (see recovery.py): every batch from the recovery point on is
@@ -15,46 +15,40 @@ Failure: an I/O error that leaves the partition's files in an unknown state
 takes the partition offline (`fail`, failure.py): its recovery point never
 moves again and only records below it are served.
 
-Its collaborators: `Unflushed` and `FlushTicket` (flushing.py) for what is not
-durable yet, `Failure` for the offline state, `LiveKeys` (keys.py) for a
-compacted partition's keys.
+`Log` is built of parts over one `PartitionState` (state.py), which it makes
+and hands to each: `LogReads` (reads.py), `LogAppends` (appends.py),
+`LineWriter` (the one-line fast path, _line.pyx) and `LogFlushing`
+(flushing.py). Here are what is the whole log's — loading, configuration,
+retention, the cleaner's swaps, closing — and the log's public names, each
+given to the part that does it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..config import TopicConfig, now_ms, segments_to_delete, should_roll
-from ..errors import InvalidRecordError, ReadOnlyError
-from ..format import batching, compression, validate
-from ..format.batching import BatchInfo
+from ..config import TopicConfig, now_ms, segments_to_delete
+from ..format.record import BatchHeader, Record
+from ..storage import LogSegment
 from ..storage.recovery import load_segments
-from ..storage.segment import LogSegment
-from .failure import CLEAN_WRITE_ERRORS, Failure
-from .flushing import LogFlushing, Unflushed
-from .keys import LiveKeys
+from . import lines
+from ._line import LineWriter
+from .appends import LogAppends
+from .flushing import LogFlushing
 from .reads import LogReads
+from .state import PartitionState
+from .unflushed import FlushTicket
 
 logger = logging.getLogger(__name__)
 
 
-def _age(now: int, segment: LogSegment, pending: list[tuple[bytes, BatchInfo]]) -> int:
-    """The age segment.ms compares, as Kafka counts it: from the segment's first
-    batch's timestamp, which may be the first of the ``pending`` batches of this
-    append (the segment is empty yet)."""
-    if segment.size:
-        return now - segment.first_timestamp
-    return now - pending[0][1].max_timestamp
-
-
-class Log(LogReads, LogFlushing):
-    """A topic-partition's segments, appends, flushes and retention; its
-    reads are `LogReads`'.
+class Log:
+    """A topic-partition's segments, appends, flushes and retention.
 
     Callers outside core (the mount) use its methods, never its segments:
     ``segment_files``, and ``stream`` for the records as lines.
@@ -72,65 +66,194 @@ class Log(LogReads, LogFlushing):
         writable: bool = True,
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        self.dir = Path(directory)
-        self.topic = topic
-        self.partition = partition
-        self.config = config
-        self.writable = writable
-        self.clock = clock
-        self.segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self._unflushed = Unflushed(clock())
-        self._failure = Failure(f"{topic}-{partition}")
-        self._keys = LiveKeys()
-        self.truncated_bytes = 0
-        self.recovery_point = 0
-        self.rewrites = 0  # cleanings swapped in: stream positions before them are stale
+        state = PartitionState(directory, topic, partition, config, writable=writable, clock=clock)
+        self._state = state
+        self._reads = LogReads(state)
+        self._appends = LogAppends(state)
+        self._lines = LineWriter(state)
+        self._flushing = LogFlushing(state)
         self._load(recovery_point, log_start_offset)
 
     def __repr__(self) -> str:
-        return f"Log({self.topic}-{self.partition}, {self.log_start_offset}..{self.next_offset})"
+        return f"Log({self._state.name}, {self.log_start_offset}..{self.next_offset})"
 
     # ------------------------------------------------------------ loading and recovery
 
     def _load(self, recovery_point: int, log_start_offset: int) -> None:
-        loaded = load_segments(self.dir, self.config, recovery_point, writable=self.writable)
+        state = self._state
+        loaded = load_segments(
+            state.dir, state.config, recovery_point, writable=state.writable,
+            created_ms=state.clock(),
+        )  # fmt: skip
         for segment in loaded.segments:
-            self._add_segment(segment)
-        self.truncated_bytes = loaded.truncated_bytes
-        self._unflushed.directory = loaded.deleted_files
-        if not self.segments and self.writable:
-            self._add_segment(
-                LogSegment(str(self.dir), log_start_offset, self.config, writable=True)
-            )
-            self._unflushed.directory = True
+            state.add_segment(segment)
+        state.truncated_bytes = loaded.truncated_bytes
+        if loaded.deleted_files:
+            state.unflushed.directory_changed()
+        if not state.segments and state.writable:
+            state.add_segment(
+                LogSegment(
+                    str(state.dir), log_start_offset, state.config, writable=True,
+                    created_ms=state.clock(),
+                )
+            )  # fmt: skip
+            state.unflushed.directory_changed()
         # Retention moves the log start; cleaning does not, though it may leave
         # nothing of the first segments (Kafka's compacted logs start at 0).
-        first_base = self._bases[0] if self._bases and not self.config.compact else 0
-        self.log_start_offset = max(log_start_offset, first_base)
-        self.log_start_offset = min(self.log_start_offset, self.next_offset)
-        self.recovery_point = min(recovery_point, self.next_offset)
-        if self.writable:
+        first_base = state.bases[0] if state.bases and not state.config.compact else 0
+        state.log_start_offset = max(log_start_offset, first_base)
+        state.log_start_offset = min(state.log_start_offset, state.next_offset)
+        state.recovery_point = min(recovery_point, state.next_offset)
+        if state.writable:
             # What recovery validated past the recovery point may still be only in
             # the page cache (a process crash): make it durable before trusting it.
-            for segment in self.segments[loaded.first_recovered :]:
-                if segment.next_offset > recovery_point or self.truncated_bytes:
-                    self._unflushed.appended(segment)
+            for segment in state.segments[loaded.first_recovered :]:
+                if segment.next_offset > recovery_point or state.truncated_bytes:
+                    state.unflushed.appended(segment)
             with contextlib.suppress(OSError):  # if so, it opens offline (`fail` logged why)
                 self.flush()  # advances the recovery point to next_offset
 
     def fail(self, action: str, error: OSError) -> None:
         """Take the partition offline after ``error`` while ``action`` (the
         first cause is kept and logged once)."""
-        self._failure.fail(action, error, self.recovery_point)
+        self._state.fail(action, error)
 
     def set_config(self, config: TopicConfig) -> None:
         """Apply a changed topic configuration from the next append on."""
-        self.config = config
-        for segment in self.segments:
+        self._state.config = config
+        for segment in self._state.segments:
             segment.config = config
 
-    # ------------------------------------------------------------ appending
+    # ------------------------------------------------------------ what the log is
+
+    @property
+    def dir(self) -> Path:
+        return self._state.dir
+
+    @property
+    def topic(self) -> str:
+        return self._state.topic
+
+    @property
+    def partition(self) -> int:
+        return self._state.partition
+
+    @property
+    def config(self) -> TopicConfig:
+        return self._state.config
+
+    @property
+    def writable(self) -> bool:
+        return self._state.writable
+
+    @property
+    def clock(self) -> Callable[[], int]:
+        """The log's clock, in milliseconds."""
+        return self._state.clock
+
+    @clock.setter
+    def clock(self, clock: Callable[[], int]) -> None:
+        self._state.clock = clock
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The segments in offset order, the active one last (for core's tools)."""
+        return self._state.segments
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._state.log_start_offset
+
+    @log_start_offset.setter
+    def log_start_offset(self, offset: int) -> None:
+        self._state.log_start_offset = offset
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next appended record gets (Kafka's log end offset)."""
+        return self._state.next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Everything below it is durable."""
+        return self._state.recovery_point
+
+    @property
+    def truncated_bytes(self) -> int:
+        """What recovery cut when the log was opened."""
+        return self._state.truncated_bytes
+
+    @property
+    def rewrites(self) -> int:
+        """Cleanings swapped in: stream positions from before them are stale."""
+        return self._state.rewrites
+
+    @property
+    def failure(self) -> str | None:
+        """Why the partition is offline; None while it is online."""
+        return self._state.failure.reason
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._state.active_segment
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._state.segments)
+
+    # ------------------------------------------------------------ reads (reads.py)
+
+    @property
+    def active_base_offset(self) -> int | None:
+        return self._reads.active_base_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return self._reads.size_bytes
+
+    def segment_files(self) -> dict[str, str]:
+        return self._reads.segment_files()
+
+    def check_readable(self, offset: int) -> None:
+        self._reads.check_readable(offset)
+
+    def segment_for(self, offset: int) -> LogSegment | None:
+        return self._reads.segment_for(offset)
+
+    def read(self, offset: int) -> Record:
+        return self._reads.read(offset)
+
+    def batches(
+        self, start: int | None = None, end: int | None = None
+    ) -> Iterator[tuple[BatchHeader, list[Record]]]:
+        return self._reads.batches(start, end)
+
+    def raw_batches(
+        self, start: int | None = None, end: int | None = None
+    ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        return self._reads.raw_batches(start, end)
+
+    def scan(self, start: int | None = None, end: int | None = None) -> Iterator[Record]:
+        return self._reads.scan(start, end)
+
+    def file_region(self, offset: int, max_bytes: int) -> tuple[int, int, int] | None:
+        return self._reads.file_region(offset, max_bytes)
+
+    def offset_for_time(self, timestamp_ms: int) -> int | None:
+        return self._reads.offset_for_time(timestamp_ms)
+
+    def live_keys(self, *, watch: bool = False) -> dict[bytes, int]:
+        return self._reads.live_keys(watch=watch)
+
+    def take_changed_keys(self) -> set[bytes]:
+        return self._reads.take_changed_keys()
+
+    @property
+    def stream(self) -> lines.PartitionStream:
+        """The records as lines, as the mount's ``stream`` shows them (lines.py)."""
+        return lines.PartitionStream(self)
+
+    # ------------------------------------------------------------ appends (appends.py, _line.pyx)
 
     def append(
         self,
@@ -140,203 +263,110 @@ class Log(LogReads, LogFlushing):
         headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
         timestamp: int | Sequence[int] | None = None,
     ) -> int:
-        """Append records; returns the offset of the first.
-
-        The records are cut into batches of at most max.message.bytes and
-        written with one write() per segment touched, so a record is never
-        torn and never interleaved with another writer's.
-
-        Raises:
-            ReadOnlyError: the log was opened read-only.
-            LogFailedError: the partition is offline.
-            InvalidRecordError: a compacted partition's record without a key.
-            RecordTooLargeError: a single record does not fit max.message.bytes.
-        """
-        first = self._start_append()
-        if not values:
-            return first
-        if self.config.compact and (keys is None or None in keys):
-            raise self._keys_required()
-        now = self.clock()
-        timestamp, timestamp_type = batching.timestamp_for(self.config, timestamp, now)
-        encoded = batching.encode_values(
-            self.config, first, values, keys, headers, timestamp, timestamp_type
-        )
-        self._write(encoded, len(values), now)
-        return first
+        return self._appends.append(values, keys=keys, headers=headers, timestamp=timestamp)
 
     def append_packed(self, packed: bytes | memoryview, lengths: np.ndarray) -> int:
-        """Append keyless, headerless records given packed: each value followed by
-        one separator byte (lines with their ``\\n``); ``lengths`` are the values'.
-
-        Same result and errors as ``append`` of the values, without making a
-        Python object per record. Returns the offset of the first.
-        """
-        first = self._start_append()
-        if not len(lengths):
-            return first
-        if self.config.compact:
-            raise self._keys_required()
-        encoded = None
-        codec = compression.BY_NAME[self.config.compression_type]
-        if codec == compression.NONE and len(lengths) >= batching.PACKED_MIN:
-            now = self.clock()
-            timestamp, timestamp_type = batching.timestamp_for(self.config, None, now)
-            encoded = batching.encode_packed(
-                self.config, first, packed, lengths, timestamp, timestamp_type
-            )
-        if encoded is None:  # the general encoder: compressed, few, or near the size limit
-            values, pos = [], 0
-            for length in lengths.tolist():
-                values.append(bytes(packed[pos : pos + length]))
-                pos += length + 1
-            return self.append(values)
-        self._write(encoded, len(lengths), now)
-        return first
+        return self._appends.append_packed(packed, lengths)
 
     def append_batches(
         self, batches: Sequence[bytes | memoryview], buffer: bytearray | memoryview | None = None
     ) -> int:
-        """Append whole RecordBatch v2 batches a producer built, checked and given
-        their offsets as Kafka's broker does (validate.py): all are checked
-        before any is appended. Returns the offset of the first record.
+        return self._appends.append_batches(batches, buffer)
 
-        ``buffer``: a writable buffer holding exactly ``batches`` back to back,
-        which the caller gives up: they are patched and written from there
-        instead of from a copy (the Kafka listener's received requests).
+    def write_line(self, data: bytes, length: int):
+        """The one-line fast path's write (`LineWriter.write`): a `LineWrite`
+        to finish before anything else touches the log, or None."""
+        return self._lines.write(data, length)
 
-        Raises:
-            ReadOnlyError: the log was opened read-only.
-            LogFailedError: the partition is offline.
-            InvalidBatchError: a batch Kafka would refuse; `BatchTooLargeError`
-                (a RecordTooLargeError too) for one over max.message.bytes.
-        """
-        first = self._start_append()
-        now = self.clock()
-        encoded, count = validate.prepare_batches(batches, self.config, first, now, buffer)
-        if encoded:
-            self._write(encoded, count, now)
-        return first
+    def append_line(self, value: bytes) -> int | None:
+        """`write_line` of ``value`` and its books at once: its offset, or None
+        and nothing appended (`Log.append` decides then)."""
+        return self._lines.append(value)
 
-    def _start_append(self) -> int:
-        """The guards every append passes first, in this order; returns the
-        offset the append starts at."""
-        if not self.writable:
-            raise ReadOnlyError(f"{self.topic}-{self.partition} is read-only")
-        self._failure.require_online()
-        return self.next_offset
+    def roll(self) -> LogSegment:
+        return self._appends.roll()
 
-    def _keys_required(self) -> InvalidRecordError:
-        return InvalidRecordError(
-            f"{self.topic}-{self.partition} is compacted (cleanup.policy="
-            f"{self.config.cleanup_policy}): every record needs a key"
-        )
+    # ------------------------------------------------------------ flushes (flushing.py)
 
-    def _write(self, encoded: list[tuple[bytes, BatchInfo]], records: int, now: int) -> None:
-        """Write encoded batches, rolling where `should_roll` says, each
-        segment's share in one write; ``records``: how many they hold."""
-        try:
-            start, segment = 0, self.active_segment
-            # what the rule looks at changes only when the segment is written, below
-            size, full = segment.size, segment.index_full
-            for i, (_, info) in enumerate(encoded):
-                if should_roll(
-                    self.config,
-                    segment_size=size,
-                    batch_size=info.size,
-                    segment_age_ms=_age(now, segment, encoded[start:i]) if size else 0,
-                    index_full=full,
-                    relative_offset_overflow=not segment.can_hold(info.last_offset),
-                ):
-                    self._write_to_active(encoded[start:i])
-                    segment = self.roll()
-                    start, size, full = i, 0, segment.index_full
-                size += info.size
-            self._write_to_active(encoded[start:])
-        except OSError as e:
-            if e.errno not in CLEAN_WRITE_ERRORS:
-                self.fail("appending to a segment", e)
-            raise
-        self._unflushed.messages += records
-        self._keys.appended(batch for batch, _ in encoded)
+    @property
+    def unflushed_messages(self) -> int:
+        return self._flushing.unflushed_messages
 
-    def _write_to_active(self, encoded: list[tuple[bytes, BatchInfo]]) -> None:
-        if encoded:
-            segment = self.active_segment
-            segment.append([b for b, _ in encoded], [info for _, info in encoded])
-            self._unflushed.appended(segment)
+    @property
+    def flush_failure(self) -> str | None:
+        return self._flushing.flush_failure
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._flushing.last_flush_ms
+
+    def flush_messages_reached(self, more: int = 0) -> bool:
+        return self._flushing.flush_messages_reached(more)
+
+    def flush_due(self, now: int | None = None) -> bool:
+        return self._flushing.flush_due(now)
+
+    def prepare_flush(self) -> FlushTicket:
+        return self._flushing.prepare_flush()
+
+    def complete_flush(self, ticket: FlushTicket) -> None:
+        self._flushing.complete_flush(ticket)
+
+    def flush(self) -> None:
+        self._flushing.flush()
+
+    # ------------------------------------------------------------ the cleaner, retention
 
     def replace_segments(self, old: list[LogSegment], new: LogSegment | None) -> None:
         """Put ``new`` (a cleaned segment, or nothing) where the consecutive
         segments ``old`` were (their files are swapped already: storage/swap.py)."""
-        i = self.segments.index(old[0])
-        if self.segments[i : i + len(old)] != old:
-            raise ValueError("the segments to replace are not consecutive in the log")
-        self.segments[i : i + len(old)] = [] if new is None else [new]
-        self._bases = [s.base_offset for s in self.segments]
-        for segment in old:
-            self._unflushed.forget(segment)
-        self.rewrites += 1
-
-    def roll(self) -> LogSegment:
-        """Close the active segment to appends and start one at next_offset."""
-        active = self.active_segment
-        if active.size == 0:
-            return active
-        active.on_become_inactive()
-        segment = LogSegment(str(self.dir), self.next_offset, self.config, writable=True)
-        self._add_segment(segment)
-        self._unflushed.directory = True
-        return segment
-
-    # ------------------------------------------------------------ retention
+        self._state.replace_segments(old, new)
+        self._state.rewrites += 1
 
     def enforce_retention(self, now_ms: int | None = None) -> int:
         """Delete whole non-active segments past retention.ms or beyond
         retention.bytes, oldest first (`segments_to_delete` decides); returns
         how many were deleted."""
-        if not self.writable or self.failure is not None or not self.config.delete:
+        state = self._state
+        if not state.writable or state.failure.reason is not None or not state.config.delete:
             return 0
         count = segments_to_delete(
-            self.config,
-            sizes=[s.size for s in self.segments],
-            max_timestamps=[s.largest_timestamp for s in self.segments],
-            now_ms=self.clock() if now_ms is None else now_ms,
+            state.config,
+            sizes=[s.size for s in state.segments],
+            max_timestamps=[s.largest_timestamp for s in state.segments],
+            now_ms=state.clock() if now_ms is None else now_ms,
         )
         for _ in range(count):
-            oldest = self.segments.pop(0)
-            self._bases.pop(0)
-            self._unflushed.forget(oldest)
-            self.log_start_offset = max(self.log_start_offset, self._bases[0])
+            oldest = state.remove_oldest()
+            state.log_start_offset = max(state.log_start_offset, state.bases[0])
             try:
                 oldest.delete()
             except OSError as e:
-                self.fail(f"deleting segment {oldest.base_offset} (retention)", e)
+                state.fail(f"deleting segment {oldest.base_offset} (retention)", e)
                 raise
         if count:
-            self._unflushed.directory = True
-            self._keys.drop()  # some keys' latest records may be gone: rebuilt on use
+            state.unflushed.directory_changed()
+            state.keys.drop()  # some keys' latest records may be gone: rebuilt on use
         return count
 
     # ------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        if self.writable and self.segments and self.failure is None:
+        state = self._state
+        if state.writable and state.segments and state.failure.reason is None:
             self.flush()
-        for segment in self.segments:
+        for segment in state.segments:
             try:
                 segment.close()
             except OSError as e:  # pending index entries: rebuilt by the next recovery
-                if self.failure is None:
+                if state.failure.reason is None:
                     raise
                 logger.warning("closing offline %s: %s", self, e)
-        self.segments.clear()
-        self._bases.clear()
+        state.clear_segments()
 
     def abandon(self) -> None:
         """Close the segments without writing anything: the partition's
         directory is being removed (`Store.delete_topic`)."""
-        for segment in self.segments:
+        for segment in self._state.segments:
             segment.close(write=False)
-        self.segments.clear()
-        self._bases.clear()
+        self._state.clear_segments()

@@ -1,102 +1,71 @@
 """The read side of a partition log: what its segments hold, records and
-batches by offset and by time, the stream of lines, the live keys.
+batches by offset and by time, the live keys.
 
-`Log` is a `LogReads`: the reads need only its segments in offset order, their
-base offsets, the log's offset range and its failure state.
+`LogReads` is a part of `Log` (partition.py): it reads the partition's
+`PartitionState` (state.py) — its segments in offset order, the log's offset
+range and its failure state — and changes nothing in it but the live keys.
 """
 
 from __future__ import annotations
 
-import bisect
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
-from ..config import TopicConfig
 from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..format.decoding import decode_records, record_at
 from ..format.record import BatchHeader, Record
-from ..storage.segment import LogSegment
-from . import lines
-from .failure import Failure
-from .keys import LiveKeys
+from ..storage import LogSegment
+from .state import PartitionState
 
 
 class LogReads:
-    """Reads over ``segments`` (in offset order; ``_bases`` their base
-    offsets), from ``log_start_offset`` to ``next_offset``; what is at or
-    past the recovery point of an offline partition is not served."""
+    """Reads over a partition's segments, from its log start offset to its next
+    offset; what is at or past the recovery point of an offline partition is
+    not served."""
 
-    dir: Path
-    topic: str
-    partition: int
-    config: TopicConfig
-    segments: list[LogSegment]
-    _bases: list[int]
-    log_start_offset: int
-    recovery_point: int
-    _failure: Failure
-    _keys: LiveKeys
-
-    @property
-    def next_offset(self) -> int:
-        """The offset the next appended record gets (Kafka's log end offset)."""
-        return self.segments[-1].next_offset if self.segments else self.log_start_offset
-
-    def _add_segment(self, segment: LogSegment) -> None:
-        self.segments.append(segment)
-        self._bases.append(segment.base_offset)
-
-    @property
-    def active_segment(self) -> LogSegment:
-        return self.segments[-1]
+    def __init__(self, state: PartitionState) -> None:
+        self.state = state
 
     @property
     def active_base_offset(self) -> int | None:
         """The active segment's base offset; None for a log without segments."""
-        return self.segments[-1].base_offset if self.segments else None
-
-    @property
-    def segment_count(self) -> int:
-        return len(self.segments)
+        segments = self.state.segments
+        return segments[-1].base_offset if segments else None
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.size for s in self.segments)
+        return sum(s.size for s in self.state.segments)
 
     def segment_files(self) -> dict[str, str]:
         """Every segment's log, offset index and time index: file name -> absolute path."""
         files = {}
-        for segment in self.segments:
+        for segment in self.state.segments:
             for path in (segment.log_path, segment.index_path, segment.timeindex_path):
                 files[os.path.basename(path)] = os.path.abspath(path)
         return files
 
-    @property
-    def failure(self) -> str | None:
-        """Why the partition is offline; None while it is online."""
-        return self._failure.reason
-
     def check_readable(self, offset: int) -> None:
         """Raise `LogFailedError` for a read at or past an offline partition's
         recovery point: what follows it may not be on the disk."""
-        if offset >= self.recovery_point:
-            self._failure.require_online()
+        if offset >= self.state.recovery_point:
+            self.state.failure.require_online()
 
     def segment_for(self, offset: int) -> LogSegment | None:
         """The segment that holds ``offset`` if any record does; for an offset
         in a compacted log's gap before its first segment (cleaned away), the
         first segment; None below the log start or without segments."""
-        i = bisect.bisect_right(self._bases, offset) - 1
-        if i < 0 and self.segments and offset >= self.log_start_offset:
+        state = self.state
+        i = state.segment_index(offset)
+        if i < 0 and state.segments and offset >= state.log_start_offset:
             i = 0
-        return self.segments[i] if i >= 0 else None
+        return state.segments[i] if i >= 0 else None
 
     def _check_range(self, offset: int) -> None:
-        if not self.log_start_offset <= offset < self.next_offset:
+        state = self.state
+        if not state.log_start_offset <= offset < state.next_offset:
             raise OffsetOutOfRangeError(
-                f"offset {offset} is outside [{self.log_start_offset}, {self.next_offset}) "
-                f"of {self.topic}-{self.partition}"
+                f"offset {offset} is outside [{state.log_start_offset}, {state.next_offset}) "
+                f"of {state.name}"
             )
 
     def read(self, offset: int) -> Record:
@@ -117,9 +86,7 @@ class LogReads:
             record = record_at(found.batch, found.header, offset)
             if record is not None:
                 return record
-        raise OffsetOutOfRangeError(
-            f"no record at offset {offset} of {self.topic}-{self.partition}"
-        )
+        raise OffsetOutOfRangeError(f"no record at offset {offset} of {self.state.name}")
 
     def batches(
         self, start: int | None = None, end: int | None = None
@@ -134,15 +101,16 @@ class LogReads:
         self, start: int | None = None, end: int | None = None
     ) -> Iterator[tuple[BatchHeader, memoryview]]:
         """CRC-checked batches overlapping [start, end), still encoded."""
-        start = self.log_start_offset if start is None else max(start, self.log_start_offset)
-        end = self.next_offset if end is None else min(end, self.next_offset)
+        state = self.state
+        start = state.log_start_offset if start is None else max(start, state.log_start_offset)
+        end = state.next_offset if end is None else min(end, state.next_offset)
         if start >= end:
             return
         self.check_readable(end - 1)
         expected = start  # offsets are dense but where the cleaner removed records
         try:
             for header, batch in self._raw_batches(start, end):
-                if header.base_offset > expected and not self.config.compact:
+                if header.base_offset > expected and not state.config.compact:
                     raise CorruptRecordError(
                         f"offsets {expected}..{header.base_offset - 1} are missing", None
                     )
@@ -152,8 +120,8 @@ class LogReads:
             raise self._corrupt(expected, e) from None
 
     def _raw_batches(self, start: int, end: int) -> Iterator[tuple[BatchHeader, memoryview]]:
-        first = max(0, bisect.bisect_right(self._bases, start) - 1)
-        for segment in list(self.segments[first:]):
+        first = max(0, self.state.segment_index(start))
+        for segment in list(self.state.segments[first:]):
             if segment.base_offset >= end:
                 return
             found = segment.find(start) if segment.base_offset <= start else None
@@ -169,13 +137,13 @@ class LogReads:
     def _corrupt(self, offset: int, error: CorruptRecordError) -> CorruptRecordError:
         """``error`` naming the partition and the offset being read, as Kafka's
         consumer's ``CorruptRecordException`` does."""
-        where = f"{self.topic}-{self.partition} at offset {offset}"
+        where = f"{self.state.name} at offset {offset}"
         return CorruptRecordError(f"{where}: {error.args[0]}")
 
     def scan(self, start: int | None = None, end: int | None = None) -> Iterator[Record]:
         """Records from ``start`` (default: the log start) up to ``end``."""
-        low = self.log_start_offset if start is None else start
-        high = self.next_offset if end is None else end
+        low = self.state.log_start_offset if start is None else start
+        high = self.state.next_offset if end is None else end
         for _, records in self.batches(low, high):
             for record in records:
                 if low <= record.offset < high:
@@ -192,13 +160,13 @@ class LogReads:
             OffsetOutOfRangeError: ``offset`` is below the log start or past the end.
             LogFailedError: an offline partition's offset at or past its recovery point.
         """
-        if not self.log_start_offset <= offset <= self.next_offset:
+        state = self.state
+        if not state.log_start_offset <= offset <= state.next_offset:
             self._check_range(offset)
-        if offset == self.next_offset:
+        if offset == state.next_offset:
             return None
         self.check_readable(offset)
-        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
-        for segment in self.segments[i:]:
+        for segment in state.segments[max(0, state.segment_index(offset)) :]:
             position, size = segment.extent(max(offset, segment.base_offset), max_bytes)
             if size:
                 return segment.fileno(), position, size
@@ -207,29 +175,26 @@ class LogReads:
     def offset_for_time(self, timestamp_ms: int) -> int | None:
         """The first offset whose timestamp is >= ``timestamp_ms`` (Kafka's
         offsetsForTimes), or None when every record is older."""
-        for segment in list(self.segments):
+        start = self.state.log_start_offset
+        for segment in list(self.state.segments):
             if segment.max_timestamp < timestamp_ms:
                 continue
             found = segment.first_batch_at_time(timestamp_ms)
             if found is None:
                 continue
             for record in decode_records(found.batch, found.header):
-                if record.timestamp >= timestamp_ms and record.offset >= self.log_start_offset:
+                if record.timestamp >= timestamp_ms and record.offset >= start:
                     return record.offset
         return None
-
-    @property
-    def stream(self) -> lines.PartitionStream:
-        """The records as lines, as the mount's ``stream`` shows them (lines.py)."""
-        return lines.PartitionStream(self)
 
     def live_keys(self, *, watch: bool = False) -> dict[bytes, int]:
         """Each live key of a compacted partition and its latest record's
         offset (keys.py); built on first use, then kept current by appends.
         ``watch``: from now on note the keys appended to, for `take_changed_keys`."""
-        return self._keys.get(self.segments, self.log_start_offset, watch=watch)
+        state = self.state
+        return state.keys.get(state.segments, state.log_start_offset, watch=watch)
 
     def take_changed_keys(self) -> set[bytes]:
         """The keys appended to since the last call, once someone watches
         (`live_keys`); each key is given out once."""
-        return self._keys.take_changed()
+        return self.state.keys.take_changed()

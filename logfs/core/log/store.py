@@ -11,12 +11,12 @@ Layout (Kafka's, so a broker's log directory opens too)::
       .lock                                the writer lock (storage/lock.py)
       .deleting                            topics being deleted, one a line (deletion.py)
 
-The checkpoint files are Kafka's (checkpoints.py); a missing or garbled one
-only costs time. Anything else in DATA or a partition directory (Kafka's meta.properties,
-leader-epoch-checkpoint, partition.metadata, .snapshot and .txnindex files,
-``-future`` directories) is left alone; ``-delete`` ones are removed
-(deletion.py). The limits on partitions (topics.py) are checked here, for
-every face; opening raises the open-file limit (storage/descriptors.py).
+The checkpoint files are Kafka's (checkpoints.py); a missing or garbled one only costs
+time. Anything else in DATA or a partition directory (Kafka's meta.properties,
+leader-epoch-checkpoint, partition.metadata, .snapshot and .txnindex files, ``-future``
+directories) is left alone; ``-delete`` ones are removed (deletion.py). The limits on
+partitions (topics.py) are checked here, for every face; opening raises the open-file
+limit (storage/descriptors.py).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 
 from ..config import TopicConfig
 from ..errors import (
@@ -53,7 +54,6 @@ from .partitioner import Partitioner
 from .topics import Catalog, Limits, TopicSettings, validate_topic_name
 
 logger = logging.getLogger(__name__)
-
 
 PARTITION_DIR = re.compile(r"(.+)-(0|[1-9][0-9]*)")
 
@@ -84,12 +84,12 @@ class Store:
         self.limits = limits or Limits()
         self._catalog = Catalog()
         self.checkpoint_failure: str | None = None  # why the last checkpoint write failed
-        # the log cleaner's first dirty offset per partition (cleaner.py)
-        self._first_dirty: dict[tuple[str, int], int] = {}
+        self._first_dirty: dict[tuple[str, int], int] = {}  # the cleaner's, per partition
         self._settings = TopicSettings(self.path, defaults or {})
         self.defaults = self._settings.defaults
         self._lock_fd = -1
         self._logs: dict[tuple[str, int], Log] = {}
+        self.open_logs = MappingProxyType(self._logs)  # the partitions opened so far, read-only
         # partitions found on disk but not opened yet: (directory, recovery point, log start)
         self._unopened: dict[tuple[str, int], tuple[str, int, int]] = {}
         self._partitioner = Partitioner()

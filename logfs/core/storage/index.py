@@ -68,7 +68,7 @@ class _Index:
         self.writable = writable
         self._keys = np.empty(16, dtype=np.int64)
         self._values = np.empty(16, dtype=np.int64)
-        self._count = 0
+        self._set_count(0)
         self._written = 0  # entries [_written, _count) are not in the file yet
         self._fd = -1
 
@@ -77,9 +77,10 @@ class _Index:
     def __len__(self) -> int:
         return self._count
 
-    @property
-    def is_full(self) -> bool:
-        return self._count >= self.max_entries
+    def _set_count(self, count: int) -> None:
+        self._count = count
+        # Kept as the count changes: the roll rule reads it before every append.
+        self.is_full = count >= self.max_entries
 
     def entry(self, i: int) -> tuple[int, int]:
         return int(self._keys[i]), int(self._values[i])
@@ -165,14 +166,14 @@ class _Index:
         self._values = np.empty(capacity, dtype=np.int64)
         self._keys[: len(keys)] = keys
         self._values[: len(values)] = values
-        self._count = len(keys)
+        self._set_count(len(keys))
 
     def _add(self, key: int, value: int) -> None:
         if self._count == len(self._keys):
             self._reset(self._keys[: self._count], self._values[: self._count])
         self._keys[self._count] = key
         self._values[self._count] = value
-        self._count += 1
+        self._set_count(self._count + 1)
 
     def _extend(self, keys: np.ndarray, values: np.ndarray) -> None:
         n, end = self._count, self._count + len(keys)
@@ -180,17 +181,17 @@ class _Index:
             self._reset(self._keys[:n], self._values[:n], len(keys))
         self._keys[n:end] = keys
         self._values[n:end] = values
-        self._count = end
+        self._set_count(end)
 
     def truncate(self, count: int) -> None:
         """Keep the first ``count`` entries, in memory and on disk."""
         if count < self._count:
-            self._count = count
+            self._set_count(count)
             if self.writable:
                 self._rewrite()
 
     def clear(self) -> None:
-        self._count = 0
+        self._set_count(0)
         if self.writable:
             self._rewrite()
 

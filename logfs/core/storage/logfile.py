@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError
-from ..format._codec import scan_batches
 from ..format.record import HEADER_SIZE, BatchHeader, crc32c, read_header, verify_crc
+from ._scan import scan_batches
 
 SCAN_CHUNK = 1 << 20
 KINDS = (".log", ".index", ".timeindex")  # a segment's files; the .log first

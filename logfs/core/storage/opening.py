@@ -7,6 +7,9 @@ can only be past the recovery point or at the very tail of the last segment. A b
 holding offsets below the recovery point (or below the next segment's base) was on the disk,
 so it is damage, not a torn write: it is kept, and reads that reach it fail with
 `CorruptRecordError` until ``logfs check --repair`` cuts it.
+
+What an open finds goes into the segment's books (`SegmentTail`, books.pyx): its size,
+next offset, largest timestamp and the offset that reached it, and index entries.
 """
 
 from __future__ import annotations
@@ -18,8 +21,6 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import CorruptIndexError, CorruptRecordError
-from ..format.record import NO_TIMESTAMP
-from .stream import SegmentStream
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,14 @@ class Walked(NamedTuple):
 class Opening:
     """The opening half of `LogSegment` (segment.py holds the fields it uses)."""
 
+    def _start(self) -> None:
+        """Nothing is known of the file's batches yet but what the time index says
+        (its last entry: the largest timestamp, and the offset that reached it)."""
+        self.tail.reset(self.size)
+        last = self.time_index.last
+        if last is not None:
+            self.tail.max_timestamp, self.tail.offset_of_max = last.timestamp, last.offset
+
     def load(self, keep_below: int = -1) -> None:
         """Read the indexes and find the log end from the last index entry;
         a bad batch holding offsets below ``keep_below`` is kept (`_keep_damage`).
@@ -47,9 +56,7 @@ class Opening:
         self.offset_index.load()
         self.time_index.load()
         self.offset_index.check(self.size)
-        self.max_timestamp = (
-            self.time_index.last.timestamp if len(self.time_index) else NO_TIMESTAMP
-        )
+        self._start()
         last = self.offset_index.last
         if len(self.offset_index):
             header = self._header_at(last.position)
@@ -58,12 +65,11 @@ class Opening:
                     f"{self.index_path}: entry ({last.offset}, {last.position}) points at a batch "
                     f"ending at {header.last_offset}"
                 )
-        self.next_offset = self.base_offset
         self._scan_tail(
             last.position, verify=False, indexed=len(self.offset_index) > 0, keep_below=keep_below
         )
         self.time_index.check(self.next_offset)
-        self.stream = SegmentStream(self.size)
+        self.stream.reset(self.size)
 
     def recover(self, from_offset: int = -1, keep_below: int = -1) -> int:
         """Validate every batch holding offsets >= ``from_offset``, rebuild the
@@ -73,24 +79,23 @@ class Opening:
         Returns:
             The number of bytes truncated.
         """
-        start, self.next_offset = 0, self.base_offset
+        start, next_offset = 0, self.base_offset
         if from_offset > self.base_offset:
             try:
                 self.offset_index.load()
                 self.time_index.load()
                 self.offset_index.check(self.size)
-                start, self.next_offset = self._position_of(from_offset)
+                start, next_offset = self._position_of(from_offset)
             except (CorruptIndexError, CorruptRecordError):
-                start, self.next_offset = 0, self.base_offset
+                start, next_offset = 0, self.base_offset
         if start:
             self.offset_index.truncate_to_position(start)
-            self.time_index.truncate_to_offset(self.next_offset)
+            self.time_index.truncate_to_offset(next_offset)
         else:
             self.offset_index.clear()
             self.time_index.clear()
-        self.max_timestamp = (
-            self.time_index.last.timestamp if len(self.time_index) else NO_TIMESTAMP
-        )
+        self._start()
+        self.tail.next_offset = next_offset
         if self.writable:
             # Validate what the disk holds, not what the page cache remembers: after
             # a failed fsync Linux may keep pages it never wrote, marked clean.
@@ -99,7 +104,7 @@ class Opening:
         self.validated_bytes = self.size - start
         truncated = self._scan_tail(start, verify=True, keep_below=keep_below)
         self.flush_indexes()
-        self.stream = SegmentStream(self.size)
+        self.stream.reset(self.size)
         return truncated
 
     def _scan_tail(
@@ -114,12 +119,12 @@ class Opening:
         torn tail) or raised. Returns the number of bytes truncated.
         """
         last_indexed = self.offset_index.last.position if len(self.offset_index) else 0
-        self._bytes_since_index_entry = position - last_indexed
+        self.tail.bytes_since_index_entry = position - last_indexed
         first, walked = position, Walked([], [], [])
         try:
             for pos, header, _ in self.batches(position, verify=verify):
                 if indexed and pos == position:
-                    self._bytes_since_index_entry = header.size
+                    self.tail.bytes_since_index_entry = header.size
                     first = pos + header.size
                 else:
                     if header.base_offset < self.next_offset:
@@ -131,7 +136,7 @@ class Opening:
                     walked.sizes.append(header.size)
                     walked.last_offsets.append(header.last_offset)
                     walked.max_timestamps.append(header.max_timestamp)
-                self.next_offset = header.next_offset
+                self.tail.next_offset = header.next_offset
         except CorruptRecordError as e:
             self._index_walked(first, walked)
             bad = e.args[1] if len(e.args) > 1 else self.size
@@ -139,7 +144,7 @@ class Opening:
                 return self._keep_damage(e, bad, keep_below, verify)
             if not self.writable:
                 logger.warning("%s (serving the %d bytes before it)", e.args[0], bad)
-                self.size = bad
+                self.tail.size = bad
                 self.torn = True
                 return 0
             if not verify:
@@ -147,7 +152,7 @@ class Opening:
             cut = self.size - bad
             os.ftruncate(self._file(), bad)
             os.fsync(self._file())
-            self.size = bad
+            self.tail.size = bad
             logger.warning("truncated %d bytes: %s", cut, e.args[0])
             return cut
         self._index_walked(first, walked)
@@ -170,10 +175,10 @@ class Opening:
             if position + header.size > self.size:
                 raise CorruptRecordError("the batch runs past the end of the file")
         except CorruptRecordError:
-            self.next_offset = max(self.next_offset, end_offset)
+            self.tail.next_offset = max(self.next_offset, end_offset)
             self.end_unknown = True
             return 0
-        self.next_offset = max(self.next_offset, header.next_offset)
+        self.tail.next_offset = max(self.next_offset, header.next_offset)
         return self._scan_tail(position + header.size, verify=verify, keep_below=end_offset)
 
     def _is_tail(self, position: int) -> bool:
@@ -192,9 +197,9 @@ class Opening:
             "(the segment ends before the next one begins)"
         )
         logger.error("%s", self.damage)
-        self.next_offset = end_offset
+        self.tail.next_offset = end_offset
         self.end_unknown = True
 
     def _index_walked(self, start: int, walked: Walked) -> None:
         if walked.sizes:
-            self._index_batches(start, *(np.array(column, np.int64) for column in walked))
+            self.tail.index_batches(start, *(np.array(column, np.int64) for column in walked))

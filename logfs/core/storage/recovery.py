@@ -41,9 +41,15 @@ class Loaded(NamedTuple):
 
 
 def load_segments(
-    directory: Path, config: TopicConfig, recovery_point: int, *, writable: bool
+    directory: Path,
+    config: TopicConfig,
+    recovery_point: int,
+    *,
+    writable: bool,
+    created_ms: int | None = None,
 ) -> Loaded:
-    """The directory's segments in offset order, recovered as described above."""
+    """The directory's segments in offset order, recovered as described above;
+    ``created_ms``: the time they are opened at (see `LogSegment`)."""
     if writable:
         directory.mkdir(parents=True, exist_ok=True)
         recover_swap(directory)
@@ -52,7 +58,7 @@ def load_segments(
     segments: list[LogSegment] = []
     truncated = 0
     for i, base in enumerate(bases):
-        segment = LogSegment(str(directory), base, config, writable=writable)
+        segment = LogSegment(str(directory), base, config, writable=writable, created_ms=created_ms)
         segment.tail_may_tear = i + 1 == len(bases)
         if segments and segments[-1].next_offset > base:
             logger.warning("%s: segment %d overlaps the one before it", directory, base)

@@ -17,25 +17,27 @@ Index entries are kept in memory and written to their files when the segment
 is flushed, rolled or closed: an index is only trusted up to the recovery
 point and rebuilt from the log past it.
 
-Opening and the crash rules are opening.py's; file names and every walk over a
-``.log`` file are logfile.py's; a segment's files are removed only by
-`remove_segment_files`.
+What an append changes — the index entries by Kafka's interval rule, the stream
+marks, the size, the next offset, the running max timestamp — and the roll rule
+are the books of its `SegmentTail` (books.pyx), which the compiled line path
+uses too. Opening and the crash rules are opening.py's; file names and every
+walk over a ``.log`` file are logfile.py's; a segment's files are removed only
+by `remove_segment_files`.
 """
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 from collections.abc import Iterator
 
 import numpy as np
 
-from ..config import INT_MAX, TopicConfig
+from ..config import TopicConfig, now_ms
 from ..errors import CorruptRecordError
-from ..format._codec import index_points
 from ..format.batching import BatchInfo
 from ..format.record import HEADER_SIZE, NO_TIMESTAMP, BatchHeader, read_header
+from .books import SegmentStream, SegmentTail
 from .descriptors import DESCRIPTORS
 from .index import OffsetIndex, TimeIndex
 from .logfile import (
@@ -47,11 +49,8 @@ from .logfile import (
     segment_paths,
 )
 from .opening import Opening
-from .stream import SegmentStream
 
 logger = logging.getLogger(__name__)
-
-IOV_MAX = 1024  # buffers one writev() takes (Linux)
 
 
 class LogSegment(Opening):
@@ -65,13 +64,16 @@ class LogSegment(Opening):
         *,
         writable: bool,
         suffix: str = "",
+        created_ms: int | None = None,
     ) -> None:
         """``suffix`` follows each file name: the cleaner writes a segment aside
-        as ``.log.cleaned`` and friends (swap.py)."""
+        as ``.log.cleaned`` and friends (swap.py). ``created_ms``: when the
+        segment was created or opened (its log's clock; default: now), which
+        segment.ms counts from when its first batch has no timestamp."""
         self.directory = directory
         self.base_offset = base_offset
         self.suffix = suffix
-        self.config = config
+        self._config = config
         self.writable = writable
         self.log_path, self.index_path, self.timeindex_path = segment_paths(
             directory, base_offset, suffix
@@ -89,12 +91,18 @@ class LogSegment(Opening):
         self._managed = not suffix
         self._flags = os.O_RDWR | os.O_APPEND if writable else os.O_RDONLY
         self._open_file(self._flags | os.O_CREAT if writable else self._flags)
-        self.size = os.fstat(self._fd).st_size
-        self.next_offset = base_offset
-        self.max_timestamp = NO_TIMESTAMP
-        self._first_timestamp: int | None = None
-        self._offset_of_max = base_offset
-        self._bytes_since_index_entry = 0
+        size = os.fstat(self._fd).st_size
+        self.stream = SegmentStream(size)
+        self.tail = SegmentTail(
+            base_offset,
+            size,
+            self.offset_index,
+            self.time_index,
+            self.stream,
+            config,
+            self._read_first_timestamp,
+            now_ms() if created_ms is None else created_ms,
+        )
         self.validated_bytes = 0  # what `recover` read and checked
         # Damage below the recovery point, kept for reads to fail on (see `_keep_damage`).
         self.damage: str | None = None
@@ -102,7 +110,42 @@ class LogSegment(Opening):
         self.torn = False  # read-only: the tail is a torn write, not served
         # The last segment at open: only its tail may be torn by a crash (`_is_tail`).
         self.tail_may_tear = writable
-        self.stream = SegmentStream(self.size)
+
+    # ------------------------------------------------------------ the books (books.pyx)
+
+    @property
+    def config(self) -> TopicConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: TopicConfig) -> None:
+        """A changed topic configuration, from the next append on."""
+        self._config = config
+        self.tail.configure(config)
+
+    @property
+    def size(self) -> int:
+        """Bytes of the ``.log`` file that hold whole batches (served and appended to)."""
+        return self.tail.size
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the last record of the segment."""
+        return self.tail.next_offset
+
+    @property
+    def max_timestamp(self) -> int:
+        """The largest timestamp of the segment's batches (-1: none)."""
+        return self.tail.max_timestamp
+
+    @property
+    def first_timestamp(self) -> int | None:
+        """The first batch's max timestamp: a segment's age counts from it (segment.ms),
+        as Kafka's ``rollingBasedTimestamp`` does; None while the segment is empty."""
+        return self.tail.first_timestamp
+
+    def _read_first_timestamp(self) -> int:
+        return self._header_at(0).max_timestamp
 
     # ------------------------------------------------------------ descriptors
 
@@ -201,14 +244,6 @@ class LogSegment(Opening):
         return position, min(end, size) - position
 
     @property
-    def first_timestamp(self) -> int | None:
-        """The first batch's max timestamp: a segment's age counts from it (segment.ms),
-        as Kafka's ``rollingBasedTimestamp`` does; None while the segment is empty."""
-        if self._first_timestamp is None and self.size:
-            self._first_timestamp = self._header_at(0).max_timestamp
-        return self._first_timestamp
-
-    @property
     def largest_timestamp(self) -> int:
         """What retention.ms measures, as Kafka's ``largestTimestamp``: the largest
         timestamp known from the indexes and appends, or, for a segment without one, the
@@ -219,84 +254,27 @@ class LogSegment(Opening):
 
     # ------------------------------------------------------------ writing
 
-    def can_hold(self, last_offset: int) -> bool:
-        return last_offset - self.base_offset <= INT_MAX
+    def should_roll(self, batch: BatchInfo, now: int, pending: int = 0, first: int = -1) -> bool:
+        """Whether to roll before appending ``batch`` at ``now`` (the log's clock),
+        after ``pending`` bytes of batches to be written with it, the first
+        stamped ``first``: the roll rule (`books.should_roll`)."""
+        return self.tail.should_roll_before(
+            batch.size, batch.max_timestamp, batch.last_offset, now, pending, first
+        )
 
     def append(self, data: bytes | list, batches: list[BatchInfo]) -> None:
         """Append whole batches (bytes, or a list of buffers: gathered by the
         kernel, no copy) in one writev(); on failure nothing stays behind, or
         the error says the cut failed (its errno is that of the cut)."""
-        start = self.size
-        if not isinstance(data, list):
-            data = [data]
-        elif len(data) > IOV_MAX:
-            data = [b"".join(data)]
-        try:
-            expected = sum(len(b) for b in data)
-            written = os.writev(self._file(), data)
-            if written != expected:
-                raise OSError(errno.ENOSPC, f"short write of {written} of {expected} bytes")
-        except BaseException as e:
-            try:
-                os.ftruncate(self._file(), start)
-            except OSError as undo:  # a torn batch stays in the file: not a clean error
-                raise OSError(
-                    undo.errno, f"cutting off a partly written batch failed: {undo.strerror}"
-                ) from e
-            raise
+        self.tail.write_all(self._file(), data if isinstance(data, list) else [data])
         if len(batches) == 1:  # one small write: numpy's per-call costs would dominate
             info = batches[0]
-            position = self._index_batch(start, info.size, info.last_offset, info.max_timestamp)
-        else:
-            position = self._index_batches(
-                start,
-                np.fromiter((i.size for i in batches), np.int64, len(batches)),
-                np.fromiter((i.last_offset for i in batches), np.int64, len(batches)),
-                np.fromiter((i.max_timestamp for i in batches), np.int64, len(batches)),
-            )
-        self.stream.on_append(
-            self.next_offset, [i.stream_bytes for i in batches], [i.last_offset for i in batches]
+            self.tail.appended(info.size, info.last_offset, info.max_timestamp, info.stream_bytes)
+            return
+        fields = ("size", "last_offset", "max_timestamp", "stream_bytes")
+        self.tail.appended_batches(
+            *(np.fromiter((getattr(i, f) for i in batches), np.int64, len(batches)) for f in fields)
         )
-        self.size = position
-        self.next_offset = batches[-1].last_offset + 1
-
-    def _index_batches(
-        self, start: int, sizes: np.ndarray, last_offsets: np.ndarray, max_timestamps: np.ndarray
-    ) -> int:
-        """Index the batches of ``sizes`` bytes laid out from ``start``, as Kafka
-        does batch by batch: the running max timestamp and the offset that
-        reached it are updated, then an offset and a time index entry are added
-        when more than index.interval.bytes were appended since the last. Returns
-        the position after them."""
-        positions = start + np.cumsum(sizes) - sizes
-        # The max timestamp after each batch, and the last offset of the batch that set it.
-        before = np.maximum.accumulate(np.concatenate(([self.max_timestamp], max_timestamps)))
-        running = before[1:]
-        setter = np.where(max_timestamps > before[:-1], np.arange(len(sizes)), -1)
-        setter = np.maximum.accumulate(setter)
-        reached = np.where(setter >= 0, last_offsets[np.maximum(setter, 0)], self._offset_of_max)
-        points, self._bytes_since_index_entry = index_points(
-            sizes, self._bytes_since_index_entry, self.config.index_interval_bytes
-        )
-        self.offset_index.extend(last_offsets[points], positions[points])
-        self.time_index.extend_maybe(running[points], reached[points])
-        self.max_timestamp, self._offset_of_max = int(running[-1]), int(reached[-1])
-        return int(positions[-1] + sizes[-1])
-
-    def _index_batch(self, start: int, size: int, last_offset: int, max_timestamp: int) -> int:
-        """`_index_batches` of one batch, in plain Python."""
-        if max_timestamp > self.max_timestamp:
-            self.max_timestamp, self._offset_of_max = max_timestamp, last_offset
-        if self._bytes_since_index_entry > self.config.index_interval_bytes:
-            self.offset_index.append(last_offset, start)
-            self.time_index.maybe_append(self.max_timestamp, self._offset_of_max)
-            self._bytes_since_index_entry = 0
-        self._bytes_since_index_entry += size
-        return start + size
-
-    @property
-    def index_full(self) -> bool:
-        return self.offset_index.is_full or self.time_index.is_full
 
     def on_become_inactive(self) -> None:
         """Record the final max timestamp, as Kafka does when rolling."""

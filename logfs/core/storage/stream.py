@@ -16,74 +16,25 @@ per record):
 Marks ``(offset, stream position)`` at batch boundaries, at least every
 `MARK_BYTES` of stream, let a reader start anywhere after decoding at most one
 mark interval. Control batches add nothing (readers skip them).
+
+`SegmentStream` is compiled (books.pyx), beside the rest of a segment's books:
+appends note their stream bytes and marks from the line path's C as much as
+from `LogSegment.append`.
 """
 
 from __future__ import annotations
 
-import bisect
 import os
-from typing import NamedTuple
 
 from ..format import compression
 from ..format.columnar import decode, decode_region, stream_bytes, value_lines
 from ..format.record import BatchHeader
+from .books import MARK_BYTES, Counted, SegmentStream
 from .logfile import read_region
 
+__all__ = ["MARK_BYTES", "Counted", "SegmentStream", "batch_lines", "count_loaded"]
+
 REGION_BYTES = 8 << 20  # decoding this much at a time amortizes numpy's per-call costs
-MARK_BYTES = 64 * 1024  # stream bytes between the marks of a `SegmentStream`
-
-
-class Counted(NamedTuple):
-    """Stream bytes of a run of batches, and marks into it."""
-
-    total: int
-    offsets: list[int]
-    positions: list[int]
-
-
-class SegmentStream:
-    """A segment's stream index (this module), in memory only: its stream bytes
-    (the loaded part, counted lazily, then appends) and marks into them.
-
-    Marks ``(offset, stream position)`` are taken at batch boundaries at
-    least every `MARK_BYTES` of stream; its one query, `mark_before`, is
-    "largest lower bound" too.
-    """
-
-    def __init__(self, loaded_size: int) -> None:
-        self.loaded_size = loaded_size
-        self.loaded: Counted | None = None if loaded_size else Counted(0, [], [])
-        self.appended = 0
-        self._offsets: list[int] = []
-        self._positions: list[int] = []
-        self.origin: tuple[int, int] | None = None  # (log start offset, its stream position)
-
-    def on_append(self, next_offset: int, stream_bytes: list[int], last_offsets: list[int]):
-        """Batches appended at ``next_offset``: their stream bytes and last offsets."""
-        first = next_offset
-        for size, last in zip(stream_bytes, last_offsets, strict=True):
-            if not self._positions or self.appended - self._positions[-1] >= MARK_BYTES:
-                self._offsets.append(first)
-                self._positions.append(self.appended)
-            self.appended += size
-            first = last + 1
-
-    @property
-    def size(self) -> int | None:
-        """Stream bytes of the whole segment; None until the loaded part is counted."""
-        return None if self.loaded is None else self.loaded.total + self.appended
-
-    def mark_before(self, position: int) -> tuple[int, int]:
-        """The last mark at or before stream ``position`` (of this segment):
-        ``(offset, position)``; needs the loaded part counted."""
-        loaded = self.loaded
-        if position >= loaded.total and self._positions:
-            i = max(0, bisect.bisect_right(self._positions, position - loaded.total) - 1)
-            return self._offsets[i], loaded.total + self._positions[i]
-        i = bisect.bisect_right(loaded.positions, position) - 1
-        if i < 0:
-            return -1, 0  # the segment's first offset
-        return loaded.offsets[i], loaded.positions[i]
 
 
 def batch_lines(

@@ -1,0 +1,176 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The byte loops of the column-wise codec (columnar.py) and of line framing:
+the newlines of appended text (`line_lengths`, the mount's framing), the
+encoder of many plain records (`encode_plain`, the general append path's), and
+the gather of values into one buffer (`gather`: the lines of ``stream``, the
+data buffer of an Arrow binary column for Spark)."""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.string cimport memchr, memcpy
+
+import numpy as np
+
+from .binary cimport HeaderLayout, header_layout, put_be, put_varint, varint_size
+
+from . import record
+
+cdef HeaderLayout H = header_layout(record.FIELD_OFFSETS, record.HEADER_SIZE)
+cdef int MAGIC = record.MAGIC
+
+
+def line_lengths(const uint8_t[::1] text, Py_ssize_t end):
+    """The length of every ``\\n``-terminated line in ``text[:end]`` (which ends
+    with a newline), without its newline: an int64 array."""
+    cdef Py_ssize_t count = 0, pos = 0, i = 0
+    cdef const uint8_t* t = &text[0] if end else NULL
+    cdef const uint8_t* hit
+    while pos < end:  # count first, so the array is allocated once
+        hit = <const uint8_t*>memchr(t + pos, 10, end - pos)
+        if hit == NULL:
+            break
+        count += 1
+        pos = hit - t + 1
+    lengths = np.empty(count, np.int64)
+    cdef int64_t[::1] out = lengths
+    pos = 0
+    for i in range(count):
+        hit = <const uint8_t*>memchr(t + pos, 10, end - pos)
+        out[i] = hit - t - pos
+        pos = hit - t + 1
+    return lengths
+
+
+def encode_plain(
+    const uint8_t[::1] packed,
+    const int64_t[::1] lengths,
+    int64_t base_offset,
+    Py_ssize_t batch_bytes,
+    int64_t timestamp,
+    int attributes,
+    crc32c,
+):
+    """Uncompressed batches of keyless, headerless records at one timestamp,
+    byte for byte `record.encode_batch`'s: the values are ``packed``, each
+    followed by one separator byte, ``lengths`` long. Records fill each batch
+    up to ``batch_bytes`` (a record larger than that gets a batch of its own).
+    Each record is::
+
+        length | 0 attributes | 0 timestamp delta | offset delta | -1 key length |
+        value length | value | 0 header count
+
+    Returns:
+        ``(data, sizes, last_offsets, stream_bytes)``: the batches one after
+        the other in a bytearray, and per batch its size, last offset and
+        stream bytes (values plus one per record).
+    """
+    cdef Py_ssize_t n = lengths.shape[0], i, j, first, pos, src = 0, total = 0, start, size
+    cdef int64_t body, length, stream, delta
+    # Pass 1: where batches end (greedy, exact sizes) and the buffer's size.
+    cuts_array = np.empty(n, np.int64)
+    cdef int64_t[::1] cuts = cuts_array
+    cdef Py_ssize_t nb = 0
+    size = H.size
+    first = 0
+    for i in range(n):
+        body = 4 + varint_size(i - first) + varint_size(lengths[i]) + lengths[i]
+        body += varint_size(body)
+        if i > first and size + body > batch_bytes:  # close the batch before record i
+            cuts[nb] = i
+            nb += 1
+            total += size
+            first, size = i, H.size
+            body = 4 + 1 + varint_size(lengths[i]) + lengths[i]  # offset delta 0
+            body += varint_size(body)
+        size += body
+    if n:
+        cuts[nb] = n
+        nb += 1
+        total += size
+    out = bytearray(total)
+    view = memoryview(out)
+    cdef uint8_t* o = out
+    cdef const uint8_t* p = &packed[0] if packed.shape[0] else NULL
+    sizes, last_offsets, streams = [], [], []
+    pos, first = 0, 0
+    for j in range(nb):
+        start = pos
+        pos += H.size
+        stream = 0
+        for i in range(first, cuts[j]):
+            length, delta = lengths[i], i - first
+            body = 4 + varint_size(delta) + varint_size(length) + length
+            pos = put_varint(o, pos, body)
+            o[pos] = 0  # attributes
+            o[pos + 1] = 0  # timestamp delta
+            pos = put_varint(o, pos + 2, delta)
+            o[pos] = 1  # key length -1: no key
+            pos = put_varint(o, pos + 1, length)
+            memcpy(o + pos, p + src, length)
+            pos += length
+            o[pos] = 0  # header count
+            pos += 1
+            src += length + 1
+            stream += length + 1
+        put_be(o, start + H.base_offset, base_offset + first, 8)
+        put_be(o, start + H.batch_length, pos - start - H.log_overhead, 4)
+        put_be(o, start + H.partition_leader_epoch, 0xFFFFFFFF, 4)  # -1
+        o[start + H.magic] = MAGIC
+        put_be(o, start + H.attributes, attributes, 2)
+        put_be(o, start + H.last_offset_delta, cuts[j] - first - 1, 4)
+        put_be(o, start + H.base_timestamp, timestamp, 8)
+        put_be(o, start + H.max_timestamp, timestamp, 8)
+        put_be(o, start + H.producer_id, 0xFFFFFFFFFFFFFFFF, 8)  # -1
+        put_be(o, start + H.producer_epoch, 0xFFFF, 2)  # -1
+        put_be(o, start + H.base_sequence, 0xFFFFFFFF, 4)  # -1
+        put_be(o, start + H.records_count, cuts[j] - first, 4)
+        put_be(o, start + H.crc, crc32c(view[start + H.attributes : pos]), 4)
+        sizes.append(pos - start)
+        last_offsets.append(base_offset + cuts[j] - 1)
+        streams.append(stream)
+        first = cuts[j]
+    return out, sizes, last_offsets, streams
+
+
+def gather(
+    const uint8_t[::1] data,
+    const int64_t[::1] start,
+    const int64_t[::1] length,
+    int separator=-1,
+    bint with_offsets=False,
+):
+    """The bytes ``data[start[i]:start[i] + length[i]]`` of every i, one after
+    the other, each followed by ``separator`` if it is a byte value (a length
+    below 0 counts as 0: a null value). With ``with_offsets``, also the Arrow
+    offsets of the pieces (int32, one more than the pieces; no separators in
+    between then).
+
+    Returns:
+        ``bytes``, or ``(bytes, offsets)``.
+    """
+    cdef Py_ssize_t n = start.shape[0], i, total = 0, at = 0, size
+    cdef const uint8_t* src = &data[0] if data.shape[0] else NULL
+    for i in range(n):
+        if length[i] > 0:
+            total += length[i]
+    if separator >= 0:
+        total += n
+    out = PyBytes_FromStringAndSize(NULL, total)
+    cdef char* dst = PyBytes_AS_STRING(out)
+    offsets = np.empty(n + 1 if with_offsets else 0, np.int32)
+    cdef int32_t[::1] off = offsets
+    if with_offsets and total > 0x7FFFFFFF:
+        raise OverflowError("more than 2 GiB of values for one Arrow array")
+    with nogil:
+        for i in range(n):
+            if with_offsets:
+                off[i] = <int32_t>at
+            size = length[i] if length[i] > 0 else 0
+            memcpy(dst + at, src + start[i], size)
+            at += size
+            if separator >= 0:
+                dst[at] = <char>separator
+                at += 1
+        if with_offsets:
+            off[n] = <int32_t>at
+    return (out, offsets) if with_offsets else out

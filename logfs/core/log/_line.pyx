@@ -1,0 +1,190 @@
+# cython: language_level=3
+"""The one-line fast path: one unkeyed record appended to a partition's active segment.
+
+Web servers and loggers write one line per ``write()``. Through `Log.append`
+each such line pays for machinery sized for many records (cutting records
+into batches, a list of values, the general encoder, numpy). Here the
+one-record batch is encoded in C (the same bytes `Log.append` writes) and
+written to the active segment with one ``writev()``, in two steps, so that
+the mount can answer the writer between them (mount/_lines.pyx):
+
+1. `LineWriter.write` checks that nothing but an append is to be decided —
+   asking the segment's roll rule as the general path does — encodes the
+   batch and has the segment's books write it (`SegmentTail.write`: all of
+   it, or none and the error); once it returns, the record is in the file
+   (the page cache) and survives the daemon's death, as after `Log.append`;
+2. `LineWrite.finish` keeps the books through the same owners as the general
+   path: the segment's tail (index entries, stream marks, size, next offset,
+   max timestamp: books.pyx) and what the next flush must sync (`Unflushed`).
+   Nothing may touch the log between the two steps.
+
+`write` declines (None, nothing written) whenever the general path has more
+to decide: a roll due, a compacted or compressed topic, an offline or
+read-only log, live keys kept, a record near the size limit. A failed write
+fails as in `Log.append` (`Failure.write_failed`).
+
+It works over the partition's `PartitionState` (state.py), as `Log`'s other
+parts do, and cimports the segment's books (storage/books.pxd) so that they
+are kept without Python's attribute lookups.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.errno cimport EIO
+from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libc.string cimport memcpy
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
+from posix.uio cimport iovec
+
+from ..format.binary cimport HeaderLayout, header_layout, put_be, put_varint, varint_size
+from ..storage.books cimport SegmentTail
+
+from crc32c import crc32c
+
+from ..config import now_ms
+from ..format import compression, record
+from ..format.batching import max_record_bytes
+
+# Values up to this size take the fast path; longer ones are rare in line-at-a-time
+# writers and the general path checks them against max.message.bytes exactly.
+MAX_VALUE = 64 << 10
+cdef HeaderLayout H = header_layout(record.FIELD_OFFSETS, record.HEADER_SIZE)
+cdef int MAGIC = record.MAGIC
+cdef int LOG_APPEND_TIME_BIT = record.TIMESTAMP_TYPE_BIT
+cdef enum:
+    HEAD_ROOM = 128  # the batch header and a record's head
+    MAX_RECORD_HEAD = 16  # a record's length, fixed fields and value length, as varints
+
+if H.size + MAX_RECORD_HEAD > HEAD_ROOM:
+    raise ImportError(f"a batch header of {H.size} bytes leaves no room for a record's head")
+
+NONE = compression.NONE
+BY_NAME = compression.BY_NAME
+
+
+cdef inline int64_t wall_ms():
+    """`now_ms` in C (the log's clock unless a test gave it another)."""
+    cdef timespec now
+    clock_gettime(CLOCK_REALTIME, &now)
+    return <int64_t>now.tv_sec * 1000 + now.tv_nsec // 1000000
+
+
+cdef class LineWrite:
+    """A record written to the active segment whose books are to be kept."""
+
+    cdef object state, segment, unflushed
+    cdef SegmentTail tail
+    cdef readonly int64_t first
+    cdef int64_t now
+    cdef Py_ssize_t size, stream_bytes
+
+    def finish(self):
+        """The books after the write, each kept by its owner: the segment's tail
+        and what the next flush must sync. If that fails, the line is in the
+        file but the books lag it, and appending more would index them at wrong
+        positions: the partition goes offline until the next open's recovery,
+        which indexes what the file holds."""
+        try:
+            self.tail.appended(self.size, self.first, self.now, self.stream_bytes)
+            self.unflushed.appended(self.segment, 1)
+        except Exception as e:
+            self.state.fail("indexing an appended line", OSError(EIO, repr(e)))
+            raise
+
+
+cdef class LineWriter:
+    """The one-line fast path of one partition (`Log.write_line`)."""
+
+    cdef object state
+
+    def __init__(self, state):
+        self.state = state
+
+    def write(self, bytes data, Py_ssize_t length):
+        """Write a record holding ``data[:length]`` (no key, no headers, the
+        time now) to the active segment if the fast path applies: a
+        `LineWrite` to finish before anything else touches the log, else None
+        and nothing written.
+
+        Raises:
+            OSError: writing failed, as in `Log.append` (the partition goes
+                offline unless it is a clean ENOSPC).
+        """
+        state = self.state
+        config = state.config
+        if (
+            not state.writable
+            or state.failure.reason is not None
+            or "compact" in config.cleanup_policy
+            or not state.keys.quiet
+            or length > MAX_VALUE
+            or length >= max_record_bytes(config)
+            or BY_NAME[config.compression_type] != NONE
+        ):
+            return None
+        # The record: its length, four one-byte fields, the value's length, the
+        # value, and a zero header count.
+        cdef uint8_t head[HEAD_ROOM]
+        cdef int64_t body = 4 + varint_size(length) + length + 1
+        cdef Py_ssize_t at = put_varint(head, H.size, body)
+        head[at] = 0  # attributes
+        head[at + 1] = 0  # timestamp delta
+        head[at + 2] = 0  # offset delta
+        head[at + 3] = 1  # key length -1
+        cdef Py_ssize_t head_size = put_varint(head, at + 4, length)
+        cdef Py_ssize_t size = head_size + length + 1
+        if size > config.max_message_bytes:
+            return None
+        segment = state.active_segment
+        cdef SegmentTail tail = segment.tail
+        cdef int64_t first = tail.next_offset
+        clock = state.clock
+        cdef int64_t now = wall_ms() if clock is now_ms else clock()
+        if tail.should_roll_before(size, now, first, now):
+            return None  # a roll is due: the general path does it
+        cdef int attributes = (
+            LOG_APPEND_TIME_BIT if config.message_timestamp_type == "LogAppendTime" else 0
+        )
+        put_be(head, H.base_offset, first, 8)
+        put_be(head, H.batch_length, size - H.log_overhead, 4)
+        put_be(head, H.partition_leader_epoch, 0xFFFFFFFF, 4)  # -1
+        head[H.magic] = MAGIC
+        put_be(head, H.attributes, attributes, 2)
+        put_be(head, H.last_offset_delta, 0, 4)
+        put_be(head, H.base_timestamp, now, 8)
+        put_be(head, H.max_timestamp, now, 8)
+        put_be(head, H.producer_id, 0xFFFFFFFFFFFFFFFF, 8)  # -1
+        put_be(head, H.producer_epoch, 0xFFFF, 2)  # -1
+        put_be(head, H.base_sequence, 0xFFFFFFFF, 4)  # -1
+        put_be(head, H.records_count, 1, 4)
+        # The CRC covers the header from the attributes on, the record and its
+        # headers count (0): built where it is contiguous, then computed once.
+        covered = PyBytes_FromStringAndSize(NULL, size - H.attributes)
+        cdef uint8_t *c = <uint8_t *>PyBytes_AS_STRING(covered)
+        memcpy(c, head + H.attributes, head_size - H.attributes)
+        memcpy(c + head_size - H.attributes, PyBytes_AS_STRING(data), length)
+        c[size - H.attributes - 1] = 0  # headers count
+        put_be(head, H.crc, <uint32_t>crc32c(covered), 4)
+        cdef iovec parts[2]
+        parts[0].iov_base = head
+        parts[0].iov_len = H.attributes
+        parts[1].iov_base = c
+        parts[1].iov_len = size - H.attributes
+        try:
+            tail.write(segment.fileno(), parts, 2, size)
+        except OSError as e:
+            state.failure.write_failed(e, state.recovery_point)
+            raise
+        cdef LineWrite done = LineWrite.__new__(LineWrite)
+        done.state, done.segment, done.unflushed, done.tail = state, segment, state.unflushed, tail
+        done.first, done.now = first, now
+        done.size, done.stream_bytes = size, length + 1
+        return done
+
+    def append(self, bytes value):
+        """`write` of ``value`` and its books at once: the record's offset, or
+        None and nothing appended."""
+        written = self.write(value, len(value))
+        if written is None:
+            return None
+        written.finish()
+        return written.first

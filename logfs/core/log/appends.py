@@ -1,0 +1,182 @@
+"""The appending part of a partition log: the general append paths.
+
+`LogAppends` is a part of `Log` (partition.py), over its `PartitionState`
+(state.py). Every append passes the same guards in one order
+(`_start_append`), is cut into batches and encoded (core/format), and goes to
+`_write`: the roll rule, Kafka's, decides for each batch whether a new segment
+starts first (`LogSegment.should_roll`, books.pyx), and each segment's share
+is written with one ``write()`` (`LogSegment.append`), so a record is never
+torn and never interleaved with another writer's. What a write changes is kept
+by its owners: the segment's books, what the next flush syncs (`Unflushed`),
+the live keys (`LiveKeys`); a failed write leaves nothing behind and takes the
+partition offline unless it failed cleanly (`Failure.write_failed`).
+
+The one-line fast path (_line.pyx) encodes and writes in C, and keeps the
+same books through the same owners.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import InvalidRecordError, ReadOnlyError
+from ..format import batching, compression, validate
+from ..format.batching import BatchInfo
+from ..format.record import NO_TIMESTAMP
+from ..storage import LogSegment
+from .state import PartitionState
+
+
+class LogAppends:
+    """`Log.append`, `append_packed` and `append_batches`, and the roll."""
+
+    def __init__(self, state: PartitionState) -> None:
+        self.state = state
+
+    def append(
+        self,
+        values: Sequence[bytes | None],
+        *,
+        keys: Sequence[bytes | None] | None = None,
+        headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
+        timestamp: int | Sequence[int] | None = None,
+    ) -> int:
+        """Append records; returns the offset of the first.
+
+        The records are cut into batches of at most max.message.bytes and
+        written with one write() per segment touched, so a record is never
+        torn and never interleaved with another writer's.
+
+        Raises:
+            ReadOnlyError: the log was opened read-only.
+            LogFailedError: the partition is offline.
+            InvalidRecordError: a compacted partition's record without a key.
+            RecordTooLargeError: a single record does not fit max.message.bytes.
+        """
+        first = self._start_append()
+        if not values:
+            return first
+        config = self.state.config
+        if config.compact and (keys is None or None in keys):
+            raise self._keys_required()
+        now = self.state.clock()
+        timestamp, timestamp_type = batching.timestamp_for(config, timestamp, now)
+        encoded = batching.encode_values(
+            config, first, values, keys, headers, timestamp, timestamp_type
+        )
+        self._write(encoded, now)
+        return first
+
+    def append_packed(self, packed: bytes | memoryview, lengths: np.ndarray) -> int:
+        """Append keyless, headerless records given packed: each value followed by
+        one separator byte (lines with their ``\\n``); ``lengths`` are the values'.
+
+        Same result and errors as ``append`` of the values, without making a
+        Python object per record. Returns the offset of the first.
+        """
+        first = self._start_append()
+        if not len(lengths):
+            return first
+        config = self.state.config
+        if config.compact:
+            raise self._keys_required()
+        encoded = None
+        codec = compression.BY_NAME[config.compression_type]
+        if codec == compression.NONE and len(lengths) >= batching.PACKED_MIN:
+            now = self.state.clock()
+            timestamp, timestamp_type = batching.timestamp_for(config, None, now)
+            encoded = batching.encode_packed(
+                config, first, packed, lengths, timestamp, timestamp_type
+            )
+        if encoded is None:  # the general encoder: compressed, few, or near the size limit
+            values, pos = [], 0
+            for length in lengths.tolist():
+                values.append(bytes(packed[pos : pos + length]))
+                pos += length + 1
+            return self.append(values)
+        self._write(encoded, now)
+        return first
+
+    def append_batches(
+        self, batches: Sequence[bytes | memoryview], buffer: bytearray | memoryview | None = None
+    ) -> int:
+        """Append whole RecordBatch v2 batches a producer built, checked and given
+        their offsets as Kafka's broker does (validate.py): all are checked
+        before any is appended. Returns the offset of the first record.
+
+        ``buffer``: a writable buffer holding exactly ``batches`` back to back,
+        which the caller gives up: they are patched and written from there
+        instead of from a copy (the Kafka listener's received requests).
+
+        Raises:
+            ReadOnlyError: the log was opened read-only.
+            LogFailedError: the partition is offline.
+            InvalidBatchError: a batch Kafka would refuse; `BatchTooLargeError`
+                (a RecordTooLargeError too) for one over max.message.bytes.
+        """
+        first = self._start_append()
+        now = self.state.clock()
+        encoded, _ = validate.prepare_batches(batches, self.state.config, first, now, buffer)
+        if encoded:
+            self._write(encoded, now)
+        return first
+
+    def _start_append(self) -> int:
+        """The guards every append passes first, in this order; returns the
+        offset the append starts at."""
+        state = self.state
+        if not state.writable:
+            raise ReadOnlyError(f"{state.name} is read-only")
+        state.failure.require_online()
+        return state.next_offset
+
+    def _keys_required(self) -> InvalidRecordError:
+        state = self.state
+        return InvalidRecordError(
+            f"{state.name} is compacted (cleanup.policy="
+            f"{state.config.cleanup_policy}): every record needs a key"
+        )
+
+    def _write(self, encoded: list[tuple[bytes, BatchInfo]], now: int) -> None:
+        """Write encoded batches, rolling where the roll rule says, each
+        segment's share in one write."""
+        state = self.state
+        try:
+            start, pending, segment = 0, 0, state.active_segment
+            for i, (_, info) in enumerate(encoded):
+                # the batches of this segment's share count as written for the rule
+                first = encoded[start][1].max_timestamp if pending else NO_TIMESTAMP
+                if segment.should_roll(info, now, pending, first):
+                    self._write_to(segment, encoded[start:i])
+                    segment = self.roll()
+                    start, pending = i, 0
+                pending += info.size
+            self._write_to(segment, encoded[start:])
+        except OSError as e:
+            state.failure.write_failed(e, state.recovery_point)
+            raise
+
+    def _write_to(self, segment: LogSegment, encoded: list[tuple[bytes, BatchInfo]]) -> None:
+        """One segment's share: written, then its records noted for the next
+        flush and its keys for the live keys."""
+        if encoded:
+            before = segment.next_offset
+            segment.append([b for b, _ in encoded], [info for _, info in encoded])
+            self.state.unflushed.appended(segment, segment.next_offset - before)
+            self.state.keys.appended(batch for batch, _ in encoded)
+
+    def roll(self) -> LogSegment:
+        """Close the active segment to appends and start one at next_offset."""
+        state = self.state
+        active = state.active_segment
+        if active.size == 0:
+            return active
+        active.on_become_inactive()
+        segment = LogSegment(
+            str(state.dir), state.next_offset, state.config, writable=True, created_ms=state.clock()
+        )
+        state.add_segment(segment)
+        state.unflushed.directory_changed()
+        return segment
