@@ -17,7 +17,7 @@
 #    extras, installed by pip as users install it (`pip install -e '.[test,spark]'`),
 #    editable so that the suite and .venv/bin/logfs run the checkout's code; pip compiles
 #    the Cython modules (logfs/core/format/_codec.pyx, logfs/core/log/_small.pyx,
-#    logfs/mount/_lines.pyx) and logfs/mount/_fuseinit.c in place. pip runs only
+#    logfs/mount/fuse/_lines.pyx) and logfs/mount/fuse/_fuseinit.c in place. pip runs only
 #    when pyproject.toml, setup.py or those sources have changed since the last install (a stamp
 #    .venv/.installed-<hash of them>) or what it installs is missing. The install brings,
 #    like a wheel's, logfs-pyspark-python.pth: it sets PYSPARK_PYTHON to the venv's Python
@@ -142,9 +142,10 @@ if [[ ! -e $VENV ]] || ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
 fi
 
 # pip builds the compiled parts in place (editable install): again when their sources change.
-compiled=(logfs/core/format/_codec logfs/core/log/_small logfs/mount/_lines logfs/mount/_fuseinit)
+compiled=(logfs/core/format/_codec logfs/core/log/_small logfs/mount/fuse/_lines
+    logfs/mount/fuse/_fuseinit)
 hash=$(cat pyproject.toml setup.py logfs/core/format/_codec.pyx logfs/core/log/_small.pyx \
-    logfs/mount/_lines.pyx logfs/mount/_fuseinit.c | sha256sum | cut -c1-16)
+    logfs/mount/fuse/_lines.pyx logfs/mount/fuse/_fuseinit.c | sha256sum | cut -c1-16)
 stamp=$VENV/.installed-$hash
 built=1
 for module in "${compiled[@]}"; do

@@ -52,7 +52,7 @@ from logfs.core.format.record import (
 )
 from logfs.core.format.validate import prepare_batches, split_batches
 from logfs.core.tools.offline import check
-from logfs.mount.operations import Operations
+from logfs.mount import Operations
 
 CODECS = {
     "none": DefaultRecordBatch.CODEC_NONE,

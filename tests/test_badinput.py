@@ -27,7 +27,7 @@ from logfs import Store
 from logfs.core.errors import InvalidTopicError
 from logfs.core.log.store import validate_topic_name
 from logfs.core.tools.offline import check
-from logfs.mount.operations import Operations
+from logfs.mount import Operations
 
 EXAMPLES = scale(150, 3000)
 SETTINGS = settings(

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from logfs.core.errors import FramingError, LogfsError, TooLargeError
-from logfs.mount.framing import PACKED_BYTES, LengthFramer, LineFramer, Packed, frame
+from logfs.mount.files.framing import PACKED_BYTES, LengthFramer, LineFramer, Packed, frame
 
 
 def feed_all(framer, chunks):

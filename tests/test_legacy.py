@@ -29,8 +29,8 @@ from mount_helpers import Daemon
 from logfs import Store
 from logfs.core.config import TopicConfig
 from logfs.core.log import Log, append_line
-from logfs.mount.nodes import lines as line_framer
-from logfs.mount.operations import Operations
+from logfs.mount import Operations
+from logfs.mount.tree.nodes import lines as line_framer
 
 pytestmark = [pytest.mark.timeout(300)]
 
@@ -237,7 +237,7 @@ def test_buffered_reopen_and_remount_continue_the_stream(tmp_path):
 
 
 def test_buffered_writes_cost_no_round_trip_each(tmp_path):
-    """With handle_killpriv_v2 asked at mount (logfs/mount/fuseinit.py) the kernel
+    """With handle_killpriv_v2 asked at mount (logfs/mount/fuse/fuseinit.py) the kernel
     takes a buffered write() with no request to the daemon: libfuse's own trace
     (``-o debug``) shows a handful of requests for 2,000 one-line writes, not a
     security.capability lookup per write as before."""
@@ -263,7 +263,7 @@ def test_buffered_writes_cost_no_round_trip_each(tmp_path):
 
 def test_one_line_writes_are_answered_before_pyfuse3(tmp_path):
     """The default mode's one-line write()s are appended and answered as the
-    daemon receives them (logfs/mount/_fuseinit.c): libfuse's trace shows no
+    daemon receives them (logfs/mount/fuse/_fuseinit.c): libfuse's trace shows no
     WRITE request for them; a write of two lines, one over max.message.bytes
     and one to a file whose topic was deleted take pyfuse3's way, with their
     usual answers."""

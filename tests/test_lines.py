@@ -7,7 +7,7 @@ from logfs.core.config import TopicConfig
 from logfs.core.log import lines
 from logfs.core.log.partition import Log
 from logfs.core.storage import stream
-from logfs.mount.files import ReadAhead
+from logfs.mount.files.generated import ReadAhead
 
 
 def whole_stream(log) -> bytes:

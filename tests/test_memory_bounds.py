@@ -25,9 +25,9 @@ from logfs.core.errors import FileTooLargeError, TooLargeError
 from logfs.core.format import Record
 from logfs.core.log import Log
 from logfs.mount import errnos
-from logfs.mount.files import CONFIG_MAX_BYTES, READ_AHEAD_REQUEST, ReadAhead
-from logfs.mount.framing import LineFramer, frame
-from logfs.mount.memory import Pool, RecordCache, record_cost
+from logfs.mount.files.framing import LineFramer, frame
+from logfs.mount.files.generated import CONFIG_MAX_BYTES, READ_AHEAD_REQUEST, ReadAhead
+from logfs.mount.files.memory import Pool, RecordCache, record_cost
 
 MB = 1 << 20
 CONTROL = [b"control %d" % i for i in range(100)]
@@ -325,8 +325,7 @@ def test_key_and_config_caps_called_directly(tmp_path):
 
     from logfs.groups import Coordinator
     from logfs.mount.files import ConfigFile, KeyFile
-    from logfs.mount.tree import Root
-    from logfs.mount.view import View
+    from logfs.mount.tree import Root, View
 
     store = Store(tmp_path / "data")
     store.create_topic("kv", 1, {"cleanup.policy": "compact", "max.message.bytes": "1000"})

@@ -24,7 +24,7 @@ import pytest
 from mount_helpers import LOGFS, Daemon, force_unmount, mount_type, sh, wait_mounted
 
 from logfs import Store
-from logfs.mount.framing import frame
+from logfs.mount.files.framing import frame
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
 

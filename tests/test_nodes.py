@@ -15,9 +15,9 @@ from logfs import Store
 from logfs.core.client import delivery, names
 from logfs.core.errors import LogfsError
 from logfs.core.tools.offline import check
-from logfs.mount import nodes, tree
+from logfs.mount import Operations
 from logfs.mount.errnos import errno_for
-from logfs.mount.operations import Operations
+from logfs.mount.tree import directories, nodes
 
 
 class Mount:
@@ -58,17 +58,17 @@ def mount(tmp_path):
 @pytest.mark.parametrize(
     "path, kind",
     [
-        ((), tree.Root),
-        (("t",), tree.Topic),
+        ((), directories.Root),
+        (("t",), directories.Topic),
         (("t", "append"), nodes.TopicAppend),
         (("t", "append.bin"), nodes.TopicAppendBin),
         (("t", "append.batches"), None),  # whole batches go to one partition
         (("t", "config"), nodes.Config),
-        (("t", "keys"), tree.KeysDir),
+        (("t", "keys"), directories.KeysDir),
         (("t", "keys", "alice"), nodes.Key),
         (("t", "keys", "alice", "x"), None),
-        (("t", "0"), tree.Partition),
-        (("t", "12"), tree.Partition),
+        (("t", "0"), directories.Partition),
+        (("t", "12"), directories.Partition),
         (("t", "01"), None),  # one path per partition
         (("t", "x"), None),
         (("t", "0", "append"), nodes.Append),
@@ -78,7 +78,7 @@ def mount(tmp_path):
         (("t", "0", "stream"), nodes.Stream),
         (("t", "0", "stream", "x"), None),
         (("t", "0", "state"), nodes.State),
-        (("t", "0", "offset"), tree.OffsetDir),
+        (("t", "0", "offset"), directories.OffsetDir),
         (("t", "0", "offset", "7"), nodes.Offset),
         (("t", "0", "offset", "07"), None),
         (("t", "0", "offset", "-1"), None),
@@ -92,7 +92,7 @@ def mount(tmp_path):
     ],
 )
 def test_the_kind_of_a_path_comes_from_its_shape(path, kind):
-    assert tree.node_class(path) is kind
+    assert directories.node_class(path) is kind
 
 
 def test_a_path_that_is_not_there_gets_no_inode(mount):

@@ -21,10 +21,10 @@ from logfs import Store
 from logfs.core.format.record import encode_batch
 from logfs.core.log.partitioner import partition_for_key
 from logfs.core.tools.offline import check
+from logfs.mount import Operations
 from logfs.mount.errnos import errno_for
-from logfs.mount.framing import frame
-from logfs.mount.operations import Operations
-from logfs.mount.tree import OFFSET_LISTING
+from logfs.mount.files.framing import frame
+from logfs.mount.tree.directories import OFFSET_LISTING
 
 
 class FS:
@@ -561,7 +561,7 @@ def test_the_mount_reaches_logs_only_through_their_methods():
         "loaded",
     }
     found = []
-    sources = sorted(Path(logfs.mount.__file__).parent.glob("*.py"))
+    sources = sorted(Path(logfs.mount.__file__).parent.rglob("*.py"))
     assert len(sources) > 1, sources  # the package itself and its modules
     for path in sources:
         for node in ast.walk(ast.parse(path.read_text())):

@@ -35,7 +35,7 @@ from stress import report, scale
 from logfs import Store
 from logfs.core.tools.offline import check
 from logfs.daemon import Flusher
-from logfs.mount.operations import Operations
+from logfs.mount import Operations
 
 REAL_FSYNC = os.fsync
 REAL_FDATASYNC = os.fdatasync

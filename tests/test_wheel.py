@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPILED = {
     "logfs/core/format/_codec": ".pyx",
     "logfs/core/log/_small": ".pyx",
-    "logfs/mount/_lines": ".pyx",
-    "logfs/mount/_fuseinit": ".c",
+    "logfs/mount/fuse/_lines": ".pyx",
+    "logfs/mount/fuse/_fuseinit": ".c",
 }
 PLAIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 
-from ..core.config import flush_messages_reached
-from ..core.log import Log, append_line
+from ...core.config import flush_messages_reached
+from ...core.log import Log, append_line
 from .framing import Batches, BatchFramer, Framed, LengthFramer, LineFramer, Packed
-from .view import OpenFile, View
+from .openfile import OpenFile, Shared
 
 # At most this many bytes of unread receipts are kept per open append file:
 # a reader of receipts reads them as it goes, others never open for reading.
@@ -31,7 +31,7 @@ class AppendFile(OpenFile):
 
     def __init__(
         self,
-        view: View,
+        view: Shared,
         topic: str,
         partition: int | None,
         framer: LineFramer | LengthFramer | BatchFramer,

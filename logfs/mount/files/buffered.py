@@ -32,11 +32,10 @@ import sys
 import pyfuse3
 import trio
 
-from ..core.errors import FramingError, LogfsError
-from . import fuseinit
+from ...core.errors import FramingError, LogfsError
 from .appendfile import AppendFile
 from .framing import BatchFramer, LengthFramer, LineFramer
-from .view import OpenFile, View
+from .openfile import OpenFile, Shared
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +194,7 @@ class BufferedAppends:
 
     def open(
         self,
-        view: View,
+        view: Shared,
         path: tuple,
         topic: str,
         partition: int | None,
@@ -244,11 +243,6 @@ class BufferedAppends:
         the write back with sync_file_range(2), which sends no fsync: what
         reaches the log is made durable by the flush policy, as any append."""
         await trio.sleep(WRITE_BACK_INTERVAL)
-        if not fuseinit.asked():
-            logger.warning(
-                "the kernel was not asked for handle_killpriv_v2 (pyfuse3 imported before "
-                "logfs.mount, or _fuseinit not built): each buffered write() costs a round trip"
-            )
         try:
             while True:
                 await self.write_back_open_files()

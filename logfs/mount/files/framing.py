@@ -39,8 +39,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..core.errors import FramingError, TooLargeError
-from ..core.format import line_lengths, split_batches
+from ...core.errors import FramingError, TooLargeError
+from ...core.format import line_lengths, split_batches
 
 PACKED_BYTES = 4096  # writes of at least this much are cut into lines by the compiled codec
 

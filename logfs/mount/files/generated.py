@@ -1,22 +1,23 @@
 """What the mount keeps per open file, and the text of the generated files.
 
-Each ``open()`` of a mount file gets an `OpenFile` (view.py) of its kind; the
-FUSE layer finds it by file handle and hands it every read, write, flush and
-fsync. These hold only per-open state (snapshots, edited copies, read
-cursors); the data is in the store, reached through the `View` they were
-opened with. The append files are in appendfile.py.
+Each ``open()`` of a mount file gets an `OpenFile` (openfile.py) of its kind;
+the FUSE layer finds it by file handle and hands it every read, write, flush
+and fsync. These hold only per-open state (snapshots, edited copies, read
+cursors); the data is in the store, reached through the mount's state they
+were opened with (`Shared`: the tree's `View`). The append files are in
+appendfile.py.
 """
 
 from __future__ import annotations
 
 import json
 
-from ..core.config import TopicConfig, read_properties, write_properties
-from ..core.errors import FileTooLargeError
-from ..core.format import max_record_bytes
-from ..core.log import FromStream, Log
+from ...core.config import TopicConfig, read_properties, write_properties
+from ...core.errors import FileTooLargeError
+from ...core.format import max_record_bytes
+from ...core.log import FromStream, Log
 from .memory import Pool
-from .view import OpenFile, View
+from .openfile import OpenFile, Shared
 
 # A stream is decoded this many bytes of log at a time, doubling while the
 # reader reads on: numpy's per-call costs fade over big regions; a reader of
@@ -61,7 +62,7 @@ class KeyFile(OpenFile):
 
     def __init__(
         self,
-        view: View,
+        view: Shared,
         key: bytes,
         path: tuple[str, ...],
         data: bytes,
@@ -120,11 +121,10 @@ class KeyFile(OpenFile):
             self.changed = self.written = False
             self.view.store.append_to_topic(self.topic, [bytes(self.buffer)], [self.key])
         finally:
-            self.view.keys.pending.discard(self.path)
-            self.view.refresh_keys(self.topic)
+            self.view.key_appended(self.path)
 
 
-def key_value_limit(view: View, topic: str, key: bytes | None) -> int:
+def key_value_limit(view: Shared, topic: str, key: bytes | None) -> int:
     """The largest value a record with ``key`` may have in ``topic``."""
     return max(0, max_record_bytes(view.store.topic_config(topic)) - len(key or b""))
 
@@ -151,7 +151,7 @@ class ConfigFile(SnapshotFile):
     unterminated last line.
     """
 
-    def __init__(self, view: View, topic: str, *, merge: bool) -> None:
+    def __init__(self, view: Shared, topic: str, *, merge: bool) -> None:
         super().__init__(config_text(view.store.topic_config(topic)))
         self.view = view
         self.topic = topic
@@ -221,7 +221,7 @@ class StreamFile(OpenFile):
     of the reader (`ReadAhead`)."""
 
     def __init__(
-        self, view: View, topic: str, partition: int, source: FromStream | None = None
+        self, view: Shared, topic: str, partition: int, source: FromStream | None = None
     ) -> None:
         self.view = view
         self.topic = topic

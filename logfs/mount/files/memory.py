@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Hashable
 
-from ..core.format import Record
+from ...core.format import Record
 
 # Cached record values, keys and headers per mount.
 RECORD_CACHE_BYTES = 64 << 20

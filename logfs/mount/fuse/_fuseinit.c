@@ -11,7 +11,7 @@
  * system clears those bits itself (logfs keeps none on files) and the kernel
  * stops asking once it has seen a file without them.
  *
- * How: this library is loaded with RTLD_GLOBAL before pyfuse3 (mount/fuseinit.py),
+ * How: this library is loaded with RTLD_GLOBAL before pyfuse3 (mount/fuse/fuseinit.py),
  * so pyfuse3's call of libfuse's fuse_session_mount() reaches the function below.
  * It mounts with libfuse's own function, then hands the session a custom I/O
  * (fuse_session_custom_io, libfuse >= 3.14) whose writev() is the plain system
@@ -49,11 +49,11 @@ struct custom_io {
     void *splice_send;
 };
 
-/* Read by mount/fuseinit.py: 1 once the INIT reply carried the flag. */
+/* Read by mount/fuse/fuseinit.py: 1 once the INIT reply carried the flag. */
 int logfs_killpriv_v2_asked = 0;
 
-/* The one-line write() of the default mode (mount/fuseinit.py, `set_write_hook`,
- * and mount/_lines.pyx): a WRITE request whose data is exactly one line goes to
+/* The one-line write() of the default mode (mount/fuse/fuseinit.py, `set_write_hook`,
+ * and mount/fuse/_lines.pyx): a WRITE request whose data is exactly one line goes to
  * `take(fh, data)`, with the GIL that pyfuse3 holds while it receives a request.
  * It answers -1 (not taken: libfuse and pyfuse3 get the request as always), 0
  * (the line is in the segment file) or an errno. A taken request is answered

@@ -21,10 +21,9 @@ fsync.
 import errno
 import logging
 
-from ..core.log import write_line
-from .appendfile import AppendFile
-from .errnos import failed
-from .framing import LineFramer
+from ...core.log import write_line
+from ..errnos import failed
+from ..files import AppendFile, LineFramer
 
 logger = logging.getLogger(__name__)
 

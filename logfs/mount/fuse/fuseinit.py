@@ -44,7 +44,7 @@ def set_write_hook(
     line before pyfuse3 does: it answers -1 to leave the request to pyfuse3,
     0 once the line is in the log's file, or an errno; after an answer of 0
     the request is answered and ``done()`` called. Both run inside pyfuse3's
-    receive, on the trio thread, and must not raise or wait (mount/_lines.pyx).
+    receive, on the trio thread, and must not raise or wait (mount/fuse/_lines.pyx).
     None twice removes them. False where the library is not in use (the
     mount then works without it)."""
     if _library is None:

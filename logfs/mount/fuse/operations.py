@@ -1,11 +1,12 @@
 """pyfuse3 Operations: the mount's tree over a Store (see docs/mount.md).
 
 Handlers resolve the inode and hand the request to its node or open file:
-what each kind of node is and does is in tree.py (directories) and nodes.py
-(files), what an open file holds and does in files.py and appendfile.py, the
-state they share in view.py, the line, binary and batch framing in
-framing.py. Every error becomes the errno the one table of errors gives it
-(core/errors.py, read by errnos.py); only `FUSEError` leaves a handler.
+what each kind of node is and does is in the tree room (tree/directories.py,
+tree/nodes.py), what an open file holds and does in the files room
+(files/generated.py, files/appendfile.py), the state they share in
+tree/view.py, the line, binary and batch framing in files/framing.py. Every
+error becomes the errno the one table of errors gives it (core/errors.py,
+read by mount/errnos.py); only `FUSEError` leaves a handler.
 """
 
 from __future__ import annotations
@@ -21,13 +22,11 @@ from collections.abc import Awaitable, Callable
 import pyfuse3
 import trio
 
-from ..core.log import Log, Store
-from ..groups import Coordinator
-from .buffered import BufferedAppends
-from .errnos import fail, fuse_errors, log_rejected
-from .lives import Caller, TopicLife
-from .tree import Root, resolve
-from .view import DATA_OWNER, OpenFile, Ownership, View
+from ...core.log import Log, Store
+from ...groups import Coordinator
+from ..errnos import fail, fuse_errors, log_rejected
+from ..files import BufferedAppends, OpenFile
+from ..tree import DATA_OWNER, Caller, Ownership, Root, TopicLife, View, resolve
 
 logger = logging.getLogger(__name__)
 

@@ -12,21 +12,24 @@ become records) and, once the store is flushed, `unmount`.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Awaitable, Callable
 
 import pyfuse3
 import trio
 
-from ..core.log import Log, Store
-from ..groups import Coordinator
+from ...core.log import Log, Store
+from ...groups import Coordinator
+from ..tree import DATA_OWNER, Ownership
 from . import fuseinit
 from ._lines import LineWrites
-from .lives import Ownership
 from .operations import Operations
-from .view import DATA_OWNER
+
+logger = logging.getLogger(__name__)
 
 WRITE_BACK_TIMEOUT = 10.0  # seconds a signalled daemon gives the kernel's dirty pages
+KILLPRIV_CHECK_AFTER = 1.0  # seconds: the kernel's INIT is answered by then
 
 
 class FuseMount:
@@ -41,7 +44,7 @@ class FuseMount:
         fuse_options: options for the kernel and libfuse (``allow_other``, ``ro``...).
         partitions: partitions of a topic made by mkdir.
         owner: the owner, group and modes the mount shows.
-        buffered: the buffered mode (``-o acks=0``, buffered.py).
+        buffered: the buffered mode (``-o acks=0``, files/buffered.py).
     """
 
     def __init__(
@@ -92,6 +95,17 @@ class FuseMount:
         buffered mode's write-backs."""
         if self.ops.buffered is not None:
             nursery.start_soon(self.ops.buffered.run)
+            nursery.start_soon(self._check_killpriv)
+
+    async def _check_killpriv(self) -> None:
+        """The buffered mode works without ``handle_killpriv_v2`` (fuseinit.py),
+        at a round trip per write(): say so, once the kernel's INIT is answered."""
+        await trio.sleep(KILLPRIV_CHECK_AFTER)
+        if not fuseinit.asked():
+            logger.warning(
+                "the kernel was not asked for handle_killpriv_v2 (pyfuse3 imported before "
+                "logfs.mount, or _fuseinit not built): each buffered write() costs a round trip"
+            )
 
     async def stop(self) -> None:
         """End `serve`; in the buffered mode, what the kernel holds of open

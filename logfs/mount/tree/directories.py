@@ -31,11 +31,11 @@ import json
 import os
 import stat
 
-from ..core.client import names
-from ..core.config import INTERNAL_TOPICS
-from .errnos import fail
-from .files import KeyFile
-from .groups import Group, GroupFile, listed
+from ...core.client import names
+from ...core.config import INTERNAL_TOPICS
+from ..errnos import fail
+from ..files import KeyFile, OpenFile
+from .groupfiles import Group, GroupFile, listed
 from .lives import Caller, permits
 from .nodes import (
     Append,
@@ -52,7 +52,7 @@ from .nodes import (
     TopicAppend,
     TopicAppendBin,
 )
-from .view import Node, OpenFile, Stat, View
+from .view import Node, Stat, View
 
 OFFSET_LISTING = 100  # `ls offset/` shows the newest this many offsets
 DIRECTORY = Stat(stat.S_IFDIR | 0o755)
@@ -128,7 +128,7 @@ class SegmentDir(Directory):
 
 class GroupsDir(Directory):
     """``<topic>/<p>/groups/``: a file per consumer group with an offset
-    committed for the partition (groups.py)."""
+    committed for the partition (groupfiles.py)."""
 
     __slots__ = ()
     in_partition = True

@@ -16,9 +16,9 @@ from __future__ import annotations
 import errno
 import stat
 
-from .errnos import fail
-from .files import SnapshotFile
-from .view import Node, OpenFile, Stat, View
+from ..errnos import fail
+from ..files import OpenFile, SnapshotFile
+from .view import Node, Stat, View
 
 WRITABLE = stat.S_IFREG | 0o644
 

@@ -8,7 +8,7 @@ so that the kernel's cached attributes of those files can be dropped.
 
 from __future__ import annotations
 
-from ..core.log import Log, Store, key_name, name_key
+from ...core.log import Log, Store, key_name, name_key
 
 
 class Keys:

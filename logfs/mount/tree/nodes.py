@@ -1,5 +1,5 @@
 """The mount's files, one class per kind: what each shows, its attributes,
-and the open file it gives (files.py, appendfile.py).
+and the open file it gives (the files room's generated.py, appendfile.py).
 
 Caching: ``offset/<n>`` files are cached for a minute (a record never
 changes; a deleted topic's paths get new inodes); ``keys/<name>``,
@@ -19,25 +19,28 @@ import os
 import stat
 import time
 
-from ..core.client import names
-from ..core.config import TopicConfig
-from ..core.errors import FileTooLargeError, OffsetOutOfRangeError
-from ..core.format import Record, max_record_bytes
-from ..core.log import FromStream, Log
-from .appendfile import AppendFile
-from .buffered import ATTR_TIMEOUT
-from .errnos import fail
-from .files import (
+from ...core.client import names
+from ...core.config import TopicConfig
+from ...core.errors import FileTooLargeError, OffsetOutOfRangeError
+from ...core.format import Record, max_record_bytes
+from ...core.log import FromStream, Log
+from ..errnos import fail
+from ..files import (
+    ATTR_TIMEOUT,
+    AppendFile,
+    BatchFramer,
     ConfigFile,
     KeyFile,
+    LengthFramer,
+    LineFramer,
+    OpenFile,
     SnapshotFile,
     StreamFile,
     config_text,
     key_value_limit,
     state_text,
 )
-from .framing import BatchFramer, LengthFramer, LineFramer
-from .view import Node, OpenFile, Stat, View
+from .view import Node, Stat, View
 
 REGULAR = stat.S_IFREG | 0o444
 WRITABLE = stat.S_IFREG | 0o644

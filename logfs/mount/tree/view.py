@@ -1,14 +1,15 @@
 """What the mount's handlers, nodes and open files share, and what every kind
-of them is.
+of node is.
 
 `View` is the mount's state over a store: the inode table, the live keys,
 the owner and modes it shows, the streams being counted, and how a log is
 made durable (the flusher's worker thread, else in line). `Node` is one
-path below the mount point and `OpenFile` one open() of it; a subclass per
-kind (tree.py for directories, nodes.py for files, files.py and appendfile.py
-for open files) says what that kind does. These base classes answer the errno
-of "not this kind" for the rest, so the FUSE handlers never ask which kind a
-node or a file is.
+path below the mount point; a subclass per kind (directories.py for
+directories, nodes.py, keyfiles.py and groupfiles.py for files) says what
+that kind does, and the open file it gives (an `OpenFile` of the files
+room) what one open() of it does. This base class answers the errno of
+"not this kind" for the rest, so the FUSE handlers never ask which kind a
+node is.
 
 Inodes are handed out on lookup and dropped when the kernel forgets them, so
 ``offset/<n>`` files cost memory only while the kernel holds them.
@@ -27,15 +28,15 @@ from typing import NamedTuple
 import pyfuse3
 import trio
 
-from ..core.client import names
-from ..core.config import flush_messages_reached
-from ..core.log import FromStream, Log, PartitionStream, Store, Uncounted
-from ..groups import Coordinator
-from .errnos import fail
+from ...core.client import names
+from ...core.config import flush_messages_reached
+from ...core.log import FromStream, Log, PartitionStream, Store, Uncounted
+from ...groups import Coordinator
+from ..errnos import fail
+from ..files import OpenFile, Pool, RecordCache
 from .inodes import InodeTable
-from .keys import Keys
+from .keyfiles import Keys
 from .lives import Caller, Lives, Ownership, TopicLife
-from .memory import Pool, RecordCache
 
 ROOT_INODE = pyfuse3.ROOT_INODE
 
@@ -51,50 +52,6 @@ class Stat(NamedTuple):
     size: int = 0
     mtime_ns: int | None = None  # None: when the mount started
     timeout: float = 1.0  # how long the kernel may cache the entry and attributes
-
-
-class OpenFile:
-    """One open() of a node: what it holds until release().
-
-    The class attributes are the `pyfuse3.FileInfo` flags it is opened with
-    (an instance may set its own): ``direct_io`` sends every read and write to
-    the daemon as-is, ``keep_cache`` lets the page cache keep the file across
-    opens, ``nonseekable`` refuses lseek.
-    """
-
-    direct_io = True
-    keep_cache = True
-    nonseekable = False
-
-    def info(self, fh: int) -> pyfuse3.FileInfo:
-        return pyfuse3.FileInfo(
-            fh=fh,
-            direct_io=self.direct_io,
-            keep_cache=self.keep_cache,
-            nonseekable=self.nonseekable,
-        )
-
-    async def read(self, offset: int, size: int) -> bytes | memoryview:
-        raise fail(errno.EBADF)
-
-    async def write(self, offset: int, data: bytes) -> None:
-        raise fail(errno.EBADF)
-
-    async def flush(self) -> None:
-        """close(): what the file still holds takes effect; errors reach close()."""
-
-    async def fsync(self) -> None:
-        """fsync(): returns once what was written through this file is durable."""
-
-    def truncate(self, size: int) -> None:
-        raise fail(errno.EBADF)
-
-    async def release(self) -> None:
-        """The last close of the file: as a close, unless a kind holds more."""
-        await self.flush()
-
-    def unmount(self) -> None:
-        """At unmount: what must not be lost of what this file holds."""
 
 
 class Node:
@@ -345,6 +302,13 @@ class View:
                 ROOT_INODE, os.fsencode(topic), deleted=inode, ignore_enoent=True
             )
         self.inodes.unlink_prefix((topic,))
+
+    def key_appended(self, path: tuple[str, ...]) -> None:
+        """``keys/<name>`` at ``path`` was appended to (or the append failed):
+        no longer a key created and not written, and the kernel forgets the
+        attributes of the keys its topic's appends changed."""
+        self.keys.pending.discard(path)
+        self.refresh_keys(path[0])
 
     def refresh_keys(self, topic: str) -> None:
         """The kernel keeps a ``keys/`` file's attributes for a second: after
