@@ -64,6 +64,21 @@ class BufferedAppend:
         self.error: Exception | None = None  # raised at the next fsync/close
         self.opens = 0
 
+    def opened(self, file: AppendFile, *, truncate: bool) -> None:
+        """One more open of the path: ``file`` (the topic's settings as they are
+        now) frames what follows, the unframed tail carried over to it; with
+        ``truncate`` the stream starts again."""
+        if file is not self.file:
+            file.framer.pending = self.file.framer.pending
+            self.file = file
+        if truncate:
+            self.truncate()
+        self.opens += 1
+
+    def released(self) -> None:
+        """One open fewer."""
+        self.opens -= 1
+
     def write(self, offset: int, data: bytes) -> None:
         """The kernel sends ``data`` for stream ``offset``: frame what is new."""
         end = offset + len(data)
@@ -121,7 +136,7 @@ class BufferedAppend:
             except (FramingError, LogfsError, OSError) as e:
                 dropped, first = dropped + 1, e if not dropped else first
                 if piece.endswith(b"\n"):  # the line is over: what follows is framed anew
-                    framer.pending, framer.discarding = b"", False
+                    framer.restart()
         if dropped:
             self._report(first, f"{dropped} line(s)")
 
@@ -207,12 +222,8 @@ class BufferedAppends:
         file = AppendFile(view, topic, partition, framer, os.O_WRONLY)
         if stream is None or stream.topic != topic:
             stream = self.streams[path] = BufferedAppend(path, file)
-        else:  # the unframed tail carries over
-            file.framer.pending = stream.file.framer.pending
-            stream.file = file
-        if flags & os.O_TRUNC:  # the kernel's size went back to 0, unasked
-            stream.truncate()
-        stream.opens += 1
+        # O_TRUNC: the kernel's size went back to 0, unasked
+        stream.opened(file, truncate=bool(flags & os.O_TRUNC))
         return BufferedAppendFile(stream)
 
     def truncate(self, path: tuple) -> None:
@@ -369,7 +380,7 @@ class BufferedAppendFile(OpenFile):
         try:
             await self.flush()
         finally:
-            self.stream.opens -= 1
+            self.stream.released()
 
     def unmount(self) -> None:
         self.stream.finish()

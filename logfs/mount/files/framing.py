@@ -119,6 +119,10 @@ class LineFramer:
             raise TooLargeError(f"a record of {int(lengths.max())} bytes exceeds {self.max_bytes}")
         return Packed(memoryview(text)[:end], lengths), tail
 
+    def restart(self) -> None:
+        """Frame what follows anew: the pending tail and a line being discarded dropped."""
+        self.pending, self.discarding = b"", False
+
     def single_line(self, data: bytes) -> bytes | None:
         """The value when ``data`` is exactly one whole unkeyed line, short
         enough, with nothing pending: what loggers write per write(); None

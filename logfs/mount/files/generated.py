@@ -69,6 +69,7 @@ class KeyFile(OpenFile):
         *,
         writing: bool,
         changed: bool = False,
+        direct: bool = False,
     ) -> None:
         self.view = view
         self.key, self.path = key, path
@@ -76,8 +77,10 @@ class KeyFile(OpenFile):
         self.changed = changed  # the content differs from the value last appended
         self.written = False  # write() since the last append
         # Read-only opens go through the page cache, refreshed at each open so
-        # that nothing is read past the end of a value that shrank.
-        self.direct_io = self.keep_cache = writing
+        # that nothing is read past the end of a value that shrank; ``direct``
+        # ones never do (the buffered mode, where the kernel keeps sizes).
+        self.keep_cache = writing
+        self.direct_io = writing or direct
 
     @property
     def topic(self) -> str:

@@ -83,7 +83,7 @@ class Operations(pyfuse3.Operations):
         self.buffered = BufferedAppends(mountpoint) if buffered else None
         self.view = View(
             store,
-            Root(()),
+            Root(),
             groups or Coordinator(store),
             owner,
             sync,
@@ -113,7 +113,7 @@ class Operations(pyfuse3.Operations):
         node = resolve(self.view, path)
         await node.count(self.view)
         attrs = self.view.attrs(node)
-        node.lookups += 1
+        self.inodes.looked_up(node)
         return attrs
 
     async def forget(self, inode_list):
@@ -196,7 +196,7 @@ class Operations(pyfuse3.Operations):
                 token, os.fsencode(entries[i]), self.view.attrs(child), i + 1
             ):
                 break
-            child.lookups += 1
+            self.inodes.looked_up(child)
 
     async def releasedir(self, fh):
         self._listings.pop(fh, None)
@@ -221,7 +221,7 @@ class Operations(pyfuse3.Operations):
         """Only ``keys/<k>`` of a compacted topic can be created (a new key,
         written at close); the rest of the tree is fixed."""
         node, file = self.view.node(parent_inode).create(self.view, os.fsdecode(name))
-        node.lookups += 1
+        self.inodes.looked_up(node)
         fh = self._add(file, node.life, writing=True)
         return file.info(fh), self.view.attrs(node)
 

@@ -36,7 +36,7 @@ from ...core.config import INTERNAL_TOPICS
 from ..errnos import fail
 from ..files import KeyFile, OpenFile
 from .groupfiles import Group, GroupFile, listed
-from .lives import Caller, permits
+from .lives import Caller, TopicLife, permits
 from .nodes import (
     Append,
     AppendBatches,
@@ -52,7 +52,7 @@ from .nodes import (
     TopicAppend,
     TopicAppendBin,
 )
-from .view import Node, Stat, View
+from .view import ROOT_INODE, Node, Stat, View
 
 OFFSET_LISTING = 100  # `ls offset/` shows the newest this many offsets
 DIRECTORY = Stat(stat.S_IFDIR | 0o755)
@@ -247,6 +247,11 @@ class Topic(Directory):
 class Root(Directory):
     __slots__ = ()
 
+    def __init__(
+        self, path: tuple[str, ...] = (), life: TopicLife | None = None, inode: int = ROOT_INODE
+    ) -> None:
+        super().__init__(path, life, inode)
+
     @classmethod
     def child(cls, name: str) -> type[Node] | None:
         # The group coordinator's internal topic is not shown, as Kafka hides it.
@@ -273,8 +278,8 @@ class Root(Directory):
         anyone else)."""
         if view.partitions(name) is None:
             raise fail(errno.ENOENT)
-        topic = view.inodes.at((name,)) or Topic((name,))  # no inode for a name unseen
-        topic.life = topic.life or view.lives.life(name)
+        # a name the kernel was never told of has no inode: only its attributes are asked
+        topic = view.inodes.at((name,)) or Topic((name,), view.lives.life(name))
         here, there = view.attrs(self), view.attrs(topic)
         if not permits(caller, here, os.W_OK | os.X_OK):
             raise fail(errno.EACCES)
@@ -335,8 +340,8 @@ def resolve(view: View, path: tuple[str, ...]) -> Node:
     if cls is None:
         raise fail(errno.ENOENT)
     cls.placed(view, path)
-    node = view.inodes.at(path) or cls(path)
-    if path and node.life is None:
-        node.life = view.lives.life(path[0])
+    node = view.inodes.at(path)
+    if node is None:  # the root is always there: ``path`` names a topic's node
+        node = cls(path, view.lives.life(path[0]), view.inodes.number())
     node.refresh(view)
     return view.inodes.add(node)

@@ -18,6 +18,7 @@ import stat
 
 from ..errnos import fail
 from ..files import OpenFile, SnapshotFile
+from .lives import TopicLife
 from .view import Node, Stat, View
 
 WRITABLE = stat.S_IFREG | 0o644
@@ -43,8 +44,8 @@ class Group(Node):
     writable = True
     pending: set[tuple[str, ...]] = set()  # files created, not yet closed
 
-    def __init__(self, path: tuple[str, ...]) -> None:
-        super().__init__(path)
+    def __init__(self, path: tuple[str, ...], life: TopicLife | None, inode: int) -> None:
+        super().__init__(path, life, inode)
         self.text = b""
 
     def refresh(self, view: View) -> None:

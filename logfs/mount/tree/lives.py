@@ -83,6 +83,10 @@ class TopicLife:
         self.changed: dict[tuple[str, ...], tuple[int, int, int]] = {}
         self.deleted = False
 
+    def end(self) -> None:
+        """The topic was deleted: its nodes and open files answer as a deleted file's."""
+        self.deleted = True
+
 
 class Lives:
     """The current life of each topic the mount has seen, on a mount with
@@ -114,4 +118,4 @@ class Lives:
         """``topic`` was deleted: its life, owner and modes end with it."""
         life = self._lives.pop(topic, None)
         if life is not None:
-            life.deleted = True
+            life.end()

@@ -40,6 +40,7 @@ from ..files import (
     key_value_limit,
     state_text,
 )
+from .lives import TopicLife
 from .view import Node, Stat, View
 
 REGULAR = stat.S_IFREG | 0o444
@@ -183,8 +184,8 @@ class Key(Node):
     compacted_only = True
     writable = True
 
-    def __init__(self, path: tuple[str, ...]) -> None:
-        super().__init__(path)
+    def __init__(self, path: tuple[str, ...], life: TopicLife | None, inode: int) -> None:
+        super().__init__(path, life, inode)
         self.found: tuple[Log, int] | None = None  # the latest record's log and offset
         self.size, self.timestamp = 0, None
 
@@ -218,10 +219,9 @@ class Key(Node):
         truncate = writing and bool(flags & os.O_TRUNC)
         key = view.keys.key_of(self.topic, self.path[2])
         data = b"" if truncate else self.value(view)
-        file = KeyFile(view, key, self.path, data, writing=writing, changed=truncate)
-        if view.buffered is not None:  # the kernel keeps a size it once knew: read direct
-            file.direct_io = True
-        return file
+        # in the buffered mode the kernel keeps a size it once knew: read direct
+        direct = view.buffered is not None
+        return KeyFile(view, key, self.path, data, writing=writing, changed=truncate, direct=direct)
 
     def truncate(self, view: View, size: int, file: OpenFile | None) -> None:
         """An open file's copy, else a new value now."""
@@ -259,8 +259,8 @@ class Offset(Node):
     __slots__ = ("size", "timestamp")
     in_partition = True
 
-    def __init__(self, path: tuple[str, ...]) -> None:
-        super().__init__(path)
+    def __init__(self, path: tuple[str, ...], life: TopicLife | None, inode: int) -> None:
+        super().__init__(path, life, inode)
         self.size, self.timestamp = 0, None
 
     def record(self, view: View) -> Record:
@@ -299,8 +299,8 @@ class Link(Node):
     in_partition = True
     timeout = 1.0
 
-    def __init__(self, path: tuple[str, ...]) -> None:
-        super().__init__(path)
+    def __init__(self, path: tuple[str, ...], life: TopicLife | None, inode: int) -> None:
+        super().__init__(path, life, inode)
         self.target = ""
 
     def stat(self, view: View) -> Stat:
@@ -365,8 +365,8 @@ class From(Stream):
 
     __slots__ = ("stream",)
 
-    def __init__(self, path: tuple[str, ...]) -> None:
-        super().__init__(path)
+    def __init__(self, path: tuple[str, ...], life: TopicLife | None, inode: int) -> None:
+        super().__init__(path, life, inode)
         self.stream: FromStream | None = None
 
     def lines(self, view: View) -> FromStream | None:

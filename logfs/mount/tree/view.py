@@ -63,18 +63,19 @@ class Node:
     in slots of their own.
     """
 
-    __slots__ = ("inode", "path", "lookups", "life")
+    __slots__ = ("inode", "path", "life")
 
     in_partition = False
     compacted_only = False
     directory = False
     writable = False
 
-    def __init__(self, path: tuple[str, ...]) -> None:
-        self.inode = 0  # given by `InodeTable.add`
+    def __init__(
+        self, path: tuple[str, ...], life: TopicLife | None = None, inode: int = 0
+    ) -> None:
         self.path = path
-        self.lookups = 0
-        self.life: TopicLife | None = None  # its topic's, set by `resolve` (None: the root)
+        self.life = life  # its topic's (None: the root)
+        self.inode = inode  # `InodeTable.number` (0: a node the kernel is never told of)
 
     @property
     def topic(self) -> str:
@@ -157,7 +158,7 @@ class Node:
         raise fail(errno.EPERM)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.inode}, /{'/'.join(self.path)}, {self.lookups})"
+        return f"{type(self).__name__}({self.inode}, /{'/'.join(self.path)})"
 
 
 class View:
