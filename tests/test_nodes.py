@@ -17,7 +17,7 @@ from logfs.core.errors import LogfsError
 from logfs.core.tools.offline import check
 from logfs.mount import Operations
 from logfs.mount.errnos import errno_for
-from logfs.mount.tree import directories, nodes
+from logfs.mount.tree import directories, nodes, records
 
 
 class Mount:
@@ -65,7 +65,7 @@ def mount(tmp_path):
         (("t", "append.batches"), None),  # whole batches go to one partition
         (("t", "config"), nodes.Config),
         (("t", "keys"), directories.KeysDir),
-        (("t", "keys", "alice"), nodes.Key),
+        (("t", "keys", "alice"), records.Key),
         (("t", "keys", "alice", "x"), None),
         (("t", "0"), directories.Partition),
         (("t", "12"), directories.Partition),
@@ -79,7 +79,7 @@ def mount(tmp_path):
         (("t", "0", "stream", "x"), None),
         (("t", "0", "state"), nodes.State),
         (("t", "0", "offset"), directories.OffsetDir),
-        (("t", "0", "offset", "7"), nodes.Offset),
+        (("t", "0", "offset", "7"), records.Offset),
         (("t", "0", "offset", "07"), None),
         (("t", "0", "offset", "-1"), None),
         (("t", "0", "offset", "\u0663"), None),  # a digit, but not an ASCII one

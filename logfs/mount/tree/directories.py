@@ -21,7 +21,7 @@ Each directory's class names the kind of each child (`Node.child`), so
 `node_class` answers from the path's shape alone; whether the topic,
 partition or offset exists is the store's to say (`resolve`). Numbers must be
 canonical decimals (``7``, not ``07``), so every record has exactly one path.
-The file kinds are in nodes.py.
+The file kinds are in nodes.py and records.py.
 """
 
 from __future__ import annotations
@@ -43,8 +43,6 @@ from .nodes import (
     AppendBin,
     Config,
     From,
-    Key,
-    Offset,
     Segment,
     State,
     Stream,
@@ -52,6 +50,7 @@ from .nodes import (
     TopicAppend,
     TopicAppendBin,
 )
+from .records import Key, Offset
 from .view import ROOT_INODE, Node, Stat, View
 
 OFFSET_LISTING = 100  # `ls offset/` shows the newest this many offsets

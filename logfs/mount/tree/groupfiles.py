@@ -14,14 +14,12 @@ names (with ``/``, ``.`` and ``..``, empty) are not listed.
 from __future__ import annotations
 
 import errno
-import stat
 
 from ..errnos import fail
 from ..files import OpenFile, SnapshotFile
 from .lives import TopicLife
+from .nodes import WRITABLE
 from .view import Node, Stat, View
-
-WRITABLE = stat.S_IFREG | 0o644
 
 
 def offset_text(view: View, group: str, topic: str, partition: int) -> bytes:
