@@ -4,14 +4,17 @@ core <- groups <- the faces (mount, kafka; spark on core alone) <- daemon <- cli
 never import each other, only the daemon room and the entry points (cli.py, ``__main__``
 modules) wire them; groups never imports kio or a face; core never imports trio, pyfuse3 or
 Spark; spark never imports trio or pyfuse3 (it runs in Spark's Python workers). Inside core:
-errors and config <- format <- storage <- log <- client <- tools. A room imports what another
-room exports (its ``__init__``), never its modules. No import circle anywhere,
-``TYPE_CHECKING`` and function-level imports included.
+errors and config <- format <- storage <- log <- client <- tools. Inside mount: errnos <- files
+<- tree <- fuse, each of the three inner rooms importing another's exports (its ``__init__``)
+only. A room imports what another room exports (its ``__init__``), never its modules. No import
+circle anywhere, ``TYPE_CHECKING`` and function-level imports included; Cython sources
+(``.pyx``, ``.pxd``) count, ``cimport`` included.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,17 +39,47 @@ FORBIDDEN = {
     "kafka": ("logfs.mount", "logfs.spark", *ABOVE, "pyspark", "pyarrow"),
     "daemon": ("logfs.spark", "logfs.cli", "pyspark", "pyarrow"),
 }
-# core's inner rooms, lowest first; a module may import its own floor and the ones below.
-FLOORS = ("errors", "config", "format", "storage", "log", "client", "tools")
+# The inner rooms of core and of mount, lowest first; a module may import its own floor and the
+# ones below.
+FLOORS = {
+    "core": ("errors", "config", "format", "storage", "log", "client", "tools"),
+    "mount": ("errnos", "files", "tree", "fuse"),
+}
 # Rooms above core whose modules are theirs alone: others import their exports.
 ROOMS = ("groups", "mount", "kafka", "spark", "daemon")
+# Inner rooms whose modules are theirs alone, inside their room too: core's from outside core,
+# mount's from anywhere (their packages: the rest are single modules, like core's errors).
+PRIVATE = {
+    "core": ("format", "storage", "log", "client", "tools"),
+    "mount": ("files", "tree", "fuse"),
+}
+# An import statement of a Cython source, ``cimport`` included (each is parsed as Python).
+CYTHON_IMPORT = re.compile(
+    r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+c?import[ \t]+(?:\([^)]*\)|[^\n#]+)|c?import[ \t]+[^\n#]+)",
+    re.MULTILINE,
+)
+
+
+def statements(path: Path) -> list[ast.AST]:
+    """The syntax tree of a Python source; of a Cython one, its import statements."""
+    text = path.read_text()
+    if path.suffix == ".py":
+        return list(ast.walk(ast.parse(text)))
+    found = []
+    for match in CYTHON_IMPORT.finditer(text):
+        statement = re.sub(r"\bcimport\b", "import", match.group().strip())
+        try:
+            found.extend(ast.walk(ast.parse(statement)))
+        except SyntaxError:  # prose in a docstring that starts like an import
+            continue
+    return found
 
 
 def imported(path: Path, module: str) -> set[str]:
     """The absolute names of the modules ``path`` (module ``module``) imports."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in statements(path):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -59,20 +92,37 @@ def imported(path: Path, module: str) -> set[str]:
     return names
 
 
-def modules(package_dir: Path) -> dict[str, Path]:
-    """Every module below ``package_dir`` by its dotted name."""
-    found = {}
-    for path in sorted(package_dir.rglob("*.py")):
+def sources(package_dir: Path) -> dict[str, list[Path]]:
+    """Every module below ``package_dir`` by its dotted name, with its sources (a Cython
+    module's ``.pyx`` and ``.pxd``)."""
+    found: dict[str, list[Path]] = {}
+    for path in sorted(p for p in package_dir.rglob("*") if p.suffix in (".py", ".pyx", ".pxd")):
         parts = path.relative_to(package_dir.parent).with_suffix("").parts
-        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+        found.setdefault(".".join(parts[:-1] if parts[-1] == "__init__" else parts), []).append(
+            path
+        )
     return found
 
 
-def _floor(module: str) -> int | None:
+def modules(package_dir: Path) -> dict[str, Path]:
+    """Every module below ``package_dir`` by its dotted name (a package: its ``__init__``)."""
+    return {module: paths[0] for module, paths in sources(package_dir).items()}
+
+
+def imports_of(package_dir: Path) -> dict[str, set[str]]:
+    """What each module below ``package_dir`` imports, from all its sources."""
+    return {
+        module: set().union(*(imported(path, module) for path in paths))
+        for module, paths in sources(package_dir).items()
+    }
+
+
+def _floor(module: str) -> tuple[str, int] | None:
+    """The room with inner rooms ``module`` is in, and the floor it is on."""
     parts = module.split(".")
-    if len(parts) < 3 or parts[1] != "core":
+    if len(parts) < 3 or parts[1] not in FLOORS or parts[2] not in FLOORS[parts[1]]:
         return None
-    return FLOORS.index(parts[2]) if parts[2] in FLOORS else None
+    return parts[1], FLOORS[parts[1]].index(parts[2])
 
 
 def exports(init: Path) -> set[str]:
@@ -94,14 +144,19 @@ def _forbidden(module: str) -> tuple[str, ...]:
     return FORBIDDEN.get(parts[1], ())
 
 
-def _private(name: str, room: str, everything: dict[str, Path]) -> bool:
-    """Whether ``name`` is a module of a room other than ``room`` that its
-    ``__init__`` does not export (core's floors count as rooms of their own)."""
-    parts = name.split(".")
+def _private(name: str, importer: str, everything: dict[str, Path]) -> bool:
+    """Whether ``name`` is a module of a room other than ``importer``'s that its
+    ``__init__`` does not export (the inner rooms of `PRIVATE` count as rooms of their own:
+    core's for a module outside core, mount's for any other module)."""
+    parts, mine = name.split("."), importer.split(".")
+    room = mine[1] if len(mine) > 1 else ""
+    inner = PRIVATE.get(parts[1], ()) if len(parts) > 2 else ()
     if len(parts) > 1 and parts[1] in ROOMS and parts[1] != room:
         package, module = ".".join(parts[:2]), ".".join(parts[:3])
-    elif _floor(name) is not None and _floor(name) >= FLOORS.index("format") and room != "core":
+    elif parts[2:3] and parts[2] in inner and (room != "core" if parts[1] == "core" else True):
         package, module = ".".join(parts[:3]), ".".join(parts[:4])
+        if mine[: len(package.split("."))] == package.split("."):
+            return False  # its own inner room
     else:
         return False
     last = len(package.split("."))
@@ -114,16 +169,15 @@ def violations(package_dir: Path) -> list[str]:
     """``module imports name`` for every import that runs against the rooms' direction."""
     found = []
     everything = modules(package_dir)
-    for module, path in everything.items():
-        room = module.split(".")[1] if "." in module else ""
+    for module, names in imports_of(package_dir).items():
         floor = _floor(module)
-        for name in sorted(imported(path, module)):
+        for name in sorted(names):
             target = _floor(name)
             if any(name == bad or name.startswith(bad + ".") for bad in _forbidden(module)):
                 found.append(f"{module} imports {name}")
-            elif floor is not None and target is not None and target > floor:
+            elif floor and target and floor[0] == target[0] and target[1] > floor[1]:
                 found.append(f"{module} imports {name} (upward)")
-            elif _private(name, room, everything):
+            elif _private(name, module, everything):
                 found.append(f"{module} imports {name} (a room's module, not its exports)")
     return found
 
@@ -132,9 +186,9 @@ def cycle(package_dir: Path) -> list[str]:
     """One import circle among the modules below ``package_dir``, or []."""
     everything = modules(package_dir)
     edges = {}
-    for module, path in everything.items():
+    for module, names in imports_of(package_dir).items():
         targets = set()
-        for name in imported(path, module):
+        for name in names:
             while name and name not in everything:
                 name = name.rpartition(".")[0]
             # a package and its own modules are one place; their imports are not a circle
@@ -176,7 +230,7 @@ def test_no_import_circle():
 
 def _package(tmp_path: Path) -> Path:
     package = tmp_path / "logfs"
-    for room in ("core", "mount", "spark", *(f"core/{f}" for f in FLOORS[2:])):
+    for room in ("core", "mount", "spark", *(f"core/{f}" for f in FLOORS["core"][2:])):
         (package / room).mkdir(parents=True)
         (package / room / "__init__.py").write_text("")
     (package / "__init__.py").write_text("")
@@ -260,6 +314,47 @@ def test_a_face_reaching_into_a_room_is_caught(tmp_path):
     assert violations(package) == [
         "logfs.mount.view imports logfs.core.log.store (a room's module, not its exports)",
         "logfs.mount.view imports logfs.core.log.store.Store (a room's module, not its exports)",
+    ]
+
+
+def test_the_mounts_inner_rooms_import_one_way_and_only_exports(tmp_path):
+    """errnos <- files <- tree <- fuse; a Cython source's imports count as any other's."""
+    package = _package(tmp_path)
+    mount = package / "mount"
+    for room in ("files", "tree", "fuse"):
+        (mount / room).mkdir()
+    (mount / "errnos.py").write_text("from .files import OpenFile\n")  # upward
+    (mount / "files" / "__init__.py").write_text(
+        "from .base import OpenFile\n__all__ = ['OpenFile']\n"
+    )
+    (mount / "files" / "base.py").write_text("from ..errnos import fail\n")  # the floor: fine
+    (mount / "files" / "appendfile.py").write_text(
+        "from .base import OpenFile\n"  # its own room's module: fine
+        "from ..tree import View\n"  # upward
+    )
+    (mount / "tree" / "__init__.py").write_text("from .view import View\n__all__ = ['View']\n")
+    (mount / "tree" / "view.py").write_text(
+        "from ..files import OpenFile\n"  # the files room's exports: fine
+        "from ..files.appendfile import AppendFile\n"  # its module: not
+    )
+    (mount / "fuse" / "__init__.py").write_text("__all__ = []\n")
+    (mount / "fuse" / "_lines.pyx").write_text(
+        '"""One-line writes.\n\nimport what the prose says, not a statement\n"""\n'
+        "cimport cython\n"
+        "from ..files cimport base\n"  # a module of the files room, cimported: not
+        "from ..tree import (\n    View,\n)\n\n"
+        "cdef class LineWrites:\n    cdef object ops\n"
+    )
+    assert violations(package) == [
+        "logfs.mount.errnos imports logfs.mount.files (upward)",
+        "logfs.mount.errnos imports logfs.mount.files.OpenFile (upward)",
+        "logfs.mount.files.appendfile imports logfs.mount.tree (upward)",
+        "logfs.mount.files.appendfile imports logfs.mount.tree.View (upward)",
+        "logfs.mount.fuse._lines imports logfs.mount.files.base (a room's module, not its exports)",
+        "logfs.mount.tree.view imports logfs.mount.files.appendfile (a room's module, "
+        "not its exports)",
+        "logfs.mount.tree.view imports logfs.mount.files.appendfile.AppendFile (a room's module, "
+        "not its exports)",
     ]
 
 
