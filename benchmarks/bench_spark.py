@@ -23,7 +23,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(HERE)]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "helpers"), str(HERE)]
 
 import os  # noqa: E402
 

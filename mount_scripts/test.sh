@@ -16,9 +16,10 @@ set -uo pipefail
 # The suites that build paths under tmp_path (data directories, mount points,
 # segment files) and finish in well under a minute together.
 FRESH_SUITES=(
-    tests/test_failure.py tests/test_cli.py tests/test_corruption.py tests/test_store.py
-    tests/test_log.py tests/test_lines.py tests/test_index.py tests/test_flusher.py
-    tests/test_operations.py tests/test_from.py tests/test_mount_record.py
+    tests/core/log/test_failure.py tests/test_cli.py tests/core/storage/test_corruption.py
+    tests/core/log/test_store.py tests/core/log/test_log.py tests/core/log/test_lines.py
+    tests/core/storage/test_index.py tests/daemon/test_flusher.py tests/mount/test_operations.py
+    tests/mount/test_from.py tests/core/client/test_mount_record.py
 )
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1

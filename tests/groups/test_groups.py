@@ -26,7 +26,7 @@ from logfs.core.log import Store
 from logfs.groups import EMPTY, PREPARING, STABLE, Coordinator, GroupError, describe_groups
 from logfs.groups.consumer import assigned_partitions, subscribed_topics
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SESSION_MS, REBALANCE_MS = 10_000, 30_000
 
 

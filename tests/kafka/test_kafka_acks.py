@@ -2,7 +2,7 @@
 after the answer loses nothing it acknowledged; without the option, or with
 acks=1, the answer comes before the fsync (flush.ms decides).
 
-The power-loss model is test_powerloss.py's: only what was fsynced survives
+The power-loss model is the mount's (helpers/powerloss.py): only what was fsynced survives
 (`DurableImage` wraps ``os.fsync``/``os.fdatasync``), the broker and the
 mount's flusher run in-process on one trio loop with the fsyncs in worker
 threads, and at a random moment the power fails."""
@@ -19,8 +19,8 @@ import pytest
 import trio
 from kafka import KafkaProducer
 from kafka_helpers import Served, call, encode_request, mounted
+from powerloss import MODES, REAL_FDATASYNC, REAL_FSYNC, DurableImage
 from test_kafka_protocol import PRODUCE, batch, produce_request
-from test_powerloss import MODES, REAL_FDATASYNC, REAL_FSYNC, DurableImage
 from waiting import wait_for
 
 from logfs import Store
@@ -39,7 +39,7 @@ def run_until_power_fails(live, *, fsync_option: bool, acks: int, seed: int, mod
     """Produce to two partitions (two producers on partition 0) until the power
     fails; returns what each partition was acknowledged (value -> offset), the
     directory that survived, and the fsyncs modelled. ``mode``: what becomes of
-    unsynced tails (test_powerloss.py's MODES), random if None."""
+    unsynced tails (powerloss.py's MODES), random if None."""
     rng = random.Random(seed)
     image = DurableImage(live)
     acked: dict[int, dict[bytes, int]] = {0: {}, 1: {}}

@@ -341,7 +341,7 @@ def test_the_internal_topic_is_hidden_from_the_mount(tmp_path):
 
 
 def test_kafkajs_consumer_group(tmp_path):
-    script = Path(__file__).parent / "kafkajs" / "group.js"
+    script = Path(__file__).resolve().parents[1] / "helpers" / "kafkajs" / "group.js"
     node_modules = Path(sys.prefix) / "node" / "node_modules"  # installed by install.sh
     assert shutil.which("node"), "node is not installed (mount_scripts/install.sh installs it)"
     assert (node_modules / "kafkajs").is_dir(), f"KafkaJS is not installed in {node_modules}"

@@ -15,7 +15,7 @@ from kafka_helpers import Served, stored
 
 from logfs.core.log import Store
 
-SCRIPT = Path(__file__).parent / "kafkajs" / "produce_admin.js"
+SCRIPT = Path(__file__).resolve().parents[1] / "helpers" / "kafkajs" / "produce_admin.js"
 # mount_scripts/install.sh (LOGFS_TEST_TOOLS=1) installs KafkaJS into the venv
 NODE_MODULES = Path(sys.prefix) / "node" / "node_modules"
 

@@ -11,9 +11,9 @@ import subprocess
 import time
 
 import pytest
+from compacted import latest
 from mount_helpers import LOGFS, Daemon
 from stress import scale
-from test_cleaner import latest
 
 from logfs import Store
 from logfs.core.log.store import CLEANER_FILE

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 import pytest
+from bombs import bomb_batch
 from mount_helpers import Daemon, sh
-from test_bombs import bomb_batch
 
 from logfs import Store
 from logfs.core.format.compression import ZSTD

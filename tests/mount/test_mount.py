@@ -28,7 +28,7 @@ from logfs.mount.files.framing import frame
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -10,47 +10,16 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from spark_helpers import JOB
 
 from logfs import Store
 from logfs.spark.source import WorkerPythonError, check_worker_python, register
 
-ROOT = Path(__file__).resolve().parent.parent
-
-# No logfs import and no register(): Spark must find the source and the workers logfs alone.
-JOB = textwrap.dedent(
-    """
-    import json, sys
-    from pyspark.sql import SparkSession
-
-    data = sys.argv[1]
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    rows = [("k1", "a"), ("k2", "b"), (None, "c")]
-    df = spark.createDataFrame(rows, "key string, value string")
-    df.write.format("logfs").option("path", data).option("topic", "t").mode("append").save()
-    df = spark.read.format("logfs").option("path", data).option("subscribe", "t").load()
-    got = sorted(
-        ((r.key.decode() if r.key is not None else None, r.value.decode(), r.offset)
-         for r in df.collect()),
-        key=lambda r: r[1],
-    )
-    print("ROWS " + json.dumps(got))
-    print("NOT_IMPORTED " + json.dumps("logfs" not in sys.modules))
-    spark.stop()
-    """
-)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def new_user_env() -> dict[str, str]:

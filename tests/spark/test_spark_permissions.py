@@ -23,7 +23,7 @@ import pytest
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
 USER = "logfs-reader"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def workdir(reader_user):
     path = Path(tempfile.mkdtemp(prefix="logfs-spark-perm-"))
     shutil.copytree(ROOT / "logfs", path / "logfs", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyspark_logfs.py", path)  # Spark registers the format from it
-    shutil.copy(ROOT / "tests" / "spark_unprivileged.py", path)
+    shutil.copy(ROOT / "tests" / "helpers" / "spark_unprivileged.py", path)
     for directory, _, files in os.walk(path):
         os.chown(directory, user.pw_uid, user.pw_gid)
         for name in files:

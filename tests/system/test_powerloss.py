@@ -2,8 +2,9 @@
 
 The mount's own code runs in-process — `Operations` handlers driven by writer
 tasks, the `Flusher` on its trio loop, fsyncs in worker threads — with
-``os.fsync`` and ``os.fdatasync`` wrapped by `DurableImage`, which keeps, per inode, the bytes a
-file had when an fsync of it began, and per directory the entries it had.
+``os.fsync`` and ``os.fdatasync`` wrapped by `DurableImage` (tests/helpers/powerloss.py),
+which keeps, per inode, the bytes a file had when an fsync of it began, and
+per directory the entries it had.
 At a random moment the "power fails": a new data directory is built from
 only that (the directory tree as last fsynced, each file as last fsynced),
 with the unsynced tail of each file dropped, kept in part, zero-filled or
@@ -21,8 +22,6 @@ from __future__ import annotations
 
 import os
 import random
-import stat
-import threading
 import time
 import zlib
 from pathlib import Path
@@ -30,6 +29,7 @@ from pathlib import Path
 import pyfuse3
 import pytest
 import trio
+from powerloss import MODES, REAL_FDATASYNC, REAL_FSYNC, DurableImage
 from stress import report, scale
 
 from logfs import Store
@@ -37,74 +37,8 @@ from logfs.core.tools.offline import check
 from logfs.daemon import Flusher
 from logfs.mount import Operations
 
-REAL_FSYNC = os.fsync
-REAL_FDATASYNC = os.fdatasync
 TICK = 0.02
 SLACK_MS = 500  # a loaded CI machine delays the flusher's ticks and its fsync threads
-MODES = ("clean", "partial", "zeros", "garbage")
-
-
-class DurableImage:
-    """What a file system that persists only fsynced data would keep."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = str(root)
-        self.files: dict[int, bytes] = {}
-        self.dirs: dict[int, dict[str, tuple[int, bool]]] = {}
-        self.lock = threading.Lock()
-        self.fsyncs = 0
-
-    def fsync(self, fd: int) -> None:
-        path = os.readlink(f"/proc/self/fd/{fd}")
-        inside = path == self.root or path.startswith(self.root + "/")
-        snapshot = None
-        if inside:
-            st = os.fstat(fd)
-            if stat.S_ISDIR(st.st_mode):
-                snapshot = {
-                    e.name: (e.inode(), e.is_dir(follow_symlinks=False)) for e in os.scandir(path)
-                }
-            else:
-                with open(f"/proc/self/fd/{fd}", "rb") as f:  # the same inode, readable
-                    snapshot = f.read()
-        REAL_FSYNC(fd)  # what was there before the fsync began is durable once it returns
-        if snapshot is not None:
-            with self.lock:
-                (self.dirs if isinstance(snapshot, dict) else self.files)[st.st_ino] = snapshot
-                self.fsyncs += 1
-
-    def crash(self, target: Path, rng: random.Random, mode: str) -> int:
-        """Build the surviving directory at ``target``; returns unsynced bytes kept."""
-        with self.lock:
-            files, dirs = dict(self.files), {k: dict(v) for k, v in self.dirs.items()}
-        kept = 0
-
-        def build(ino: int, live: Path, out: Path) -> None:
-            nonlocal kept
-            out.mkdir()
-            for name, (child, is_dir) in sorted(dirs.get(ino, {}).items()):
-                if is_dir:
-                    build(child, live / name, out / name)
-                    continue
-                data = files.get(child, b"")
-                try:
-                    current = (live / name).read_bytes()
-                    same = (live / name).stat().st_ino == child
-                except OSError:
-                    current, same = b"", False
-                if same and len(current) > len(data) and mode != "clean":
-                    tail = current[len(data) :]
-                    cut = rng.randrange(len(tail) + 1)
-                    data += {
-                        "partial": tail[:cut],
-                        "zeros": bytes(cut),
-                        "garbage": rng.randbytes(cut),
-                    }[mode]
-                    kept += cut
-                (out / name).write_bytes(data)
-
-        build(os.stat(self.root).st_ino, Path(self.root), target)
-        return kept
 
 
 async def lookup(ops: Operations, path: str) -> int:

@@ -18,11 +18,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_spark_anywhere import JOB
+from spark_helpers import JOB
 
 from logfs import Store
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # What a login shell has: no venv, no VIRTUAL_ENV, no PYSPARK_PYTHON, no PYTHONPATH.
 # The compiled modules a wheel holds, and the source the sdist holds for each.
 COMPILED = {

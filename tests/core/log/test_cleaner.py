@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import trio
+from compacted import latest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
@@ -43,18 +44,6 @@ def compacted(store: Store, name="c", **config) -> None:
 
 def put(log, key: bytes, value: bytes | None, timestamp: int | None = None) -> int:
     return log.append([value], keys=[key], timestamp=timestamp)
-
-
-def latest(log) -> dict[bytes, bytes]:
-    """What a consumer reading the whole log keeps: the last value per key,
-    a tombstone deleting it."""
-    view: dict[bytes, bytes] = {}
-    for record in log.scan():
-        if record.value is None:
-            view.pop(record.key, None)
-        else:
-            view[record.key] = record.value
-    return view
 
 
 def records(log) -> list[tuple[int, bytes, bytes | None]]:
