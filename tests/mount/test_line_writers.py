@@ -1,9 +1,10 @@
 """Writers that write a line at a time, in both modes (docs/mount.md, "Writers
-that write a line at a time"): the one-line fast path against the general
-path, the buffered mode (``-o acks=0``) through a real mount — lines whole and
-once under concurrent writers, lines that straddle pages, fsync in the middle,
-reopen and remount, errors at close, ``tail -f``, receipts — and a real nginx
-logging every request in each mode."""
+that write a line at a time"): one-line write()s taken before pyfuse3, and the
+buffered mode (``-o acks=0``) through a real mount — lines whole and once under
+concurrent writers, lines that straddle pages, fsync in the middle, reopen and
+remount, errors at close, ``tail -f``, receipts. The log's one-line fast path
+is tested against the general path in core/log/test_fast_path.py, a real nginx
+logging every request in each mode in system/test_services.py."""
 
 from __future__ import annotations
 
@@ -12,9 +13,6 @@ import errno
 import json
 import os
 import random
-import re
-import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -23,12 +21,9 @@ from pathlib import Path
 
 import pytest
 import trio
-from kafka.record import MemoryRecords
 from mount_helpers import Daemon
 
 from logfs import Store
-from logfs.core.config import TopicConfig
-from logfs.core.log import Log, append_line
 from logfs.mount import Operations
 from logfs.mount.tree.nodes import lines as line_framer
 
@@ -85,93 +80,6 @@ def buffered(tmp_path):
     with Daemon(data, mnt, "acks=0", log=tmp_path / "daemon.log") as daemon:
         (mnt / "t").mkdir()
         yield daemon
-
-
-def log_state(log: Log) -> dict:
-    """What a log holds in memory about its segments after appends: the fast
-    path must leave it as `Log.append` does (positions, index and stream marks)."""
-    segments = [
-        {
-            "base": s.base_offset,
-            "size": s.size,
-            "next": s.next_offset,
-            "max_timestamp": (s.max_timestamp, s._offset_of_max),
-            "since_index_entry": s._bytes_since_index_entry,
-            "marks": (list(s.stream._offsets), list(s.stream._positions), s.stream.appended),
-        }
-        for s in log.segments
-    ]
-    return {
-        "segments": segments,
-        "unflushed": (log.unflushed_messages, sorted(log._unflushed.segments)),
-        "next_offset": log.next_offset,
-    }
-
-
-def test_fast_path_writes_what_the_general_path_writes(tmp_path):
-    """append_line and Log.append leave byte-identical segments, indexes and
-    time indexes, and the same state in memory, across rolls and index
-    entries (a fixed clock)."""
-    config = TopicConfig.from_properties({"segment.bytes": "4096", "index.interval.bytes": "300"})
-    rng = random.Random(3)
-    values = [bytes([97 + i % 26]) * rng.randrange(0, 400) for i in range(600)]
-    values += [b"long " * 3000]  # a record length of three varint bytes
-    logs, states = [], []
-    for name, fast in (("general", False), ("fast", True)):
-        log = Log(tmp_path / name / "t-0", "t", 0, config, clock=lambda: 1_700_000_000_000)
-        taken = 0
-        for value in values:
-            if not fast or append_line(log, value) is None:
-                log.append([value])
-            else:
-                taken += 1
-        if fast:
-            assert taken > len(values) * 0.9  # the fast path took nearly all
-        states.append(log_state(log))
-        log.close()
-        logs.append(tmp_path / name / "t-0")
-    assert states[0] == states[1]
-    assert states[0]["segments"][0]["marks"][2] > 0  # the stream bytes were counted
-    general, fast = (sorted(p.iterdir()) for p in logs)
-    assert [p.name for p in general] == [p.name for p in fast]
-    assert len(general) > 6  # several segments: the rolls went the general way
-    for a, b in zip(general, fast, strict=True):
-        assert a.read_bytes() == b.read_bytes(), a.name
-
-
-def test_fast_path_batches_decode_with_kafka_python(tmp_path):
-    """The fast path's batches, read by an independent codec."""
-    log = Log(tmp_path / "t-0", "t", 0, TopicConfig.from_properties({}))
-    values = [b"", b"x", b"line " * 30, b"y" * 20000]
-    for value in values:
-        assert append_line(log, value) is not None
-    log.flush()
-    records = MemoryRecords((tmp_path / "t-0" / "00000000000000000000.log").read_bytes())
-    got = []
-    while records.has_next():
-        batch = records.next_batch()
-        assert batch.validate_crc()
-        assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (-1, -1, -1)
-        got += [(r.offset, r.key, r.value, list(r.headers)) for r in batch]
-    assert got == [(i, None, v, []) for i, v in enumerate(values)]
-    log.close()
-
-
-def test_fast_path_declines_what_it_cannot_do(tmp_path):
-    config = TopicConfig.from_properties({"max.message.bytes": "1000"})
-    log = Log(tmp_path / "t-0", "t", 0, config)
-    assert append_line(log, b"first") == 0
-    assert append_line(log, b"x" * 2000) is None  # over the limit: the general path refuses
-    assert append_line(log, b"second") == 1
-    assert [r.value for r in log.scan()] == [b"first", b"second"]
-    log.fail("a test", OSError(5, "EIO"))
-    assert append_line(log, b"third") is None  # offline: the general path raises
-    compact = TopicConfig.from_properties({"cleanup.policy": "compact"})
-    keyed = Log(tmp_path / "c-0", "c", 0, compact)
-    keyed.append([b"v"], keys=[b"k"])
-    assert append_line(keyed, b"no key") is None
-    log.close()
-    keyed.close()
 
 
 def test_buffered_concurrent_writers_whole_once_in_order(buffered):
@@ -454,83 +362,6 @@ def test_mount_refuses_a_bad_acks(tmp_path):
     assert done.returncode != 0
     assert "acks=2" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
-
-
-# ---------------------------------------------------------------- nginx
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.mark.parametrize("acks", ["1", "0"])
-def test_nginx_logs_every_request_once_whole(tmp_path, acks):
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    ab = shutil.which("ab")
-    assert os.path.exists(nginx) and ab, "nginx and ab are missing: mount_scripts/install.sh"
-    data, mnt, root = tmp_path / "data", tmp_path / "mnt", tmp_path / "nginx"
-    mnt.mkdir()
-    (root / "www").mkdir(parents=True)
-    (root / "www" / "index.html").write_text("hello\n")
-    port = free_port()
-    temp = "\n".join(
-        f"    {k}_temp_path {root}/{k};"
-        for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    (root / "nginx.conf").write_text(
-        f"""user root root;
-worker_processes 2;
-pid {root}/nginx.pid;
-error_log {root}/error.log warn;
-events {{ worker_connections 256; }}
-http {{
-{temp}
-    log_format tagged '$request_uri $status $body_bytes_sent "$http_user_agent"';
-    access_log {mnt}/web/0/append tagged;
-    server {{ listen 127.0.0.1:{port}; root {root}/www; }}
-}}
-"""
-    )
-    run = [nginx, "-p", str(root), "-c", str(root / "nginx.conf")]
-    requests = 3000
-    with Daemon(data, mnt, f"acks={acks}", log=tmp_path / "daemon.log"):
-        (mnt / "web").mkdir()
-        subprocess.run(run, check=True, capture_output=True)
-        master = int((root / "nginx.pid").read_text())
-        try:
-            out = subprocess.run(
-                [
-                    ab,
-                    "-q",
-                    "-k",
-                    "-n",
-                    str(requests),
-                    "-c",
-                    "8",
-                    f"http://127.0.0.1:{port}/index.html?q=1",
-                ],
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-            assert re.search(rf"Complete requests:\s+{requests}", out), out
-            assert re.search(r"Failed requests:\s+0\b", out), out
-        finally:
-            subprocess.run([*run, "-s", "quit"], capture_output=True)
-            deadline = time.monotonic() + 20
-            while os.path.exists(f"/proc/{master}") and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if os.path.exists(f"/proc/{master}"):
-                os.kill(master, 9)
-        lines = (mnt / "web" / "0" / "stream").read_bytes().split(b"\n")
-    assert lines[-1] == b""
-    logged = lines[:-1]
-    assert len(logged) == requests  # every request once (nginx closed its log: all arrived)
-    whole = rb'/index\.html\?q=1 200 6 "ApacheBench/[\d.]+"'
-    assert all(re.fullmatch(whole, line) for line in logged)
-    assert not re.search(r"\[(error|crit|alert|emerg)\]", (root / "error.log").read_text())
 
 
 def test_buffered_survives_many_small_closes(buffered):

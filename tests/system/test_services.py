@@ -1,6 +1,7 @@
 """Services with their own users writing through the mount: a real nginx
 (Debian's package) logging every request to ``append`` across ``nginx -s
-reopen`` (what every logrotate configuration runs), and Python's
+reopen`` (what every logrotate configuration runs) and under ``ab``'s load in
+each mode (docs/mount.md, "Writers that write a line at a time"), and Python's
 ``logging.handlers.WatchedFileHandler`` across a reopen."""
 
 from __future__ import annotations
@@ -112,6 +113,75 @@ http {{
     ]
     assert bad == [], errors
     assert "reopening logs" in errors  # the reopen happened
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("acks", ["1", "0"])
+def test_nginx_logs_every_request_once_whole(tmp_path, acks):
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    ab = shutil.which("ab")
+    assert os.path.exists(nginx) and ab, "nginx and ab are missing: mount_scripts/install.sh"
+    data, mnt, root = tmp_path / "data", tmp_path / "mnt", tmp_path / "nginx"
+    mnt.mkdir()
+    (root / "www").mkdir(parents=True)
+    (root / "www" / "index.html").write_text("hello\n")
+    port = free_port()
+    temp = "\n".join(
+        f"    {k}_temp_path {root}/{k};"
+        for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    (root / "nginx.conf").write_text(
+        f"""user root root;
+worker_processes 2;
+pid {root}/nginx.pid;
+error_log {root}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+{temp}
+    log_format tagged '$request_uri $status $body_bytes_sent "$http_user_agent"';
+    access_log {mnt}/web/0/append tagged;
+    server {{ listen 127.0.0.1:{port}; root {root}/www; }}
+}}
+"""
+    )
+    run = [nginx, "-p", str(root), "-c", str(root / "nginx.conf")]
+    requests = 3000
+    with Daemon(data, mnt, f"acks={acks}", log=tmp_path / "daemon.log"):
+        (mnt / "web").mkdir()
+        subprocess.run(run, check=True, capture_output=True)
+        master = int((root / "nginx.pid").read_text())
+        try:
+            out = subprocess.run(
+                [
+                    ab,
+                    "-q",
+                    "-k",
+                    "-n",
+                    str(requests),
+                    "-c",
+                    "8",
+                    f"http://127.0.0.1:{port}/index.html?q=1",
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            assert re.search(rf"Complete requests:\s+{requests}", out), out
+            assert re.search(r"Failed requests:\s+0\b", out), out
+        finally:
+            subprocess.run([*run, "-s", "quit"], capture_output=True)
+            deadline = time.monotonic() + 20
+            while os.path.exists(f"/proc/{master}") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if os.path.exists(f"/proc/{master}"):
+                os.kill(master, 9)
+        lines = (mnt / "web" / "0" / "stream").read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    logged = lines[:-1]
+    assert len(logged) == requests  # every request once (nginx closed its log: all arrived)
+    whole = rb'/index\.html\?q=1 200 6 "ApacheBench/[\d.]+"'
+    assert all(re.fullmatch(whole, line) for line in logged)
+    assert not re.search(r"\[(error|crit|alert|emerg)\]", (root / "error.log").read_text())
 
 
 def test_watched_file_handler_keeps_logging_across_a_reopen(tmp_path):

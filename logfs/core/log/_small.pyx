@@ -98,7 +98,7 @@ cdef class LineAppend:
         """What `Log._write` does after its write(), for this one batch: the
         index as `LogSegment._index_batch`, the stream marks as
         `SegmentStream.on_append`, the flush's share as `Unflushed.appended`
-        (tests/test_legacy.py compares the state they leave with theirs)."""
+        (tests/core/log/test_fast_path.py compares the state they leave with theirs)."""
         segment = self.segment
         if segment._managed:
             DESCRIPTORS.touch(segment)  # the descriptor budget's use mark
