@@ -12,16 +12,13 @@ import ssl
 import subprocess
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
-import pytest
 from kafka_helpers import (
     LOGFS,
     Served,
     call,
     closed,
     encode_request,
-    make_pki,
     mounted,
     receive_frame,
     stored,
@@ -33,11 +30,6 @@ from kio.serial import entity_reader
 from logfs.core.log import Store
 
 API_VERSIONS, FETCH = 18, 1
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory) -> SimpleNamespace:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def tls_options(pki) -> tuple[str, str]:

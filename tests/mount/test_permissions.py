@@ -10,9 +10,6 @@ the mount exactly what DATA's modes let them do.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 from mount_helpers import Daemon, sh
@@ -25,16 +22,6 @@ pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
 
 NOBODY = 65534
 TRIED = {"operations": 0}
-
-
-@pytest.fixture
-def shared():
-    """A directory every user can traverse (tmp_path's parents are root's, 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="logfs-perm-"))
-    path.chmod(0o755)
-    (path / "mnt").mkdir()
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def as_nobody(script: str, **env) -> tuple[int, str]:

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_murmur2
-from kafka_helpers import make_pki
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
@@ -233,11 +232,6 @@ def test_unsupported_security_options_are_named(options, message):
 
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def test_tls_and_scram_options(pki, tmp_path):

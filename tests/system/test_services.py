@@ -14,7 +14,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -24,17 +23,6 @@ from mount_helpers import Daemon
 from waiting import wait_for
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
-
-
-@pytest.fixture
-def shared():
-    """A directory every user can traverse (tmp_path's parents are root's, 0700):
-    nginx's workers run as nobody."""
-    path = Path(tempfile.mkdtemp(prefix="logfs-svc-"))
-    path.chmod(0o755)
-    (path / "mnt").mkdir()
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 OWNERS = [("allow_other",), ("allow_other", "uid=nobody", "gid=nogroup")]

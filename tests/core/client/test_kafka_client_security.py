@@ -16,7 +16,7 @@ import threading
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
-from kafka_helpers import Served, make_pki, stored
+from kafka_helpers import Served, stored
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
@@ -32,11 +32,6 @@ from logfs.kafka import scram as server_scram
 
 USER, PASSWORD = "etl", "pa:ss wörd"
 SSL = ("SSL", "SASL_SSL")
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def listener_options(pki, protocol: str, users=None) -> list[str]:
