@@ -1,11 +1,11 @@
 """Starting, waiting for and always cleaning up real logfs mounts in tests.
 
-Rules learned the hard way (see FUSE-NOTES.md): the daemon runs in its own
-session with its output going to a file (a never-read pipe hangs the file
-system); readiness is read from /proc/self/mountinfo, never by stat'ing the
-mount point (which blocks forever on a hung mount); cleanup is
-``fusermount3 -u``, then ``-u -z``, then SIGKILL by pid, and never stats the
-mount point either.
+Rules learned the hard way (docs/platform.md, "Mounting in tests"): the
+daemon runs in its own session with its output going to a file (a never-read
+pipe hangs the file system); readiness is read from /proc/self/mountinfo,
+never by stat'ing the mount point (which blocks forever on a hung mount);
+cleanup is ``fusermount3 -u``, then ``-u -z``, then SIGKILL by pid, and never
+stats the mount point either.
 """
 
 from __future__ import annotations

@@ -523,7 +523,7 @@ def test_read_only_store(tmp_path):
 
 
 def test_errno_table_never_hangs_or_loops_callers():
-    # every error of the table: tests/test_errors.py
+    # every error of the table: tests/core/test_errors.py
     assert errno_for(InterruptedError(errno.EINTR, "x")) == errno.EIO
     assert errno_for(OSError(600, "x")) == errno.EIO
     assert errno_for(OSError(errno.ENOSPC, "x")) == errno.ENOSPC

@@ -3,7 +3,7 @@ failOnDataLoss says, as Kafka's source fails on an error that is not data loss:
 never rows silently missing, never offsets read twice.
 
 Root ignores file permissions, so the test creates an unprivileged user
-(``useradd``) and runs the Spark job as that user (tests/spark_unprivileged.py),
+(``useradd``) and runs the Spark job as that user (tests/helpers/spark_unprivileged.py),
 with its own copy of logfs in a directory it owns.
 """
 

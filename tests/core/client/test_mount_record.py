@@ -1,6 +1,6 @@
 """The mount record, DATA/logfs-mount.json: written while a writable mount is
 live, removed at a clean unmount, recognised as stale when its daemon died,
-was replaced, or hangs (core/mountinfo.py)."""
+was replaced, or hangs (core/client/mountinfo.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Producer (core/producer.py): the same sends give the same records, whether
+"""The Producer (core/client/producer.py): the same sends give the same records, whether
 they go through a live mount's ``append.batches`` or straight to the store.
 
 Most tests run twice, ``store`` (a plain data dir) and ``mount`` (a real mount

@@ -153,7 +153,7 @@ def log_files(data, topic: str, partition: int = 0) -> bytes:
 
 
 def fingerprint(path) -> dict[str, str]:
-    """Every file under ``path``: its content's hash (tests/test_badinput.py)."""
+    """Every file under ``path``: its content's hash (tests/mount/test_badinput.py)."""
     out = {}
     for root, _, files in os.walk(path):
         for name in files:

@@ -1,5 +1,6 @@
-"""The compiled codec (core/_codec.pyx) against the reference decoder (core/record.py) and
-kafka-python's encoder: the same records from valid batches, the same verdict on corrupt ones."""
+"""The compiled codec (core/format/_codec.pyx) against the reference decoder
+(core/format/record.py) and kafka-python's encoder: the same records from valid batches, the
+same verdict on corrupt ones."""
 
 from __future__ import annotations
 

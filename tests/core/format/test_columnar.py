@@ -1,4 +1,5 @@
-"""The column-wise codec (core/columnar.py) against the record-at-a-time one (core/record.py)."""
+"""The column-wise codec (core/format/columnar.py) against the record-at-a-time one
+(core/format/record.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Conformance of `logfs.compression` with kafka-python's codecs (`kafka.codec`).
+"""Conformance of `logfs.core.format.compression` with kafka-python's codecs (`kafka.codec`).
 
 What logfs compresses, kafka-python decompresses, and the other way round,
 for every codec Kafka knows; plus the framing details Kafka's Java client

@@ -1,4 +1,4 @@
-"""Conformance of `logfs.record` with an independent Kafka codec (kafka-python).
+"""Conformance of `logfs.core.format.record` with an independent Kafka codec (kafka-python).
 
 Batches logfs writes must decode, CRC included, in kafka-python's
 `DefaultRecordBatch`; batches kafka-python's `DefaultRecordBatchBuilder`

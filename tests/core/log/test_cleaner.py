@@ -1,4 +1,4 @@
-"""The log cleaner (core/cleaner.py): Kafka's compaction semantics in tables,
+"""The log cleaner (core/log/cleaner.py): Kafka's compaction semantics in tables,
 an independent decoder (kafka-python) over every cleaned segment, crashes at
 each step of a cleaning, and a property: the latest value of every key is
 what a dictionary says, before cleaning, after it and after reopening."""

@@ -1,6 +1,6 @@
 """I/O errors in the store: which ones take a partition offline, and what
 offline means (docs/reliability.md, "Disk failures"). Errors are injected by
-replacing the os functions the store calls; tests/test_faults.py injects the
+replacing the os functions the store calls; tests/system/test_faults.py injects the
 same errors into a running daemon with libfiu."""
 
 from __future__ import annotations

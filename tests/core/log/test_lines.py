@@ -1,4 +1,4 @@
-"""A partition's records as lines (core/lines.py): stream sizes, marks and reads."""
+"""A partition's records as lines (core/log/lines.py): stream sizes, marks and reads."""
 
 from __future__ import annotations
 

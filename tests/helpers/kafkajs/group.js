@@ -1,4 +1,4 @@
-// A KafkaJS consumer group of two against a logfs listener (tests/test_kafka_groups.py):
+// A KafkaJS consumer group of two against a logfs listener (tests/kafka/test_kafka_groups.py):
 // both members join, then 40 records are produced and consumed; prints what each
 // member read and the group's committed offsets as one JSON line.
 const { Kafka, logLevel } = require('kafkajs')

@@ -1,5 +1,5 @@
 // KafkaJS's admin client and idempotent producer against a logfs listener
-// (tests/test_kafka_kafkajs.py): prints what it saw as one JSON line.
+// (tests/kafka/test_kafka_kafkajs.py): prints what it saw as one JSON line.
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
 const [broker] = process.argv.slice(2)
 const kafka = new Kafka({ clientId: 'logfs-test', brokers: [broker], logLevel: logLevel.ERROR })
