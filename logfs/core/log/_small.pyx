@@ -198,7 +198,9 @@ def write_line(log, bytes data, Py_ssize_t length):
         or first - segment.base_offset > INT_MAX
     ):
         return None  # the same
-    cdef int attributes = TIMESTAMP_TYPE_BIT if config.message_timestamp_type == "LogAppendTime" else 0
+    cdef int attributes = (
+        TIMESTAMP_TYPE_BIT if config.message_timestamp_type == "LogAppendTime" else 0
+    )
     at = head
     at = put_be(at, first, 8)
     at = put_be(at, size - LOG_OVERHEAD, 4)
