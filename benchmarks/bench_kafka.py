@@ -40,7 +40,7 @@ from pathlib import Path
 
 from mounts import logfs_mount
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "helpers"))
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 from kafka_helpers import decode_response, encode_request  # noqa: E402
 from kio.index import load_request_schema  # noqa: E402

@@ -33,7 +33,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(HERE)]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "helpers"), str(HERE)]
 
 from pyspark.sql import functions as F  # noqa: E402
 from spark_helpers import local_session  # noqa: E402

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests")]
+sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests" / "helpers")]
 
 from mount_helpers import wait_live  # noqa: E402
 from mounts import logfs_mount  # noqa: E402

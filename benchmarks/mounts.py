@@ -1,6 +1,6 @@
 """Mounting logfs and the null file system for benchmarks, and always cleaning up.
 
-The same rules as the test helpers (tests/mount_helpers.py, which this reuses):
+The same rules as the test helpers (tests/helpers/mount_helpers.py, which this reuses):
 daemons run in their own session with output to a file, readiness comes from
 /proc/self/mountinfo, cleanup is SIGTERM, then ``fusermount3 -u`` (``-z``), then
 SIGKILL of the daemon's own pid — never a stat of the mount point.
@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests")]
+sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests" / "helpers")]
 
 from mount_helpers import Daemon, force_unmount, mount_type, wait_mounted  # noqa: E402
 
@@ -71,7 +71,7 @@ class NullDaemon:
 
 
 def logfs_mount(data: Path, mountpoint: Path, log: Path, *options: str) -> Daemon:
-    """``logfs mount -f`` as a context manager (see tests/mount_helpers.Daemon)."""
+    """``logfs mount -f`` as a context manager (see tests/helpers/mount_helpers.py, Daemon)."""
     return Daemon(data, mountpoint, *options, log=log)
 
 

@@ -55,7 +55,7 @@ from mounts import NullDaemon, logfs_mount  # noqa: E402
 from logfs import Store  # noqa: E402
 from logfs.core.format.record import encode_batch  # noqa: E402
 from logfs.daemon import keep_freed_memory  # noqa: E402
-from logfs.mount.framing import BatchFramer, LineFramer  # noqa: E402
+from logfs.mount.files import BatchFramer, LineFramer  # noqa: E402
 
 SMALL_WRITER = """
 import os, sys

@@ -17,7 +17,7 @@
 #    extras, installed by pip as users install it (`pip install -e '.[test,spark]'`),
 #    editable so that the suite and .venv/bin/logfs run the checkout's code; pip compiles
 #    the Cython modules (every logfs/**/*.pyx, with the .pxd files they cimport) and
-#    logfs/mount/_fuseinit.c in place. pip runs only
+#    logfs/mount/fuse/_fuseinit.c in place. pip runs only
 #    when pyproject.toml, setup.py or those sources have changed since the last install (a stamp
 #    .venv/.installed-<hash of them>) or what it installs is missing. The install brings,
 #    like a wheel's, logfs-pyspark-python.pth: it sets PYSPARK_PYTHON to the venv's Python
@@ -67,15 +67,15 @@ command -v gcc >/dev/null 2>&1 || need gcc
 [[ -e /usr/include/stdio.h ]] || need libc6-dev
 command -v systemd-analyze >/dev/null 2>&1 || need systemd  # the suite verifies the unit file
 if [[ ${LOGFS_TEST_TOOLS:-0} == 1 ]]; then  # set by test.sh: tools only the suite uses
-    # libfiu: fiu-run/fiu-ctrl inject I/O errors into a running daemon (tests/test_faults.py)
+    # libfiu: fiu-run/fiu-ctrl inject I/O errors into a running daemon (tests/system/test_faults.py)
     [[ -e /usr/lib/fiu/fiu_posix_preload.so ]] && command -v fiu-ctrl >/dev/null 2>&1 || need fiu-utils
-    # a real service logging through the mount (tests/test_services.py)
+    # a real service logging through the mount (tests/system/test_services.py)
     [[ -x /usr/sbin/nginx ]] || need nginx
-    # Kafka clients and tracing for the Kafka listener's tests (tests/test_kafka_*.py)
+    # Kafka clients and tracing for the Kafka listener's tests (tests/kafka/)
     command -v kcat >/dev/null 2>&1 || need kcat
     command -v strace >/dev/null 2>&1 || need strace
     command -v npm >/dev/null 2>&1 || need nodejs npm  # KafkaJS (installed below, into .venv)
-    # ab drives nginx in tests/test_legacy.py and benchmarks/bench_legacy.py
+    # ab drives nginx in tests/system/test_services.py and benchmarks/bench_legacy.py
     command -v ab >/dev/null 2>&1 || need apache2-utils
 fi
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || need ca-certificates  # pip's HTTPS
@@ -143,11 +143,11 @@ fi
 
 # pip builds the compiled parts in place (editable install): again when their sources change.
 mapfile -t sources < <(find logfs -name '*.pyx' -o -name '*.pxd' | LC_ALL=C sort)
-compiled=(logfs/mount/_fuseinit)
+compiled=(logfs/mount/fuse/_fuseinit)
 for source in "${sources[@]}"; do
     [[ $source == *.pyx ]] && compiled+=("${source%.pyx}")
 done
-hash=$(cat pyproject.toml setup.py "${sources[@]}" logfs/mount/_fuseinit.c | sha256sum | cut -c1-16)
+hash=$(cat pyproject.toml setup.py "${sources[@]}" logfs/mount/fuse/_fuseinit.c | sha256sum | cut -c1-16)
 stamp=$VENV/.installed-$hash
 built=1
 for module in "${compiled[@]}"; do
@@ -176,7 +176,7 @@ fi
 
 # ------------------------------------------------------------ KafkaJS, for the suite only
 
-# A Kafka client in another language for tests/test_kafka_kafkajs.py, kept inside the venv
+# A Kafka client in another language for tests/kafka/test_kafka_kafkajs.py, kept inside the venv
 # (.venv/node/node_modules) so that nothing outside the checkout changes.
 if [[ ${LOGFS_TEST_TOOLS:-0} == 1 && ! -e $VENV/node/node_modules/kafkajs/package.json ]]; then
     say "npm install kafkajs into $VENV/node"

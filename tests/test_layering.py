@@ -4,7 +4,9 @@ core <- groups <- the faces (mount, kafka; spark on core alone) <- daemon <- cli
 never import each other, only the daemon room and the entry points (cli.py, ``__main__``
 modules) wire them; groups never imports kio or a face; core never imports trio, pyfuse3 or
 Spark; spark never imports trio or pyfuse3 (it runs in Spark's Python workers). Inside core:
-errors and config <- format <- storage <- log <- client <- tools. A room imports what another
+errors and config <- format <- storage <- log <- client <- tools. Inside mount: errnos <- files
+<- tree <- fuse, each of the three inner rooms importing another's exports (its ``__init__``)
+only. A room imports what another
 room exports (its ``__init__``), never its modules; no module imports another
 package's private module (``_name``: the compiled ones most of all). No import circle anywhere,
 ``TYPE_CHECKING`` and function-level imports included.
@@ -45,8 +47,18 @@ FORBIDDEN = {
     "kafka": ("logfs.mount", "logfs.spark", *ABOVE, "pyspark", "pyarrow"),
     "daemon": ("logfs.spark", "logfs.cli", "pyspark", "pyarrow"),
 }
-# core's inner rooms, lowest first; a module may import its own floor and the ones below.
-FLOORS = ("errors", "config", "format", "storage", "log", "client", "tools")
+# The inner rooms of core and of mount, lowest first; a module may import its own floor and the
+# ones below.
+FLOORS = {
+    "core": ("errors", "config", "format", "storage", "log", "client", "tools"),
+    "mount": ("errnos", "files", "tree", "fuse"),
+}
+# Inner rooms whose modules are theirs alone, inside their room too: core's from outside core,
+# mount's from anywhere (their packages: the rest are single modules, like core's errors).
+PRIVATE = {
+    "core": ("format", "storage", "log", "client", "tools"),
+    "mount": ("files", "tree", "fuse"),
+}
 # Rooms above core whose modules are theirs alone: others import their exports.
 ROOMS = ("groups", "mount", "kafka", "spark", "daemon")
 
@@ -119,11 +131,12 @@ def _private_module(name: str, importer: str, everything: dict) -> bool:
     return False
 
 
-def _floor(module: str) -> int | None:
+def _floor(module: str) -> tuple[str, int] | None:
+    """The room with inner rooms ``module`` is in, and the floor it is on."""
     parts = module.split(".")
-    if len(parts) < 3 or parts[1] != "core":
+    if len(parts) < 3 or parts[1] not in FLOORS or parts[2] not in FLOORS[parts[1]]:
         return None
-    return FLOORS.index(parts[2]) if parts[2] in FLOORS else None
+    return parts[1], FLOORS[parts[1]].index(parts[2])
 
 
 def exports(init: Path) -> set[str]:
@@ -145,14 +158,19 @@ def _forbidden(module: str) -> tuple[str, ...]:
     return FORBIDDEN.get(parts[1], ())
 
 
-def _unexported(name: str, room: str, everything: dict[str, list[Path]]) -> bool:
-    """Whether ``name`` is a module of a room other than ``room`` that its
-    ``__init__`` does not export (core's floors count as rooms of their own)."""
-    parts = name.split(".")
+def _unexported(name: str, importer: str, everything: dict[str, list[Path]]) -> bool:
+    """Whether ``name`` is a module of a room other than ``importer``'s that its
+    ``__init__`` does not export (the inner rooms of `PRIVATE` count as rooms of their own:
+    core's for a module outside core, mount's for any other module)."""
+    parts, mine = name.split("."), importer.split(".")
+    room = mine[1] if len(mine) > 1 else ""
+    inner = PRIVATE.get(parts[1], ()) if len(parts) > 2 else ()
     if len(parts) > 1 and parts[1] in ROOMS and parts[1] != room:
         package, module = ".".join(parts[:2]), ".".join(parts[:3])
-    elif _floor(name) is not None and _floor(name) >= FLOORS.index("format") and room != "core":
+    elif parts[2:3] and parts[2] in inner and (room != "core" if parts[1] == "core" else True):
         package, module = ".".join(parts[:3]), ".".join(parts[:4])
+        if mine[: len(package.split("."))] == package.split("."):
+            return False  # its own inner room
     else:
         return False
     last = len(package.split("."))
@@ -166,18 +184,17 @@ def violations(package_dir: Path) -> list[str]:
     found = []
     everything = modules(package_dir)
     for module, paths in everything.items():
-        room = module.split(".")[1] if "." in module else ""
         floor = _floor(module)
         names = set().union(*(imported(path, module) for path in paths))
         for name in sorted(names):
             target = _floor(name)
             if any(name == bad or name.startswith(bad + ".") for bad in _forbidden(module)):
                 found.append(f"{module} imports {name}")
-            elif floor is not None and target is not None and target > floor:
+            elif floor and target and floor[0] == target[0] and target[1] > floor[1]:
                 found.append(f"{module} imports {name} (upward)")
             elif _private_module(name, module, everything):
                 found.append(f"{module} imports {name} (another package's private module)")
-            elif _unexported(name, room, everything):
+            elif _unexported(name, module, everything):
                 found.append(f"{module} imports {name} (a room's module, not its exports)")
     return found
 
@@ -230,7 +247,7 @@ def test_no_import_circle():
 
 def _package(tmp_path: Path) -> Path:
     package = tmp_path / "logfs"
-    for room in ("core", "mount", "spark", *(f"core/{f}" for f in FLOORS[2:])):
+    for room in ("core", "mount", "spark", *(f"core/{f}" for f in FLOORS["core"][2:])):
         (package / room).mkdir(parents=True)
         (package / room / "__init__.py").write_text("")
     (package / "__init__.py").write_text("")
@@ -390,9 +407,9 @@ APPEND_PATH = (
     "core/format",
     "core/storage",
     "core/log",
-    "mount/appendfile.py",
-    "mount/buffered.py",
-    "mount/framing.py",
+    "mount/files/appendfile.py",
+    "mount/files/buffered.py",
+    "mount/files/framing.py",
 )
 
 
@@ -447,3 +464,44 @@ def test_reaching_in_is_caught(tmp_path):
     )
     assert reaching_in(tmp_path / "a.pyx") == ["a.pyx:1: log._unflushed"]
     assert reaching_in(tmp_path / "b.py") == ["b.py:2: segment._fd"]
+
+
+def test_the_mounts_inner_rooms_import_one_way_and_only_exports(tmp_path):
+    """errnos <- files <- tree <- fuse; a Cython source's imports count as any other's."""
+    package = _package(tmp_path)
+    mount = package / "mount"
+    for room in ("files", "tree", "fuse"):
+        (mount / room).mkdir()
+    (mount / "errnos.py").write_text("from .files import OpenFile\n")  # upward
+    (mount / "files" / "__init__.py").write_text(
+        "from .base import OpenFile\n__all__ = ['OpenFile']\n"
+    )
+    (mount / "files" / "base.py").write_text("from ..errnos import fail\n")  # the floor: fine
+    (mount / "files" / "appendfile.py").write_text(
+        "from .base import OpenFile\n"  # its own room's module: fine
+        "from ..tree import View\n"  # upward
+    )
+    (mount / "tree" / "__init__.py").write_text("from .view import View\n__all__ = ['View']\n")
+    (mount / "tree" / "view.py").write_text(
+        "from ..files import OpenFile\n"  # the files room's exports: fine
+        "from ..files.appendfile import AppendFile\n"  # its module: not
+    )
+    (mount / "fuse" / "__init__.py").write_text("__all__ = []\n")
+    (mount / "fuse" / "_lines.pyx").write_text(
+        '"""One-line writes.\n\nimport what the prose says, not a statement\n"""\n'
+        "cimport cython\n"
+        "from ..files cimport base\n"  # a module of the files room, cimported: not
+        "from ..tree import (\n    View,\n)\n\n"
+        "cdef class LineWrites:\n    cdef object ops\n"
+    )
+    assert violations(package) == [
+        "logfs.mount.errnos imports logfs.mount.files (upward)",
+        "logfs.mount.errnos imports logfs.mount.files.OpenFile (upward)",
+        "logfs.mount.files.appendfile imports logfs.mount.tree (upward)",
+        "logfs.mount.files.appendfile imports logfs.mount.tree.View (upward)",
+        "logfs.mount.fuse._lines imports logfs.mount.files.base (a room's module, not its exports)",
+        "logfs.mount.tree.view imports logfs.mount.files.appendfile (a room's module, "
+        "not its exports)",
+        "logfs.mount.tree.view imports logfs.mount.files.appendfile.AppendFile (a room's module, "
+        "not its exports)",
+    ]

@@ -1,6 +1,9 @@
-"""The Kafka log: record format and codecs, indexes, segments, recovery, the
-partition log, the store and its configuration. Imports nothing from
-`logfs.mount` or `logfs.spark`, and never trio or pyfuse3."""
+"""The Kafka log, in floors: the one table of errors and the topic settings
+(errors.py, config.py), the record format and codecs (format/), a partition
+directory's files: segments, indexes, recovery (storage/), the partition log
+and the store (log/), what writers beside a daemon run (client/) and the
+offline tools (tools/). Imports nothing from `logfs.groups` or a face
+(`logfs.mount`, `logfs.kafka`, `logfs.spark`), and never trio or pyfuse3."""
 
 # The per-record loops live in compiled modules (Cython, built by pip at install time),
 # and nothing replaces them in Python: without them logfs cannot work, so say so here,

@@ -8,7 +8,7 @@ and `serve` are the commands ``logfs mount``, ``logfs umount`` and ``logfs
 serve`` over it. The only room besides the command line that imports faces.
 """
 
-from .cleaning import Cleaner
+from .cleaner_task import Cleaner
 from .commands import (
     daemon_main,
     is_mounted,

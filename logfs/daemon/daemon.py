@@ -37,7 +37,7 @@ from ..core.client import mountinfo
 from ..core.log import Store
 from ..groups import Coordinator
 from ..mount import FuseMount
-from .cleaning import Cleaner
+from .cleaner_task import Cleaner
 from .flusher import Flusher
 from .listener import address_of, kafka_listener
 from .options import MountOptions

@@ -4,6 +4,9 @@ table (core/errors.py), and `fuse_errors`, which every request handler wears.
 Only a `pyfuse3.FUSEError` may leave a handler: anything else would reach
 libfuse as a crash. Clients never see ``EINTR`` or an errno at or above 512
 (those make callers retry forever or hang).
+
+The floor under the mount's rooms: the request layer, the tree and the open
+files all answer through it (`fail`), and it imports none of them.
 """
 
 from __future__ import annotations

@@ -84,10 +84,10 @@ def header_buffers(const uint8_t[::1] data, const int64_t[::1] at, const int64_t
     """
     cdef const uint8_t* buf = &data[0] if data.shape[0] else NULL
     cdef Py_ssize_t end = data.shape[0], pos, n = at.shape[0], i, h = 0
-    cdef int64_t j, klen, vlen, total = 0, kbytes = 0, vbytes = 0
+    cdef int64_t _j, klen, vlen, total = 0, kbytes = 0, vbytes = 0
     for i in range(n):  # first pass: sizes, and every header checked
         pos = at[i]
-        for j in range(count[i]):
+        for _j in range(count[i]):
             pos = field(buf, pos, end, &klen)
             if pos < 0 or klen < 0:
                 return None
@@ -118,7 +118,7 @@ def header_buffers(const uint8_t[::1] data, const int64_t[::1] at, const int64_t
     vo[0] = 0
     for i in range(n):  # second pass: the copies
         pos = at[i]
-        for j in range(count[i]):
+        for _j in range(count[i]):
             pos = field(buf, pos, end, &klen)
             for b in range(klen):
                 kd[kpos + b] = buf[pos + b]

@@ -150,7 +150,7 @@ def read_range(
 
 def _binary(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
     """An Arrow binary array of ``buf[start:start+length]`` (length -1: null): its data and
-    offsets buffers in one compiled pass (`_codec.gather`)."""
+    offsets buffers in one compiled pass (`core.format.gather`)."""
     n = len(starts)
     data, offsets = gather(buf, starts, lengths, with_offsets=True)
     valid = lengths >= 0

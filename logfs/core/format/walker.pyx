@@ -66,8 +66,8 @@ cdef int skip_headers(
     """Step over ``count`` record headers from ``at[0]``; OK or HEADERS."""
     cdef Py_ssize_t pos = at[0]
     cdef int64_t key_length, value_length
-    cdef int64_t i
-    for i in range(count):
+    cdef int64_t _i
+    for _i in range(count):
         pos = read_varint(buf, pos, end, &key_length)
         if pos < 0 or not 0 <= key_length <= end - pos:
             return HEADERS
@@ -257,9 +257,9 @@ def find_record(const uint8_t[::1] body, int64_t count, int64_t delta):
     """
     cdef const uint8_t* b = &body[0] if body.shape[0] else NULL
     cdef Py_ssize_t end = body.shape[0], pos = 0
-    cdef int64_t n
+    cdef int64_t _n
     cdef Rec r
-    for n in range(count):
+    for _n in range(count):
         if read_record(b, pos, end, HOP, -1, False, &r) != OK:
             return -2, pos, 0, None, None, 0
         if r.offset_delta > delta:

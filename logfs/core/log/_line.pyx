@@ -6,7 +6,7 @@ each such line pays for machinery sized for many records (cutting records
 into batches, a list of values, the general encoder, numpy). Here the
 one-record batch is encoded in C (the same bytes `Log.append` writes) and
 written to the active segment with one ``writev()``, in two steps, so that
-the mount can answer the writer between them (mount/_lines.pyx):
+the mount can answer the writer between them (mount/fuse/_lines.pyx):
 
 1. `LineWriter.write` checks that nothing but an append is to be decided —
    asking the segment's roll rule as the general path does — encodes the

@@ -61,4 +61,3 @@ def scan_batches(
         offsets.append(offset)
         offset += size
     return headers, offsets, offset
-

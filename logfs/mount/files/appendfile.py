@@ -1,0 +1,169 @@
+"""An open ``append``, ``append.bin`` or ``append.batches``: framing state and
+receipts.
+
+Each open file frames what is written to it on its own (framing.py), so
+concurrent writers never interleave inside a record. A receipt is one line
+``<partition> <first offset> <last offset>\\n`` per append made through the
+open file; they are kept only when it was opened for reading too
+(``O_RDWR``), and reading returns and consumes them.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ...core.log import Log
+from .framing import Batches, BatchFramer, Framed, LengthFramer, LineFramer, Packed
+from .openfile import OpenFile, Shared
+
+# At most this many bytes of unread receipts are kept per open append file:
+# a reader of receipts reads them as it goes, others never open for reading.
+MAX_RECEIPT_BYTES = 1 << 20
+
+
+class AppendFile(OpenFile):
+    """Appends to ``partition`` of ``topic`` (None: the topic's append file,
+    records spread over its partitions), framed by ``framer``.
+
+    Held per open file: the framer's unterminated tail and the unread receipts.
+    """
+
+    def __init__(
+        self,
+        view: Shared,
+        topic: str,
+        partition: int | None,
+        framer: LineFramer | LengthFramer | BatchFramer,
+        flags: int,
+    ) -> None:
+        self.view = view
+        self.topic = topic
+        self.partition = partition
+        self.framer = framer
+        reading = flags & os.O_ACCMODE != os.O_WRONLY
+        self.receipts = bytearray() if reading else None
+        # Receipts are a stream, not a file: without lseek, bash's `read` (on
+        # `exec 3<>append`) takes one byte at a time instead of reading ahead and
+        # seeking back. O_APPEND opens (Python "a+") stay seekable: Python's
+        # buffered "+" modes refuse a file that cannot seek.
+        self.nonseekable = reading and not flags & os.O_APPEND
+
+    async def read(self, offset: int, size: int) -> bytes:
+        """The receipts not read yet, at most ``size`` bytes of them."""
+        if not self.receipts:
+            return b""
+        out = bytes(self.receipts[:size])
+        del self.receipts[:size]
+        return out
+
+    async def write(self, offset: int, data: bytes) -> None:
+        """Append the records ``data`` completes. The framer's new pending tail
+        is committed only once they are in the log: a rejected write() leaves
+        the file as it was."""
+        if self.write_now(data):
+            return
+        framed, tail = self.framer.feed(data)
+        self.append(framed)
+        self.framer.pending = tail
+        await self.appended()
+
+    def write_now(self, data: bytes) -> bool:
+        """One line per write(), what loggers write: exactly one unkeyed line to
+        a partition takes the fast path (`Log.append_line`). Not taken (nothing
+        done) for anything else, nor when the partition's ``flush.messages``
+        would have this write() wait for an fsync."""
+        if self.partition is None or not isinstance(self.framer, LineFramer):
+            return False
+        value = self.framer.single_line(data)
+        if value is None:
+            return False
+        log = self.view.store.log(self.topic, self.partition)
+        if log.flush_messages_reached(1):
+            return False
+        first = log.append_line(value)
+        if first is None:
+            return False
+        self.add_receipt(self.partition, first, 1)
+        self.view.refresh_keys(self.topic)
+        return True
+
+    async def flush(self) -> None:
+        """close(): a trailing partial line becomes a record."""
+        if self.framer.pending:
+            self.finish()
+            await self.appended()
+
+    async def fsync(self) -> None:
+        """Returns once this file's partition(s) are durable."""
+        for log in self.logs():
+            await self.view.sync(log)
+
+    def unmount(self) -> None:
+        """At unmount: the partial line becomes a record."""
+        if self.framer.pending:
+            self.finish()
+
+    async def appended(self) -> None:
+        """After an append through this file: the mount's keys refreshed, and
+        the fsync that flush.messages may call for."""
+        self.view.refresh_keys(self.topic)
+        await self.view.sync_due(self.logs())
+
+    def finish(self) -> None:
+        """The pending partial line becomes a record. The tail is dropped even
+        when that fails (the error reaches close())."""
+        try:
+            self.append(self.framer.finish())
+        finally:
+            self.framer.pending = b""
+
+    def append(self, framed: Framed | Packed | Batches) -> None:
+        """Append ``framed`` to this file's partition, or spread it over the
+        topic's partitions as Kafka's default partitioner does; one receipt
+        per partition appended to."""
+        store = self.view.store
+        if isinstance(framed, Packed):
+            self._append_packed(framed)
+            return
+        if isinstance(framed, Batches):
+            if framed.batches:  # whole batches: checked and given offsets by the log
+                log = store.log(self.topic, self.partition)
+                first = log.append_batches(framed.batches)
+                self.add_receipt(self.partition, first, log.next_offset - first)
+            return
+        if not framed.values:
+            return
+        if self.partition is not None:
+            log = store.log(self.topic, self.partition)
+            keys = framed.keys if any(k is not None for k in framed.keys) else None
+            first = log.append(framed.values, keys=keys)
+            self.add_receipt(self.partition, first, len(framed.values))
+            return
+        for partition, first, count in store.append_to_topic(
+            self.topic, framed.values, framed.keys
+        ):
+            self.add_receipt(partition, first, count)
+
+    def _append_packed(self, packed: Packed) -> None:
+        """Unkeyed lines: one partition (the topic's append: the sticky one)."""
+        count = len(packed.lengths)
+        if not count:
+            return
+        store = self.view.store
+        if self.partition is None:
+            receipt = store.append_packed_to_topic(self.topic, packed.data, packed.lengths)
+        else:
+            log = store.log(self.topic, self.partition)
+            receipt = self.partition, log.append_packed(packed.data, packed.lengths), count
+        self.add_receipt(*receipt)
+
+    def logs(self) -> list[Log]:
+        """The logs this file appends to: its partition's, or all of its topic's."""
+        store = self.view.store
+        if self.partition is not None:
+            return [store.log(self.topic, self.partition)]
+        return [store.log(self.topic, p) for p in range(store.topics().get(self.topic, 0))]
+
+    def add_receipt(self, partition: int, first: int, count: int) -> None:
+        if self.receipts is not None and len(self.receipts) < MAX_RECEIPT_BYTES:
+            self.receipts += f"{partition} {first} {first + count - 1}\n".encode()

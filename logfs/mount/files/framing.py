@@ -1,0 +1,245 @@
+"""How bytes written to the mount's append files become records.
+
+Three framings, all held per open file so that concurrent writers never
+interleave inside a record:
+
+``append`` — kafka-console-producer's: every ``\\n``-terminated line is one
+record whose value is the line without the ``\\n``. With ``parse.key=true``
+the line is split at the first ``key.separator``: key before, value after (a
+line without the separator is an error, as in the console producer). Text
+after the last newline is held until the file is closed (`finish`).
+
+``append.bin`` — for binary values, newlines included. The written bytes are a
+sequence of frames::
+
+    length   4 bytes, unsigned big-endian: the value's length in bytes
+    value    `length` bytes
+
+A frame may be split over any number of write() calls; a file closed in the
+middle of a frame is an error and the incomplete frame is dropped.
+
+``append.batches`` — whole Kafka RecordBatch v2 batches, as a producer
+builds them, cut by their length fields (`BatchFramer`, with
+`split_batches` of core/format/validate.py); the log checks each and assigns
+its offsets. A batch may be split over write() calls; a file closed inside one is an
+error and the incomplete batch is dropped.
+
+All three framers are transactional per write: `feed` returns the complete
+records and the new ``pending`` tail without changing ``pending``; the caller
+(`AppendFile.write`) commits the tail only after the records were appended,
+so a write() that is rejected (by the framer or by the log) appends nothing and
+leaves ``pending`` as it was. The one exception is `LineFramer`'s discarding of
+a line too long to ever be a record: `feed` itself records that (see
+``discarding``), so the rest of that line is dropped too.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ...core.errors import FramingError, TooLargeError
+from ...core.format import line_lengths, split_batches
+
+PACKED_BYTES = 4096  # writes of at least this much are cut into lines by the compiled codec
+
+
+class Framed(NamedTuple):
+    """Records cut out of a write: parallel keys (None when unkeyed) and values."""
+
+    keys: list[bytes | None]
+    values: list[bytes]
+
+
+class Packed(NamedTuple):
+    """Unkeyed lines cut out of a write without a Python object per record:
+    ``data`` is the complete lines, each with its ``\\n``; ``lengths`` the values'
+    lengths (see `Log.append_packed`)."""
+
+    data: memoryview
+    lengths: np.ndarray
+
+
+class LineFramer:
+    """Console-producer framing: one record per line.
+
+    ``pending`` is the written text after the last newline, held for the next
+    write; `feed` reads it and the caller replaces it (`AppendFile.write` after
+    a successful append, `AppendFile.finish` with ``b""`` at close).
+    ``discarding`` is set by `feed` when an unterminated line grows past
+    ``max_bytes`` in a write that holds no newline (that write fails and the
+    line's bytes so far are dropped); while it is set, `feed` drops everything
+    up to and including the next newline (a write with none fails too), then
+    clears it and frames what follows.
+    """
+
+    def __init__(
+        self, *, max_bytes: int, parse_key: bool = False, separator: bytes = b"\t"
+    ) -> None:
+        self.max_bytes = max_bytes
+        self.parse_key = parse_key
+        self.separator = separator
+        self.pending = b""
+        # A line grew past max_bytes over several writes: its pieces are
+        # dropped and so is the rest of it, up to its newline.
+        self.discarding = False
+
+    def feed(self, data: bytes) -> tuple[Framed, bytes]:
+        """Cut complete lines from ``pending + data``.
+
+        Returns the records (`Framed`, or `Packed` for many unkeyed lines) and
+        the new pending tail; does not change ``pending`` (the caller commits
+        the tail after a successful append). Changes ``discarding`` as
+        described in the class docstring.
+
+        Raises:
+            TooLargeError: a line (or the unterminated tail) exceeds ``max_bytes``.
+            FramingError: with parse.key, a line without the key separator.
+        """
+        if self.discarding:
+            newline = bytes(data).find(b"\n")
+            if newline < 0:
+                raise TooLargeError(f"a line longer than {self.max_bytes} bytes is dropped")
+            self.discarding = False
+            data = bytes(data)[newline + 1 :]
+        text = self.pending + data if self.pending else bytes(data)
+        end = text.rfind(b"\n") + 1
+        tail = text[end:]
+        if len(tail) > self.max_bytes:
+            if end == 0:  # no complete line in this write: drop the whole long line
+                self.pending, self.discarding = b"", True
+            raise TooLargeError(
+                f"an unterminated line of {len(tail)} bytes exceeds {self.max_bytes}"
+            )
+        if self.parse_key or end < PACKED_BYTES:  # few lines: numpy costs more than it saves
+            return self._records(text[:end].split(b"\n")[:-1]), tail
+        lengths = line_lengths(text, end)
+        if len(lengths) and int(lengths.max()) > self.max_bytes:
+            raise TooLargeError(f"a record of {int(lengths.max())} bytes exceeds {self.max_bytes}")
+        return Packed(memoryview(text)[:end], lengths), tail
+
+    def restart(self) -> None:
+        """Frame what follows anew: the pending tail and a line being discarded dropped."""
+        self.pending, self.discarding = b"", False
+
+    def single_line(self, data: bytes) -> bytes | None:
+        """The value when ``data`` is exactly one whole unkeyed line, short
+        enough, with nothing pending: what loggers write per write(); None
+        for anything else (`feed` decides)."""
+        if (
+            self.pending
+            or self.discarding
+            or self.parse_key
+            or len(data) > self.max_bytes
+            or data[-1:] != b"\n"
+            or data.count(b"\n") != 1
+        ):
+            return None
+        return bytes(data[:-1])
+
+    def finish(self) -> Framed:
+        """The pending partial line as a record (on close); empty when none."""
+        if not self.pending or self.discarding:
+            return Framed([], [])
+        return self._records([self.pending])
+
+    def _records(self, lines: list[bytes]) -> Framed:
+        keys: list[bytes | None] = []
+        values: list[bytes] = []
+        for line in lines:
+            key = None
+            if self.parse_key:
+                key, sep, line = line.partition(self.separator)
+                if not sep:
+                    raise FramingError(f"no key separator {self.separator!r} in line {key[:40]!r}")
+            if len(line) + len(key or b"") > self.max_bytes:
+                raise TooLargeError(f"a record of {len(line)} bytes exceeds {self.max_bytes}")
+            keys.append(key)
+            values.append(line)
+        return Framed(keys, values)
+
+
+LENGTH_BYTES = 4
+
+
+class _WholeUnits:
+    """Framing of whole units (frames, batches) by a length field: ``pending``
+    is an incomplete unit carried to the next write; as for `LineFramer`,
+    `feed` never changes it and the caller commits the tail."""
+
+    unit = "frame"
+
+    def __init__(self, *, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.pending = b""
+
+    def _check_finished(self) -> None:
+        """Nothing may be pending at close: an incomplete unit is an error."""
+        if self.pending:
+            raise FramingError(
+                f"file closed inside a {self.unit} ({len(self.pending)} bytes pending)"
+            )
+
+
+class LengthFramer(_WholeUnits):
+    """Binary framing: 4-byte big-endian length, then the value."""
+
+    def feed(self, data: bytes) -> tuple[Framed, bytes]:
+        """Cut complete frames from ``pending + data``: the records and the new
+        pending tail; ``pending`` is left to the caller (see `LineFramer.feed`).
+
+        Raises:
+            TooLargeError: a frame's length exceeds ``max_bytes``.
+        """
+        buf = memoryview(self.pending + data if self.pending else bytes(data))
+        values: list[bytes] = []
+        pos = 0
+        while len(buf) - pos >= LENGTH_BYTES:
+            length = int.from_bytes(buf[pos : pos + LENGTH_BYTES], "big")
+            if length > self.max_bytes:
+                raise TooLargeError(f"a frame of {length} bytes exceeds {self.max_bytes}")
+            end = pos + LENGTH_BYTES + length
+            if end > len(buf):
+                break
+            values.append(bytes(buf[pos + LENGTH_BYTES : end]))
+            pos = end
+        return Framed([None] * len(values), values), bytes(buf[pos:])
+
+    def finish(self) -> Framed:
+        self._check_finished()
+        return Framed([], [])
+
+
+def frame(value: bytes) -> bytes:
+    """One ``append.bin`` frame (for writers and tests)."""
+    return len(value).to_bytes(LENGTH_BYTES, "big") + value
+
+
+class Batches(NamedTuple):
+    """Whole RecordBatch v2 batches cut out of a write, for `Log.append_batches`."""
+
+    batches: list[memoryview]
+
+
+class BatchFramer(_WholeUnits):
+    """``append.batches`` framing: whole batches by their length fields."""
+
+    unit = "batch"
+
+    def feed(self, data: bytes) -> tuple[Batches, bytes]:
+        """Cut whole batches from ``pending + data``: the batches and the new
+        pending tail (see `LineFramer.feed` for who commits it).
+
+        Raises:
+            InvalidBatchError: a length field below a batch header's size, a
+                magic other than 2 or a batch over ``max_bytes``
+                (max.message.bytes), seen as soon as its first bytes arrive.
+        """
+        buf = self.pending + data if self.pending else bytes(data)
+        batches, used = split_batches(buf, self.max_bytes)
+        return Batches(batches), buf[used:]
+
+    def finish(self) -> Batches:
+        self._check_finished()
+        return Batches([])

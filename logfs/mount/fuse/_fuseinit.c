@@ -1,0 +1,268 @@
+/*
+ * Two things pyfuse3 3.5 and libfuse 3.14 cannot do (docs/mount.md, "Writers that
+ * write a line at a time"): ask the kernel for FUSE_HANDLE_KILLPRIV_V2 at mount
+ * time, and let the file system answer a request before pyfuse3 dispatches it
+ * (the one-line write() of the default mode, `read_request` below).
+ *
+ * Without it the kernel asks the file system for a file's security.capability
+ * attribute before every write() that goes through its page cache (to drop
+ * set-user-ID privileges): one FUSE round trip per write() in the buffered
+ * mode, which is the round trip that mode exists to remove. With it the file
+ * system clears those bits itself (logfs keeps none on files) and the kernel
+ * stops asking once it has seen a file without them.
+ *
+ * How: this library is loaded with RTLD_GLOBAL before pyfuse3 (mount/fuse/fuseinit.py),
+ * so pyfuse3's call of libfuse's fuse_session_mount() reaches the function below.
+ * It mounts with libfuse's own function, then hands the session a custom I/O
+ * (fuse_session_custom_io, libfuse >= 3.14) whose writev() is the plain system
+ * call, except that the reply to the kernel's INIT request (the first reply, of
+ * a fixed size and shape) gets one more flag set. libfuse's functions are those
+ * of the libfuse already loaded by pyfuse3 (found at run time), so the library
+ * loads, and does nothing, in a process that never mounts.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h> /* first, as Python asks; it defines _GNU_SOURCE (dlvsym) */
+#include <dlfcn.h>
+#include <link.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+
+#define INIT_REPLY_BYTES 80 /* struct fuse_out_header (16) + struct fuse_init_out (64) */
+#define ERROR_AT 4          /* fuse_out_header.error */
+#define MAJOR_AT 16         /* fuse_init_out.major */
+#define FLAGS_AT 28         /* fuse_init_out.flags */
+#define FUSE_KERNEL_MAJOR 7
+#define HANDLE_KILLPRIV_V2 (1u << 28)
+
+struct fuse_session;
+
+/* libfuse 3.14's struct fuse_custom_io (fuse_lowlevel.h). */
+struct custom_io {
+    ssize_t (*writev)(int fd, struct iovec *iov, int count, void *userdata);
+    ssize_t (*read)(int fd, void *buf, size_t len, void *userdata);
+    void *splice_receive;
+    void *splice_send;
+};
+
+/* Read by mount/fuse/fuseinit.py: 1 once the INIT reply carried the flag. */
+int logfs_killpriv_v2_asked = 0;
+
+/* The one-line write() of the default mode (mount/fuse/fuseinit.py, `set_write_hook`,
+ * and mount/fuse/_lines.pyx): a WRITE request whose data is exactly one line goes to
+ * `take(fh, data)`, with the GIL that pyfuse3 holds while it receives a request.
+ * It answers -1 (not taken: libfuse and pyfuse3 get the request as always), 0
+ * (the line is in the segment file) or an errno. A taken request is answered
+ * here, then `done()` does the log's bookkeeping for a line taken, while the
+ * writer runs; libfuse is told the read was interrupted, which pyfuse3 answers
+ * by waiting for the next request. */
+#define FUSE_WRITE_OPCODE 16
+#define IN_HEADER_BYTES 40  /* struct fuse_in_header */
+#define WRITE_IN_BYTES 40   /* struct fuse_write_in (protocol 7.9 and later) */
+#define DATA_AT (IN_HEADER_BYTES + WRITE_IN_BYTES)
+
+static PyObject *take_hook = NULL;
+static PyObject *done_hook = NULL;
+
+static ssize_t answer(int fd, uint64_t unique, int error, uint32_t size)
+{
+    uint32_t reply[6] = {error ? 16 : 24, (uint32_t)-error, 0, 0, size, 0};
+    memcpy(&reply[2], &unique, sizeof unique);
+    struct iovec whole = {reply, reply[0]};
+    return writev(fd, &whole, 1);
+}
+
+/* The hook's answer, -1 if it failed (the request then goes the usual way). */
+static long call_take(uint64_t fh, const char *data, uint32_t size)
+{
+    long taken = -1;
+    PyObject *args[2] = {PyLong_FromUnsignedLongLong(fh),
+                         PyBytes_FromStringAndSize(data, (Py_ssize_t)size)};
+    if (args[0] != NULL && args[1] != NULL) {
+        PyObject *result = PyObject_Vectorcall(take_hook, args, 2, NULL);
+        if (result != NULL) {
+            taken = PyLong_AsLong(result);
+            Py_DECREF(result);
+        }
+    }
+    Py_XDECREF(args[0]);
+    Py_XDECREF(args[1]);
+    if (PyErr_Occurred()) {
+        PyErr_WriteUnraisable(take_hook);
+        taken = -1;
+    }
+    return taken;
+}
+
+static void call_done(void)
+{
+    PyObject *result = PyObject_CallNoArgs(done_hook);
+    if (result == NULL)
+        PyErr_WriteUnraisable(done_hook);
+    Py_XDECREF(result);
+}
+
+/* A WRITE of exactly one line taken and answered: 1; 0 for any other request. */
+static int take_line(int fd, const unsigned char *request, ssize_t got)
+{
+    if (take_hook == NULL || got <= DATA_AT)
+        return 0;
+    uint32_t opcode, size;
+    uint64_t unique, fh;
+    memcpy(&opcode, request + 4, sizeof opcode);
+    memcpy(&unique, request + 8, sizeof unique);
+    memcpy(&fh, request + IN_HEADER_BYTES, sizeof fh);
+    memcpy(&size, request + IN_HEADER_BYTES + 16, sizeof size);
+    const char *data = (const char *)request + DATA_AT;
+    if (opcode != FUSE_WRITE_OPCODE || (ssize_t)size != got - DATA_AT || data[size - 1] != '\n'
+        || memchr(data, '\n', size - 1) != NULL)
+        return 0;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    long taken = call_take(fh, data, size);
+    if (taken >= 0)
+        answer(fd, unique, (int)taken, size);
+    if (taken == 0)
+        call_done();
+    PyGILState_Release(gil);
+    return taken >= 0;
+}
+
+/* libfuse's read of the next request. One-line WRITEs are taken here, and
+ * while they come one after the other (a writer's next line arrives within
+ * NEXT_WAIT_NS of the answer to its last) the next request is read here too:
+ * a writer of lines then costs the daemon a read, an append and an answer per
+ * line instead of a turn of pyfuse3's loop on trio. At most MAX_IN_A_ROW in a
+ * row, so the daemon's other tasks (the flusher, other files' requests) wait
+ * for no more than a few milliseconds. Any other request goes to libfuse as
+ * usual; when none is waiting, libfuse is told the read was interrupted,
+ * which pyfuse3 answers by waiting for the next request. */
+#define NEXT_WAIT_NS 50000
+#define MAX_IN_A_ROW 64
+
+static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
+{
+    (void)userdata;
+    for (int row = 0;; row++) {
+        ssize_t got = read(fd, buf, len);
+        if (got < 0 && row > 0 && errno != ENODEV)
+            break; /* nothing to read after all: wait as usual */
+        if (!take_line(fd, buf, got))
+            return got;
+        if (row + 1 == MAX_IN_A_ROW)
+            break;
+        /* The GIL is free while waiting: the flusher's fsync threads run meanwhile. */
+        struct pollfd next = {fd, POLLIN, 0};
+        const struct timespec wait = {0, NEXT_WAIT_NS};
+        PyThreadState *state = PyGILState_Check() ? PyEval_SaveThread() : NULL;
+        int ready = ppoll(&next, 1, &wait, NULL);
+        if (state != NULL)
+            PyEval_RestoreThread(state);
+        if (ready != 1 || !(next.revents & POLLIN))
+            break;
+    }
+    errno = EINTR;
+    return -1;
+}
+
+static ssize_t write_reply(int fd, struct iovec *iov, int count, void *userdata)
+{
+    (void)userdata;
+    if (!logfs_killpriv_v2_asked) {
+        unsigned char reply[INIT_REPLY_BYTES];
+        size_t total = 0;
+        for (int i = 0; i < count; i++)
+            total += iov[i].iov_len;
+        if (total == INIT_REPLY_BYTES) {
+            size_t at = 0;
+            for (int i = 0; i < count; i++) {
+                memcpy(reply + at, iov[i].iov_base, iov[i].iov_len);
+                at += iov[i].iov_len;
+            }
+            int32_t error;
+            uint32_t major, flags;
+            memcpy(&error, reply + ERROR_AT, sizeof error);
+            memcpy(&major, reply + MAJOR_AT, sizeof major);
+            if (error == 0 && major == FUSE_KERNEL_MAJOR) {
+                memcpy(&flags, reply + FLAGS_AT, sizeof flags);
+                flags |= HANDLE_KILLPRIV_V2;
+                memcpy(reply + FLAGS_AT, &flags, sizeof flags);
+                logfs_killpriv_v2_asked = 1;
+                struct iovec whole = {reply, INIT_REPLY_BYTES};
+                return writev(fd, &whole, 1);
+            }
+        }
+    }
+    return writev(fd, iov, count);
+}
+
+typedef int (*mount_fn)(struct fuse_session *, const char *);
+typedef int (*fd_fn)(struct fuse_session *);
+typedef int (*custom_io_fn)(struct fuse_session *, const struct custom_io *, int);
+
+/* The libfuse 3 that pyfuse3 loaded: the system's, or the copy a pyfuse3 wheel carries
+ * under another name (pyfuse3.libs/libfuse3-<hash>.so.*). Never loads one itself. */
+static int find_libfuse(struct dl_phdr_info *info, size_t size, void *found)
+{
+    (void)size;
+    const char *slash = strrchr(info->dlpi_name, '/');
+    const char *name = slash ? slash + 1 : info->dlpi_name;
+    if (strncmp(name, "libfuse3", strlen("libfuse3")) != 0)
+        return 0;
+    *(void **)found = dlopen(info->dlpi_name, RTLD_NOW | RTLD_NOLOAD);
+    return *(void **)found != NULL;
+}
+
+int fuse_session_mount(struct fuse_session *se, const char *mountpoint)
+{
+    void *lib = NULL;
+    dl_iterate_phdr(find_libfuse, &lib);
+    mount_fn real_mount = lib ? (mount_fn)dlvsym(lib, "fuse_session_mount", "FUSE_3.0") : NULL;
+    if (real_mount == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    fd_fn session_fd = (fd_fn)dlvsym(lib, "fuse_session_fd", "FUSE_3.0");
+    custom_io_fn custom_io = (custom_io_fn)dlvsym(lib, "fuse_session_custom_io", "FUSE_3.0");
+    int res = real_mount(se, mountpoint);
+    if (res != 0 || session_fd == NULL || custom_io == NULL)
+        return res; /* mounted as pyfuse3 would have; the kernel keeps asking */
+    static const struct custom_io io = {write_reply, read_request, NULL, NULL};
+    custom_io(se, &io, session_fd(se));
+    return 0;
+}
+
+static PyObject *set_write_hook(PyObject *self, PyObject *const *args, Py_ssize_t count)
+{
+    (void)self;
+    if (count != 2 || (args[0] == Py_None) != (args[1] == Py_None)
+        || (args[0] != Py_None && (!PyCallable_Check(args[0]) || !PyCallable_Check(args[1])))) {
+        PyErr_SetString(PyExc_TypeError, "set_write_hook(take, done): two callables, or None twice");
+        return NULL;
+    }
+    Py_CLEAR(take_hook);
+    Py_CLEAR(done_hook);
+    if (args[0] != Py_None) {
+        take_hook = Py_NewRef(args[0]);
+        done_hook = Py_NewRef(args[1]);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"set_write_hook", (PyCFunction)(void (*)(void))set_write_hook, METH_FASTCALL,
+     "set_write_hook(take, done): take(fh, data) -> -1 (not taken), 0 (appended) or an "
+     "errno, for one-line WRITEs; done() after each answer of 0"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, .m_name = "_fuseinit", .m_size = -1, .m_methods = methods};
+
+PyMODINIT_FUNC PyInit__fuseinit(void)
+{
+    return PyModule_Create(&module);
+}

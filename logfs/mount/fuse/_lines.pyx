@@ -1,0 +1,90 @@
+# cython: language_level=3
+"""The default mode's one-line ``write()``, taken as the daemon receives it.
+
+`_fuseinit.c` hands each WRITE request whose data is exactly one line to
+`LineWrites.take` before pyfuse3 dispatches it. When the open file is an
+``append`` of one partition framing lines with nothing pending, and the
+partition takes the fast path (`Log.write_line`, core/log/_line.pyx), the
+line is written to the segment file and the request is answered there: the
+writer is woken once its line is in the file, as after the general path. The
+log's books for it (`LineWrite.finish`) and the receipt follow in `done`,
+which `_fuseinit.c` calls right after the answer, before the daemon reads its
+next request: nothing sees the log in between, and the writer runs meanwhile.
+
+Everything else is left to pyfuse3 (`NOT_TAKEN`): another file, a deleted
+topic's file, a recovering store, a line the fast path declines, or one
+whose partition's ``flush.messages`` would make the write() wait for an
+fsync.
+"""
+
+import logging
+
+from ..errnos import failed
+from ..files import AppendFile, LineFramer
+
+logger = logging.getLogger(__name__)
+
+NOT_TAKEN = -1
+
+
+cdef class LineWrites:
+    """The write hook of one mount's `Operations` (`fuseinit.set_write_hook`)."""
+
+    cdef object ops
+    cdef dict files  # the mount's open files
+    cdef object logs  # the store's open partitions
+    cdef bint ready
+    cdef object written  # the LineWrite whose books `done` keeps
+    cdef object file  # and the open file whose receipt it is
+
+    def __init__(self, ops):
+        self.ops = ops
+        self.files = ops.files
+        self.logs = ops.view.store.open_logs
+
+    def take(self, fh, bytes data):
+        """0 once the line is in the segment file, an errno, or `NOT_TAKEN`."""
+        file = self.files.get(fh)
+        if type(file) is not AppendFile:
+            return NOT_TAKEN
+        if not self.ready:
+            self.ready = self.ops.ready.is_set()  # recovery done: for good
+            if not self.ready:
+                return NOT_TAKEN
+        if self.ops.topic_deleted(fh):
+            return NOT_TAKEN  # the write answers ESTALE
+        framer = file.framer
+        partition = file.partition
+        if (
+            partition is None
+            or type(framer) is not LineFramer
+            or framer.pending
+            or framer.discarding
+            or framer.parse_key
+            or len(data) > framer.max_bytes
+        ):
+            return NOT_TAKEN
+        log = self.logs.get((file.topic, partition))
+        if log is None or log.flush_messages_reached(1):
+            return NOT_TAKEN
+        try:
+            written = log.write_line(data, len(data) - 1)
+        except Exception as e:  # every failure is an errno, as in `Operations.write`
+            return failed("write", (fh,), e)
+        if written is None:
+            return NOT_TAKEN
+        self.written, self.file = written, file
+        return 0
+
+    def done(self):
+        """The books of the line `take` wrote, once the writer is answered."""
+        written, file = self.written, self.file
+        self.written = self.file = None
+        if written is None:
+            return
+        try:
+            written.finish()  # on failure the partition went offline (_line.pyx)
+            if file.receipts is not None:
+                file.add_receipt(file.partition, written.first, 1)
+        except Exception:
+            logger.exception("after appending a line to %s-%d", file.topic, file.partition)

@@ -1,0 +1,57 @@
+"""Loads `_fuseinit` (a small C library) before pyfuse3, so that the mount asks
+the kernel for FUSE's ``handle_killpriv_v2`` and can take one-line ``write()``s
+before pyfuse3 does (see ``_fuseinit.c``).
+
+Without it the kernel asks for a file's ``security.capability`` attribute before
+every ``write()`` through its page cache: a round trip per line in the buffered
+mode (``-o acks=0``, docs/mount.md). Loaded with ``RTLD_GLOBAL`` ahead of
+pyfuse3, the library's ``fuse_session_mount`` is the one pyfuse3 calls. It must
+come first: once pyfuse3 is imported its calls are bound to libfuse, and the
+mount works as before (`asked` then stays False, and the daemon says so).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+
+_library: ctypes.CDLL | None = None
+
+
+def _load() -> ctypes.CDLL | None:
+    if "pyfuse3" in sys.modules:
+        return None
+    spec = importlib.util.find_spec(f"{__package__}._fuseinit")
+    if spec is None or spec.origin is None:
+        return None  # not built (a source checkout without its build step)
+    return ctypes.CDLL(spec.origin, mode=os.RTLD_GLOBAL)
+
+
+def asked() -> bool:
+    """Whether this process's mount asked the kernel for ``handle_killpriv_v2``."""
+    if _library is None:
+        return False
+    return bool(ctypes.c_int.in_dll(_library, "logfs_killpriv_v2_asked").value)
+
+
+def set_write_hook(
+    take: Callable[[int, bytes], int] | None, done: Callable[[], None] | None
+) -> bool:
+    """Have ``take(fh, data)`` see each WRITE request whose data is exactly one
+    line before pyfuse3 does: it answers -1 to leave the request to pyfuse3,
+    0 once the line is in the log's file, or an errno; after an answer of 0
+    the request is answered and ``done()`` called. Both run inside pyfuse3's
+    receive, on the trio thread, and must not raise or wait (mount/fuse/_lines.pyx).
+    None twice removes them. False where the library is not in use (the
+    mount then works without it)."""
+    if _library is None:
+        return False
+    module = importlib.import_module(f"{__package__}._fuseinit")  # the library loaded above
+    module.set_write_hook(take, done)
+    return True
+
+
+_library = _load()

@@ -1,0 +1,371 @@
+"""pyfuse3 Operations: the mount's tree over a Store (see docs/mount.md).
+
+Handlers resolve the inode and hand the request to its node or open file:
+what each kind of node is and does is in the tree room (tree/directories.py,
+tree/nodes.py), what an open file holds and does in the files room
+(files/generated.py, files/appendfile.py), the state they share in
+tree/view.py, the line, binary and batch framing in files/framing.py. Every
+error becomes the errno the one table of errors gives it (core/errors.py,
+read by mount/errnos.py); only `FUSEError` leaves a handler.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+import os
+import pwd
+import stat
+from collections.abc import Awaitable, Callable
+
+import pyfuse3
+import trio
+
+from ...core.log import Log, Store
+from ...groups import Coordinator
+from ..errnos import fail, fuse_errors, log_rejected
+from ..files import BufferedAppends, OpenFile
+from ..tree import DATA_OWNER, Caller, Ownership, Root, TopicLife, View, resolve
+
+logger = logging.getLogger(__name__)
+
+
+def pwd_name(uid: int) -> str:
+    """The user name of ``uid`` (for getgrouplist), or its number."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+class Operations(pyfuse3.Operations):
+    """The mount over ``store``.
+
+    Args:
+        store: the data directory's store.
+        groups: the group coordinator the ``groups/`` files show: the daemon's
+            one, which its Kafka listener shares (by default one of its own).
+        sync: ``sync(log)`` makes a log durable with its fsyncs off the loop:
+            the daemon's flusher's (by default they run in line).
+        partitions: partitions of a topic made by mkdir.
+        owner: the owner, group and modes the mount shows (``uid=`` and friends).
+        buffered: the buffered mode (``acks=0``, buffered.py), whose write-backs
+            open the append files below ``mountpoint``.
+        ready: set once the store's partitions are recovered (the daemon's);
+            by default set at once for a store with nothing to recover.
+    """
+
+    supports_dot_lookup = True
+    enable_writeback_cache = False
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        groups: Coordinator | None = None,
+        sync: Callable[[Log], Awaitable[None]] | None = None,
+        partitions: int = 1,
+        owner: Ownership = DATA_OWNER,
+        buffered: bool = False,
+        mountpoint: str | None = None,
+        ready: trio.Event | None = None,
+    ) -> None:
+        super().__init__()
+        self.enable_writeback_cache = buffered
+        self.store = store
+        self.partitions = partitions  # of a topic made by mkdir
+        if ready is None:  # a store opened the usual way (recovered, or read-only) is ready
+            ready = trio.Event()
+            if store.read_only or not store.has_unopened():
+                ready.set()
+        self.ready = ready
+        self.buffered = BufferedAppends(mountpoint) if buffered else None
+        self.view = View(
+            store,
+            Root(),
+            groups or Coordinator(store),
+            owner,
+            sync,
+            buffered=self.buffered,
+            is_ready=ready.is_set,
+        )
+        self.inodes = self.view.inodes
+        self.files: dict[int, OpenFile] = {}
+        self._fh = itertools.count(1)
+        # The topic life each open file was opened in, and whether it was opened
+        # for writing: a deleted topic's descriptors never reach a new one.
+        self._opened: dict[int, tuple[TopicLife | None, bool]] = {}
+        # Open directories: the node and its names, listed once at the first readdir
+        # so every later chunk of the listing costs only its own entries.
+        self._listings: dict[int, tuple[int, list[str] | None]] = {}
+
+    @fuse_errors
+    async def lookup(self, parent_inode, name, ctx=None):
+        parent = self.view.node(parent_inode)
+        text = os.fsdecode(name)
+        if text == ".":
+            path = parent.path
+        elif text == "..":
+            path = parent.path[:-1]
+        else:
+            path = (*parent.path, text)
+        node = resolve(self.view, path)
+        await node.count(self.view)
+        attrs = self.view.attrs(node)
+        self.inodes.looked_up(node)
+        return attrs
+
+    async def forget(self, inode_list):
+        for inode, count in inode_list:
+            self.inodes.forget(inode, count)
+
+    @fuse_errors
+    async def getattr(self, inode, ctx=None):
+        node = self.view.node(inode)
+        resolve(self.view, node.path)  # still there? (a deleted topic answers ENOENT)
+        await node.count(self.view)
+        return self.view.attrs(node)
+
+    @fuse_errors
+    async def setattr(self, inode, attr, fields, fh, ctx=None):
+        node = self.view.node(inode)
+        if fields.update_mode or fields.update_uid or fields.update_gid:
+            self._change_owner(node, attr, fields, ctx)
+        if fields.update_size:
+            node.truncate(self.view, attr.st_size, self.files.get(fh))
+        return self.view.attrs(node)  # times (touch) are accepted and not stored
+
+    def _change_owner(self, node, attr, fields, ctx) -> None:
+        """chown and chmod: remembered for the mount's life (the files are
+        virtual: nothing on disk changes), so that services that chown their
+        logs to a worker user (nginx's reopen, logrotate's ``create``,
+        ``install -m``) work; the kernel then checks access by them with
+        ``default_permissions``. As in Unix: only root gives a file away,
+        its owner may chmod it and give it to a group of theirs; files keep no
+        set-user-ID or set-group-ID bit."""
+        if self.store.read_only:
+            raise fail(errno.EROFS)
+        current = self.view.attrs(node)
+        uid = attr.st_uid if fields.update_uid else current.st_uid
+        gid = attr.st_gid if fields.update_gid else current.st_gid
+        mode = stat.S_IMODE(attr.st_mode if fields.update_mode else current.st_mode)
+        if not node.directory:
+            # Never kept on files: no file here is a program, and the kernel leaves
+            # dropping them at a write to the file system (fuseinit.py).
+            mode &= ~(stat.S_ISUID | stat.S_ISGID)
+        caller = ctx.uid if ctx is not None else 0
+        if caller != 0:
+            if caller != current.st_uid or uid != current.st_uid:
+                raise fail(errno.EPERM)
+            if gid != current.st_gid and gid not in os.getgrouplist(pwd_name(caller), ctx.gid):
+                raise fail(errno.EPERM)
+        self.view.changes(node)[node.path] = (uid, gid, mode)
+
+    @fuse_errors
+    async def readlink(self, inode, ctx=None):
+        return os.fsencode(self.view.node(inode).readlink())
+
+    # ------------------------------------------------------------ directories
+
+    @fuse_errors
+    async def opendir(self, inode, ctx=None):
+        if not self.view.node(inode).directory:
+            raise fail(errno.ENOTDIR)
+        fh = next(self._fh)
+        self._listings[fh] = (inode, None)
+        return fh
+
+    @fuse_errors
+    async def readdir(self, fh, start_id, token):
+        """One chunk of the listing (as much as the kernel's buffer takes): the
+        names are listed once per opendir (again when it starts over, as for
+        rewinddir), so a large directory's listing costs each chunk only its
+        entries and other requests are served between chunks."""
+        inode, entries = self._listings.get(fh, (fh, None))
+        node = self.view.node(inode)
+        if entries is None or start_id == 0:
+            entries = node.entries(self.view)
+            self._listings[fh] = (inode, entries)
+        for i in range(start_id, len(entries)):
+            try:
+                child = resolve(self.view, (*node.path, entries[i]))
+            except pyfuse3.FUSEError:
+                continue  # gone since the listing was made
+            if not pyfuse3.readdir_reply(
+                token, os.fsencode(entries[i]), self.view.attrs(child), i + 1
+            ):
+                break
+            self.inodes.looked_up(child)
+
+    async def releasedir(self, fh):
+        self._listings.pop(fh, None)
+
+    @fuse_errors
+    async def mkdir(self, parent_inode, name, mode, ctx=None):
+        """A topic in the root (with ``-o partitions=N``), partitions up to
+        ``<n>`` in a topic; nothing else."""
+        parent = self.view.node(parent_inode)
+        parent.mkdir(self.view, os.fsdecode(name), self.partitions, mode, Caller.of(ctx))
+        return await self.lookup(parent_inode, name, ctx)
+
+    @fuse_errors
+    async def rmdir(self, parent_inode, name, ctx=None):
+        """Topics only: partitions cannot be removed, as in Kafka."""
+        self.view.node(parent_inode).rmdir(self.view, os.fsdecode(name), Caller.of(ctx))
+        if self.buffered is not None:
+            self.buffered.forget_topic(os.fsdecode(name))
+
+    @fuse_errors
+    async def create(self, parent_inode, name, mode, flags, ctx=None):
+        """Only ``keys/<k>`` of a compacted topic can be created (a new key,
+        written at close); the rest of the tree is fixed."""
+        node, file = self.view.node(parent_inode).create(self.view, os.fsdecode(name))
+        self.inodes.looked_up(node)
+        fh = self._add(file, node.life, writing=True)
+        return file.info(fh), self.view.attrs(node)
+
+    @fuse_errors
+    async def unlink(self, parent_inode, name, ctx=None):
+        """``rm keys/<k>`` appends a tombstone for the key; nothing else unlinks."""
+        self.view.node(parent_inode).unlink(self.view, os.fsdecode(name))
+
+    async def _refuse(self, *args):
+        raise fail(errno.EPERM)
+
+    rename = symlink = link = mknod = _refuse
+
+    @fuse_errors
+    async def statfs(self, ctx=None):
+        st = os.statvfs(self.store.path)
+        data = pyfuse3.StatvfsData()
+        for field in (
+            "f_bsize",
+            "f_frsize",
+            "f_blocks",
+            "f_bfree",
+            "f_bavail",
+            "f_files",
+            "f_ffree",
+            "f_favail",
+        ):
+            setattr(data, field, getattr(st, field))
+        data.f_namemax = 255
+        return data
+
+    # ------------------------------------------------------------ files
+
+    @fuse_errors
+    async def open(self, inode, flags, ctx=None):
+        node = self.view.node(inode)
+        file = node.open(self.view, flags)
+        fh = self._add(file, node.life, writing=flags & os.O_ACCMODE != os.O_RDONLY)
+        return file.info(fh)
+
+    def _add(self, file: OpenFile, life: TopicLife | None, *, writing: bool) -> int:
+        fh = next(self._fh)
+        self.files[fh] = file
+        self._opened[fh] = (life, writing)
+        return fh
+
+    def _file(self, fh: int) -> OpenFile:
+        file = self.files.get(fh)
+        if file is None:
+            raise fail(errno.EBADF)
+        return file
+
+    def topic_deleted(self, fh: int) -> bool:
+        """Whether ``fh``'s topic was deleted since it was opened."""
+        life, _ = self._opened.get(fh, (None, False))
+        return life is not None and life.deleted
+
+    @fuse_errors
+    async def read(self, fh, off, size):
+        """A deleted topic's open file reads as ended: what was read before
+        the deletion stays read, the rest is gone with the topic."""
+        file = self._file(fh)
+        if self.topic_deleted(fh):
+            return b""
+        return await file.read(off, size)
+
+    @fuse_errors
+    async def write(self, fh, off, buf):
+        """ESTALE once the file's topic was deleted (never the re-created one)."""
+        file = self._file(fh)
+        if self.topic_deleted(fh):
+            raise fail(errno.ESTALE)
+        await file.write(off, buf)
+        return len(buf)
+
+    @fuse_errors
+    async def flush(self, fh):
+        """close(): what the open file holds takes effect (an append file's
+        partial line becomes a record); errors reach close(). A deleted
+        topic's file opened for writing answers ESTALE: nothing it held
+        was appended."""
+        file = self._file(fh)
+        if self.topic_deleted(fh):
+            if self._opened[fh][1]:
+                raise fail(errno.ESTALE)
+            return
+        await file.flush()
+
+    @fuse_errors
+    async def _release(self, fh):
+        await self._file(fh).release()
+
+    async def release(self, fh):
+        try:
+            if not self.topic_deleted(fh):  # else nothing can take effect (flush said ESTALE)
+                await self._release(fh)
+        except pyfuse3.FUSEError as e:
+            log_rejected(logging.WARNING, "closing a file lost what it held: errno %d", e.errno)
+        self.files.pop(fh, None)
+        self._opened.pop(fh, None)
+
+    @fuse_errors
+    async def fsync(self, fh, datasync):
+        """fsync on an append file returns once its partition(s) are durable;
+        ESTALE once its topic was deleted."""
+        file = self._file(fh)
+        if self.topic_deleted(fh):
+            raise fail(errno.ESTALE)
+        await file.fsync()
+
+    # ------------------------------------------------------------ extended attributes
+
+    @fuse_errors
+    async def getxattr(self, inode, name, ctx=None):
+        if not name.startswith(b"user."):
+            # security.capability: asked before a write() through the page cache
+            # (the buffered mode) unless handle_killpriv_v2 was granted (fuseinit.py).
+            raise fail(pyfuse3.ENOATTR)
+        value = self.view.node(inode).xattrs(self.view).get(os.fsdecode(name))
+        if value is None:
+            raise fail(pyfuse3.ENOATTR)
+        return value
+
+    @fuse_errors
+    async def listxattr(self, inode, ctx=None):
+        return [os.fsencode(name) for name in self.view.node(inode).xattrs(self.view)]
+
+    @fuse_errors
+    async def setxattr(self, inode, name, value, ctx=None):
+        raise fail(errno.ENOTSUP)
+
+    @fuse_errors
+    async def removexattr(self, inode, name, ctx=None):
+        raise fail(errno.ENOTSUP)
+
+    # ------------------------------------------------------------ shutdown
+
+    def close_files(self) -> None:
+        """At unmount: every open append file's partial line becomes a record."""
+        for fh, file in list(self.files.items()):
+            if self.topic_deleted(fh):
+                continue  # its topic is gone: nothing to keep
+            try:
+                file.unmount()
+            except Exception as e:  # noqa: BLE001 - shutdown goes on
+                logger.warning("unterminated tail of an append file lost at unmount: %s", e)
+            self.files.pop(fh, None)

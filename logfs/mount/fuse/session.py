@@ -1,0 +1,131 @@
+"""The FUSE side of a daemon: `Operations` over the store, mounted on a mount
+point, its request loop, and its end. The daemon (logfs/daemon) builds one
+when ``logfs mount`` asks for a file system, beside the store, the group
+coordinator and the background tasks it hands it.
+
+Its life: `mount` (pyfuse3.init, and the one-line write() hook of
+``_fuseinit.c`` and ``_lines.pyx``), `serve` until `stop` (a signal: what the
+kernel holds of open files in the buffered mode is written back first) or an
+external unmount, then `close_files` (the open append files' partial lines
+become records) and, once the store is flushed, `unmount`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+
+import pyfuse3
+import trio
+
+from ...core.log import Log, Store
+from ...groups import Coordinator
+from ..tree import DATA_OWNER, Ownership
+from . import fuseinit
+from ._lines import LineWrites
+from .operations import Operations
+
+logger = logging.getLogger(__name__)
+
+WRITE_BACK_TIMEOUT = 10.0  # seconds a signalled daemon gives the kernel's dirty pages
+KILLPRIV_CHECK_AFTER = 1.0  # seconds: the kernel's INIT is answered by then
+
+
+class FuseMount:
+    """The mount of ``store`` on ``mountpoint``, built whole and not mounted yet.
+
+    Args:
+        store: the data directory's store.
+        mountpoint: where to mount (as given: the kernel's name for it).
+        groups: the daemon's group coordinator (the ``groups/`` files).
+        ready: set once the store's partitions are recovered; requests wait for it.
+        sync: ``sync(log)`` makes a log durable off the loop (the flusher's).
+        fuse_options: options for the kernel and libfuse (``allow_other``, ``ro``...).
+        partitions: partitions of a topic made by mkdir.
+        owner: the owner, group and modes the mount shows.
+        buffered: the buffered mode (``-o acks=0``, files/buffered.py).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        mountpoint: str,
+        *,
+        groups: Coordinator,
+        ready: trio.Event,
+        sync: Callable[[Log], Awaitable[None]] | None,
+        fuse_options: frozenset[str] = frozenset(),
+        partitions: int = 1,
+        owner: Ownership = DATA_OWNER,
+        buffered: bool = False,
+    ) -> None:
+        self.mountpoint = mountpoint
+        # Resolved now: once mounted, a stat of the mount point from this thread
+        # would wait for an answer from this very thread.
+        self.real_mountpoint = os.path.realpath(mountpoint)
+        self.options = {f"fsname={os.path.abspath(store.path)}", "subtype=logfs", *fuse_options}
+        self.ops = Operations(
+            store,
+            groups=groups,
+            sync=sync,
+            partitions=partitions,
+            owner=owner,
+            buffered=buffered,
+            mountpoint=self.real_mountpoint,
+            ready=ready,
+        )
+
+    def forget_topic(self, topic: str) -> None:
+        """A topic was deleted otherwise than by rmdir (over Kafka): see `View.forget_topic`."""
+        self.ops.view.forget_topic(topic)
+
+    def mount(self) -> None:
+        """Mount: the kernel sends requests from now on (`serve` answers them)."""
+        pyfuse3.init(self.ops, self.mountpoint, self.options)
+        lines = LineWrites(self.ops)
+        fuseinit.set_write_hook(lines.take, lines.done)
+
+    async def serve(self) -> None:
+        """Answer requests until `stop` or an external unmount."""
+        await pyfuse3.main()
+
+    def start_background(self, nursery: trio.Nursery) -> None:
+        """The mount's own background work, once the store is recovered: the
+        buffered mode's write-backs."""
+        if self.ops.buffered is not None:
+            nursery.start_soon(self.ops.buffered.run)
+            nursery.start_soon(self._check_killpriv)
+
+    async def _check_killpriv(self) -> None:
+        """The buffered mode works without ``handle_killpriv_v2`` (fuseinit.py),
+        at a round trip per write(): say so, once the kernel's INIT is answered."""
+        await trio.sleep(KILLPRIV_CHECK_AFTER)
+        if not fuseinit.asked():
+            logger.warning(
+                "the kernel was not asked for handle_killpriv_v2 (pyfuse3 imported before "
+                "logfs.mount, or _fuseinit not built): each buffered write() costs a round trip"
+            )
+
+    async def stop(self) -> None:
+        """End `serve`; in the buffered mode, what the kernel holds of open
+        files is written back first (for at most `WRITE_BACK_TIMEOUT`)."""
+        if self.ops.buffered is not None:
+            with trio.move_on_after(WRITE_BACK_TIMEOUT):
+                await self.ops.buffered.write_back_open_files()
+        pyfuse3.terminate()
+
+    def terminate(self) -> None:
+        """End `serve` now (the store failed to recover)."""
+        pyfuse3.terminate()
+
+    def close_files(self) -> None:
+        """At unmount: every open append file's partial line becomes a record."""
+        self.ops.close_files()
+
+    def unmount(self) -> None:
+        """Unmount (after `serve` returned and the store is flushed)."""
+        try:
+            fuseinit.set_write_hook(None, None)
+        finally:
+            pyfuse3.close(unmount=True)

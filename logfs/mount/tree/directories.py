@@ -1,0 +1,346 @@
+"""The mount's tree: its directories, and paths resolved to nodes.
+
+Paths are tuples of names below the mount point (file names: core/client/names.py)::
+
+    ()                                   Root
+    (topic,)                             Topic            directory
+    (topic, "append" | "append.bin")     TopicAppend[Bin]
+    (topic, "config")                    Config
+    (topic, "keys")                      KeysDir          directory (compacted topics)
+    (topic, "keys", name)                Key              a key's latest value (core/log/keys.py)
+    (topic, "<p>")                       Partition        directory
+    (topic, "<p>", "append" | "append.bin" | "append.batches" | "stream" | "state")
+    (topic, "<p>", "offset" | "time" | "segments" | "from")   directories
+    (topic, "<p>", "offset", "<n>")      Offset           one record's value
+    (topic, "<p>", "time", "<ms>")       Time             symlink to ../offset/<n>
+    (topic, "<p>", "from", "<n>")        From             the records' lines from offset n on
+    (topic, "<p>", "segments", name)     Segment          symlink into DATA
+    (topic, "<p>", "groups", group)      Group            a consumer group's committed offset
+
+Each directory's class names the kind of each child (`Node.child`), so
+`node_class` answers from the path's shape alone; whether the topic,
+partition or offset exists is the store's to say (`resolve`). Numbers must be
+canonical decimals (``7``, not ``07``), so every record has exactly one path.
+The file kinds are in nodes.py and records.py.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+
+from ...core.client import names
+from ...core.config import INTERNAL_TOPICS
+from ..errnos import fail
+from ..files import KeyFile, OpenFile
+from .groupfiles import Group, GroupFile, listed
+from .lives import Caller, TopicLife, permits
+from .nodes import (
+    Append,
+    AppendBatches,
+    AppendBin,
+    Config,
+    From,
+    Segment,
+    State,
+    Stream,
+    Time,
+    TopicAppend,
+    TopicAppendBin,
+)
+from .records import Key, Offset
+from .view import ROOT_INODE, Node, Stat, View
+
+OFFSET_LISTING = 100  # `ls offset/` shows the newest this many offsets
+DIRECTORY = Stat(stat.S_IFDIR | 0o755)
+
+
+def number(name: str) -> int | None:
+    """The value of a canonical non-negative decimal, else None."""
+    if not name.isascii() or not name.isdigit() or (len(name) > 1 and name[0] == "0"):
+        return None
+    return int(name)
+
+
+class Directory(Node):
+    """A directory: fixed attributes, cached for a second; no listing unless
+    the kind has one (``time/`` and ``from/``: every number is a name)."""
+
+    __slots__ = ()
+    directory = True
+
+    def stat(self, view: View) -> Stat:
+        return DIRECTORY
+
+    def entries(self, view: View) -> list[str]:
+        return []
+
+    def open(self, view: View, flags: int) -> OpenFile:
+        raise fail(errno.EISDIR)
+
+
+class Numbered(Directory):
+    """``time/`` and ``from/``: a child per canonical number."""
+
+    __slots__ = ()
+    in_partition = True
+    kind: type[Node]
+
+    @classmethod
+    def child(cls, name: str) -> type[Node] | None:
+        return cls.kind if number(name) is not None else None
+
+
+class TimeDir(Numbered):
+    __slots__ = ()
+    kind = Time
+
+
+class FromDir(Numbered):
+    __slots__ = ()
+    kind = From
+
+
+class OffsetDir(Numbered):
+    __slots__ = ()
+    kind = Offset
+
+    def entries(self, view: View) -> list[str]:
+        log = view.log(self)
+        first = max(log.log_start_offset, log.next_offset - OFFSET_LISTING)
+        return [str(n) for n in range(first, log.next_offset)]
+
+
+class SegmentDir(Directory):
+    __slots__ = ()
+    in_partition = True
+
+    @classmethod
+    def child(cls, name: str) -> type[Node] | None:
+        return Segment
+
+    def entries(self, view: View) -> list[str]:
+        return sorted(view.log(self).segment_files())
+
+
+class GroupsDir(Directory):
+    """``<topic>/<p>/groups/``: a file per consumer group with an offset
+    committed for the partition (groupfiles.py)."""
+
+    __slots__ = ()
+    in_partition = True
+
+    @classmethod
+    def child(cls, name: str) -> type[Node] | None:
+        return Group
+
+    def entries(self, view: View) -> list[str]:
+        return listed(view, self.topic, self.partition)
+
+    def create(self, view: View, name: str) -> tuple[Node, OpenFile]:
+        """A new group's commit, written at close."""
+        if view.store.read_only:
+            raise fail(errno.EROFS)
+        path = (*self.path, name)
+        Group.pending.add(path)
+        node = resolve(view, path)
+        return node, GroupFile(view, path, b"")
+
+
+class Partition(Directory):
+    __slots__ = ()
+    in_partition = True
+    children: dict[str, type[Node]] = {
+        names.APPEND: Append,
+        names.APPEND_BIN: AppendBin,
+        names.APPEND_BATCHES: AppendBatches,
+        names.FROM: FromDir,
+        names.OFFSET: OffsetDir,
+        names.SEGMENTS: SegmentDir,
+        names.STATE: State,
+        names.STREAM: Stream,
+        names.TIME: TimeDir,
+        "groups": GroupsDir,
+    }
+
+    @classmethod
+    def child(cls, name: str) -> type[Node] | None:
+        return cls.children.get(name)
+
+    def entries(self, view: View) -> list[str]:
+        return list(self.children)
+
+
+class KeysDir(Directory):
+    """``<topic>/keys/`` of a compacted topic: a file per live key."""
+
+    __slots__ = ()
+    compacted_only = True
+
+    @classmethod
+    def child(cls, name: str) -> type[Node] | None:
+        return Key
+
+    def entries(self, view: View) -> list[str]:
+        return view.keys.names(self.topic)
+
+    def create(self, view: View, name: str) -> tuple[Node, OpenFile]:
+        """A new key, written at close (empty if nothing is written); ``name``
+        must name a key."""
+        if view.store.read_only:
+            raise fail(errno.EROFS)
+        path = (*self.path, name)
+        key = view.keys.key_of(self.topic, name)
+        if key is None:
+            raise fail(errno.EINVAL)  # a name no key has (see docs/compaction.md)
+        view.keys.pending.add(path)
+        return resolve(view, path), KeyFile(view, key, path, b"", writing=True, changed=True)
+
+    def unlink(self, view: View, name: str) -> None:
+        """``rm keys/<k>`` appends a tombstone for the key."""
+        if view.store.read_only:
+            raise fail(errno.EROFS)
+        key = view.keys.key_of(self.topic, name)
+        if key is None or view.keys.latest(self.topic, key) is None:
+            raise fail(errno.ENOENT)
+        view.store.append_to_topic(self.topic, [None], [key])
+        view.refresh_keys(self.topic)
+
+
+class Topic(Directory):
+    __slots__ = ()
+    children: dict[str, type[Node]] = {
+        names.APPEND: TopicAppend,
+        names.APPEND_BIN: TopicAppendBin,
+        names.CONFIG: Config,
+        names.KEYS: KeysDir,
+    }
+
+    @classmethod
+    def child(cls, name: str) -> type[Node] | None:
+        return cls.children.get(name) or (Partition if number(name) is not None else None)
+
+    def entries(self, view: View) -> list[str]:
+        view.topics_changed()  # once per listing: partitions added by the Kafka face
+        count = view.partitions(self.topic) or 0
+        children = list(self.children)
+        if not view.store.topic_config(self.topic).compact:
+            children.remove(names.KEYS)
+        return [str(p) for p in range(count)] + children
+
+    def mkdir(self, view: View, name: str, partitions: int, mode: int, caller: Caller) -> None:
+        """``mkdir <topic>/<n>``: partitions up to n."""
+        n = number(name)
+        if n is None:
+            raise fail(errno.EINVAL)
+        if n < (view.partitions(self.topic) or 0):
+            raise fail(errno.EEXIST)
+        try:
+            view.store.add_partitions(self.topic, n + 1)
+        finally:
+            view.topics_changed()
+
+
+class Root(Directory):
+    __slots__ = ()
+
+    def __init__(
+        self, path: tuple[str, ...] = (), life: TopicLife | None = None, inode: int = ROOT_INODE
+    ) -> None:
+        super().__init__(path, life, inode)
+
+    @classmethod
+    def child(cls, name: str) -> type[Node] | None:
+        # The group coordinator's internal topic is not shown, as Kafka hides it.
+        return None if name in INTERNAL_TOPICS else Topic
+
+    def entries(self, view: View) -> list[str]:
+        view.topics_changed()  # once per listing: topics made by the Kafka face
+        return [t for t in view.topics() if t not in INTERNAL_TOPICS]
+
+    def mkdir(self, view: View, name: str, partitions: int, mode: int, caller: Caller) -> None:
+        """A topic, owned by the user who made it (`Lives.born`)."""
+        try:
+            view.store.create_topic(name, partitions=partitions)
+        finally:
+            view.topics_changed()
+        view.lives.born(name, caller, mode)
+
+    def rmdir(self, view: View, name: str, caller: Caller) -> None:
+        """Delete topic ``name`` as POSIX removes a directory: the caller needs
+        write and search permission here, and with the sticky bit set must own
+        this directory or the topic (the kernel checks the same with
+        ``default_permissions``). A topic holding records is a non-empty
+        directory: only its owner or root may delete it whole (ENOTEMPTY for
+        anyone else)."""
+        if view.partitions(name) is None:
+            raise fail(errno.ENOENT)
+        # a name the kernel was never told of has no inode: only its attributes are asked
+        topic = view.inodes.at((name,)) or Topic((name,), view.lives.life(name))
+        here, there = view.attrs(self), view.attrs(topic)
+        if not permits(caller, here, os.W_OK | os.X_OK):
+            raise fail(errno.EACCES)
+        if caller.uid not in (0, here.st_uid, there.st_uid) and here.st_mode & stat.S_ISVTX:
+            raise fail(errno.EPERM)
+        if caller.uid not in (0, there.st_uid) and holds_records(view, name):
+            raise fail(errno.ENOTEMPTY)
+        try:
+            view.store.delete_topic(name)
+        finally:
+            view.topics_changed()  # a topic that failed to delete stays, with its owner
+        view.forget_topic(name, by_rmdir=True)
+
+    def xattrs(self, view: View) -> dict[str, bytes]:
+        """The daemon's pid, DATA, and the mount's health with why."""
+        store = view.store
+        if not view.is_ready():
+            health, failures = "recovering", {}
+        else:
+            offline = store.failures()
+            failures = dict(offline) | store.flush_failures()
+            if store.checkpoint_failure:
+                failures["checkpoints"] = f"writing failed: {store.checkpoint_failure}"
+            health = "failed" if offline else "degraded" if failures else "ok"
+        return {
+            names.PID_XATTR: str(os.getpid()).encode(),
+            names.DATA_XATTR: os.fsencode(os.path.abspath(store.path)),
+            names.HEALTH_XATTR: health.encode(),
+            names.FAILURES_XATTR: json.dumps(failures, sort_keys=True).encode(),
+        }
+
+
+def holds_records(view: View, topic: str) -> bool:
+    """Whether any partition of ``topic`` has a record retention kept."""
+    return any(
+        view.store.log(topic, p).next_offset > view.store.log(topic, p).log_start_offset
+        for p in range(view.partitions(topic) or 0)
+    )
+
+
+def node_class(path: tuple[str, ...]) -> type[Node] | None:
+    """The kind of node ``path`` names, from its shape alone (None: no such node)."""
+    cls: type[Node] | None = Root
+    for name in path:
+        cls = cls.child(name)
+        if cls is None:
+            return None
+    return cls
+
+
+def resolve(view: View, path: tuple[str, ...]) -> Node:
+    """The node at ``path`` if it exists in the store now; ENOENT if not.
+
+    A path the kernel knows keeps its node (and inode); a new one gets an
+    inode only once it is found to exist.
+    """
+    cls = node_class(path)
+    if cls is None:
+        raise fail(errno.ENOENT)
+    cls.placed(view, path)
+    node = view.inodes.at(path)
+    if node is None:  # the root is always there: ``path`` names a topic's node
+        node = cls(path, view.lives.life(path[0]), view.inodes.number())
+    node.refresh(view)
+    return view.inodes.add(node)

@@ -1,0 +1,106 @@
+"""The log's one-line fast path (core/log/_line.pyx, `Log.append_line`) against
+the general path (`Log.append`): the same bytes in every file, the same state
+in memory, batches an independent codec reads, and every case it must leave to
+the general path declined. The mount's use of it is tested in
+mount/test_line_writers.py."""
+
+from __future__ import annotations
+
+import random
+
+from kafka.record import MemoryRecords
+
+from logfs.core.config import TopicConfig
+from logfs.core.log import Log
+
+
+def log_state(log: Log) -> dict:
+    """What a log shows of its segments after appends, by public names only: the
+    line path must leave what `Log.append` leaves (sizes, offsets, timestamps,
+    index entries still in memory, stream marks, what the next flush syncs)."""
+    segments = [
+        {
+            "base": s.base_offset,
+            "size": s.size,
+            "next": s.next_offset,
+            "timestamps": (s.max_timestamp, s.tail.offset_of_max, s.first_timestamp),
+            "since_index_entry": s.tail.bytes_since_index_entry,
+            "offset_index": [s.offset_index.entry(i) for i in range(len(s.offset_index))],
+            "time_index": [s.time_index.entry(i) for i in range(len(s.time_index))],
+            "stream": (s.stream.size, s.stream.marks()),
+        }
+        for s in log.segments
+    ]
+    ticket = log.prepare_flush()  # what the next flush syncs, and how many records
+    flush = (sorted(ticket.segments), ticket.messages, ticket.next_offset)
+    ticket.sync()
+    log.complete_flush(ticket)
+    return {"segments": segments, "flush": flush, "next_offset": log.next_offset}
+
+
+def test_fast_path_writes_what_the_general_path_writes(tmp_path):
+    """The line path and Log.append leave byte-identical segments, indexes and
+    time indexes, and the same state in memory, across rolls and index
+    entries (a fixed clock): the books are kept by the same owners."""
+    config = TopicConfig.from_properties({"segment.bytes": "4096", "index.interval.bytes": "300"})
+    rng = random.Random(3)
+    values = [bytes([97 + i % 26]) * rng.randrange(0, 400) for i in range(600)]
+    values += [b"long " * 3000]  # a record length of three varint bytes
+    logs, states = [], []
+    for name, fast in (("general", False), ("fast", True)):
+        log = Log(tmp_path / name / "t-0", "t", 0, config, clock=lambda: 1_700_000_000_000)
+        taken = 0
+        for value in values:
+            if not fast or log.append_line(value) is None:
+                log.append([value])
+            else:
+                taken += 1
+        if fast:
+            assert taken > len(values) * 0.9  # the fast path took nearly all
+        states.append(log_state(log))
+        log.close()
+        logs.append(tmp_path / name / "t-0")
+    assert states[0] == states[1]
+    first = states[0]["segments"][0]
+    assert first["stream"][0] > 0 and first["offset_index"]  # counted and indexed
+    assert states[0]["flush"][1] == len(values)
+    general, fast = (sorted(p.iterdir()) for p in logs)
+    assert [p.name for p in general] == [p.name for p in fast]
+    assert len(general) > 6  # several segments: the rolls went the general way
+    for a, b in zip(general, fast, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
+
+
+def test_fast_path_batches_decode_with_kafka_python(tmp_path):
+    """The fast path's batches, read by an independent codec."""
+    log = Log(tmp_path / "t-0", "t", 0, TopicConfig.from_properties({}))
+    values = [b"", b"x", b"line " * 30, b"y" * 20000]
+    for value in values:
+        assert log.append_line(value) is not None
+    log.flush()
+    records = MemoryRecords((tmp_path / "t-0" / "00000000000000000000.log").read_bytes())
+    got = []
+    while records.has_next():
+        batch = records.next_batch()
+        assert batch.validate_crc()
+        assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (-1, -1, -1)
+        got += [(r.offset, r.key, r.value, list(r.headers)) for r in batch]
+    assert got == [(i, None, v, []) for i, v in enumerate(values)]
+    log.close()
+
+
+def test_fast_path_declines_what_it_cannot_do(tmp_path):
+    config = TopicConfig.from_properties({"max.message.bytes": "1000"})
+    log = Log(tmp_path / "t-0", "t", 0, config)
+    assert log.append_line(b"first") == 0
+    assert log.append_line(b"x" * 2000) is None  # over the limit: the general path refuses
+    assert log.append_line(b"second") == 1
+    assert [r.value for r in log.scan()] == [b"first", b"second"]
+    log.fail("a test", OSError(5, "EIO"))
+    assert log.append_line(b"third") is None  # offline: the general path raises
+    compact = TopicConfig.from_properties({"cleanup.policy": "compact"})
+    keyed = Log(tmp_path / "c-0", "c", 0, compact)
+    keyed.append([b"v"], keys=[b"k"])
+    assert keyed.append_line(b"no key") is None
+    log.close()
+    keyed.close()
