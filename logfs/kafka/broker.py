@@ -122,17 +122,15 @@ class Broker:
         """The reply to ``request``; None for one Kafka does not answer.
 
         Raises:
-            BadRequest: an API Kafka's schemas do not know (nothing can answer it).
+            BadRequest: an API or version this broker does not advertise (but
+                ApiVersions): Kafka's broker closes the connection.
         """
+        if request.body is None:
+            if request.api_key == protocol.API_VERSIONS:
+                return Reply(metadata.api_versions_unsupported())
+            raise BadRequest(f"API {request.api_key} v{request.version} is not served")
         if self.ready is not None and not self.ready.is_set():
             await self.ready.wait()  # (once set, waiting would still yield to the loop)
-        if request.body is None:
-            body = protocol.unsupported(request.api_key, request.version)
-            if request.api_key == protocol.API_VERSIONS:
-                body = metadata.api_versions_unsupported()
-            if body is None:
-                raise BadRequest(f"unknown API key {request.api_key}")
-            return Reply(body)
         result: Any = HANDLERS[request.api_key](self, request, advertised)
         if inspect.isawaitable(result):
             result = await result

@@ -6,9 +6,9 @@ A frame is a 4-byte big-endian length and that many bytes: a request header
 (v0 for ApiVersions and non-flexible versions, else v1) and the response.
 
 Which API versions are served is `SERVED`; ApiVersions lists exactly these.
-A request for any other API or version is answered with a response of that
-API and version (when Kafka's schemas know it) whose error codes are all
-``UNSUPPORTED_VERSION``, never by dropping the connection.
+A request for any other API or version parses as a `Request` without a body:
+the broker closes its connection, as Kafka's does (ApiVersions excepted,
+which is answered in version 0's layout so that the client can retry).
 
 Records in a Fetch response are not serialized here: `encode_response`
 writes a marker where a partition's records go and `Reply.parts` splits the
@@ -21,7 +21,6 @@ and appends them where they arrived.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import functools
 import io
 import os
@@ -32,7 +31,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from kio._kio_native import get_field_reader  # what kio.serial.entity_reader uses (kio<0.7)
-from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.index import load_payload_module, load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
@@ -232,48 +231,6 @@ def make(cls: type, **values: Any) -> Any:
     fields the version lacks are dropped, so one handler serves every version."""
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in values.items() if k in names})
-
-
-def unsupported(api_key: int, version: int) -> Any | None:
-    """A response of ``api_key`` at ``version`` saying UNSUPPORTED_VERSION
-    everywhere it has an error code, or None when Kafka's schemas have no such
-    response."""
-    try:
-        return _filled(load_response_schema(api_key, version))
-    except Exception:  # noqa: BLE001 - kio knows no such API or version
-        return None
-
-
-def _filled(cls: type) -> Any:
-    hints = typing.get_type_hints(cls)
-    values = {}
-    for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
-            continue
-        values[f.name] = _zero(hints[f.name])
-    return cls(**values)
-
-
-def _zero(hint: Any) -> Any:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (types.UnionType, typing.Union):
-        return None if type(None) in args else _zero(args[0])
-    if origin is tuple:
-        return ()
-    if hint is ErrorCode:
-        return ErrorCode.unsupported_version
-    if isinstance(hint, type):
-        if issubclass(hint, datetime.timedelta):
-            return datetime.timedelta(0)
-        if issubclass(hint, bool):
-            return False
-        if issubclass(hint, int | float):
-            return hint(0)
-        if issubclass(hint, str | bytes):
-            return hint()
-        if dataclasses.is_dataclass(hint):
-            return _filled(hint)
-    return None
 
 
 # ---------------------------------------------------------------- encoding responses
