@@ -11,12 +11,13 @@ Layout (Kafka's, so a broker's log directory opens too)::
       .lock                                the writer lock (storage/lock.py)
       .deleting                            topics being deleted, one a line (deletion.py)
 
-The checkpoint files are Kafka's (checkpoints.py); a missing or garbled one
-only costs time. Anything else in DATA or a partition directory (Kafka's meta.properties,
-leader-epoch-checkpoint, partition.metadata, .snapshot and .txnindex files,
-``-future`` directories) is left alone; ``-delete`` ones are removed
-(deletion.py). The limits on partitions (topics.py) are checked here, for
-every face; opening raises the open-file limit (storage/descriptors.py).
+The checkpoint files are Kafka's (checkpoints.py); a missing or garbled one only
+costs time. In a partition directory ``partition.metadata`` holds the topic's id
+(topic_ids.py) and ``leader-epoch-checkpoint`` its leader epochs (epochs.py).
+Anything else (Kafka's meta.properties, .snapshot and .txnindex files, ``-future``
+directories) is left alone; ``-delete`` ones are removed (deletion.py). The limits on
+partitions (topics.py) are checked here, for every face; opening raises the open-file
+limit (storage/descriptors.py).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from .checkpoints import (
 from .deletion import delete_partitions, finish_deletions
 from .partition import Log
 from .partitioner import Partitioner
+from .topic_ids import TopicIds
 from .topics import Catalog, Limits, TopicSettings, validate_topic_name
 
 logger = logging.getLogger(__name__)
@@ -93,6 +95,7 @@ class Store:
         # partitions found on disk but not opened yet: (directory, recovery point, log start)
         self._unopened: dict[tuple[str, int], tuple[str, int, int]] = {}
         self._partitioner = Partitioner()
+        self.topic_ids = TopicIds(self.path, self._catalog, not read_only)  # topic_ids.py
         if read_only:
             if not self.path.is_dir():
                 raise LogfsError(f"{self.path}: no such data directory")
@@ -236,6 +239,7 @@ class Store:
             self._unopened.pop((name, p), None)
             self._first_dirty.pop((name, p), None)
             self._catalog.discard(name, p)
+        self.topic_ids.forget(name)
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic: every partition directory is renamed aside first
@@ -344,15 +348,12 @@ class Store:
         self._first_dirty[(topic, partition)] = offset
 
     def checkpoint(self) -> None:
-        """Write the checkpoint files from the logs' current state: recovery
-        points, log start offsets and, once a partition was cleaned, the
-        cleaner's first dirty offsets.
+        """Write the checkpoint files from the logs' current state: recovery points, log
+        start offsets and, once a partition was cleaned, the cleaner's first dirty offsets.
 
-        A failure leaves the previous files in place (each is replaced
-        atomically): they only make recovery start earlier. It is logged when
-        it starts, kept in `checkpoint_failure` until a write succeeds, and
-        raised.
-        """
+        A failure leaves the previous files in place (each is replaced atomically): they
+        only make recovery start earlier. It is logged when it starts, kept in
+        `checkpoint_failure` until a write succeeds, and raised."""
         if self.read_only:
             return
         # partitions not opened (recovered) yet keep what the checkpoints said
