@@ -20,6 +20,8 @@ id have their headers read for the idempotence checks.
 
 from __future__ import annotations
 
+import datetime
+
 import trio
 
 from ..core.config import INTERNAL_TOPICS
@@ -28,6 +30,8 @@ from ..core.format import decode_records, idempotent, read_header, split_batches
 from .access import WRITE, require
 from .codes import NO_THROTTLE, error_code
 from .protocol import PRODUCE, ErrorCode, make, schema
+
+EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
 
 
 def _keyless(batches) -> bool:
@@ -68,6 +72,18 @@ def _append(broker, client, topic: str, partition: int, records: bytes | None):
         return error_code(e), -1, str(e).splitlines()[0] if str(e) else None, None
 
 
+def _append_time(log, base: int) -> datetime.datetime | None:
+    """The time a LogAppendTime topic stamped the batches with, as Kafka's produce
+    answer carries it (None, -1 on the wire, for CreateTime topics and failed appends)."""
+    if log is None or log.config.message_timestamp_type != "LogAppendTime":
+        return None
+    try:
+        stamped = log.read(base).timestamp
+    except (LogfsError, OSError):
+        return None
+    return EPOCH + datetime.timedelta(milliseconds=stamped)
+
+
 def _append_idempotent(producers, log, batches) -> int:
     """Append the batches an idempotent producer has not appended yet; the
     offset of the first batch (the one it got the first time, for a retry).
@@ -90,7 +106,8 @@ def _append_idempotent(producers, log, batches) -> int:
 def produce(broker, request, advertised):
     """The ProduceResponse; a coroutine giving it when the answer waits for fsyncs."""
     body = request.body
-    answers = []  # per topic: (name, [[index, code, base offset, message, log], ...])
+    # per topic: (name, [[index, code, base offset, message, log, append time], ...])
+    answers = []
     appended = {}  # log -> its end offset once the request's batches are in it
     for topic in body.topic_data:
         partitions = []
@@ -100,7 +117,7 @@ def produce(broker, request, advertised):
             )
             if log is not None:
                 appended[log] = log.next_offset
-            partitions.append([data.index, code, base, message, log])
+            partitions.append([data.index, code, base, message, log, _append_time(log, base)])
         answers.append((topic.name, partitions))
     if appended:
         broker.notify_appended()
@@ -145,12 +162,12 @@ def _response(request, answers):
                 index=index,
                 error_code=code,
                 base_offset=base,
-                log_append_time=None,
+                log_append_time=append_time,
                 log_start_offset=-1 if log is None else log.log_start_offset,
                 record_errors=(),
                 error_message=message,
             )
-            for index, code, base, message, log in partitions
+            for index, code, base, message, log, append_time in partitions
         )
         topics.append(make(m.TopicProduceResponse, name=name, partition_responses=responses))
     return make(m.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
