@@ -135,17 +135,18 @@ class Coordinator(GroupStore):
         ):
             raise GroupError(KafkaCode.INCONSISTENT_GROUP_PROTOCOL)
         static = group.instance(instance_id)
+        rejoined = False  # a static member's new id: it joins the round, never a shortcut
         if not member_id:
             if static is None and len(group.members) + len(group.pending) >= MAX_GROUP_SIZE:
                 raise GroupError(KafkaCode.GROUP_MAX_SIZE_REACHED)
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if static is not None:  # the instance restarted: it takes its place anew
-                del group.members[static.member_id]
-                if group.leader == static.member_id:
-                    group.leader = member_id
-                static.member_id = member_id
-                group.members[member_id] = static
-            elif require_known_id:
+                answer = self._rejoin_static(group, static, member_id, protocols, session_ms,
+                                             rebalance_ms)  # fmt: skip
+                if answer is not None:
+                    return answer, member_id
+                rejoined = True
+            elif require_known_id and instance_id is None:
                 group.pending[member_id] = trio.current_time() + session_ms / 1000
                 return None, member_id
         elif member_id not in group.members and member_id not in group.pending:
@@ -158,8 +159,12 @@ class Coordinator(GroupStore):
             member = group.members[member_id] = Member(
                 member_id, instance_id, client_id, client_host, session_ms, rebalance_ms
             )
-        elif member.protocols == protocols and group.state == COMPLETING:
-            member.touch()  # a repeated join of this generation: its answer again
+        elif not rejoined and member.protocols == protocols and (
+            group.state == COMPLETING or (group.state == STABLE and member_id != group.leader)
+        ):
+            # A repeated join of this generation, or a follower's that changes nothing
+            # while the group is stable (Kafka's rule): the generation's answer again.
+            member.touch()
             return current_round(group), member_id
         member.session_ms, member.rebalance_ms = session_ms, rebalance_ms
         member.protocols = list(protocols)
@@ -170,6 +175,30 @@ class Coordinator(GroupStore):
         member.joined = True
         self._maybe_complete(group)
         return await self._await_round(group, member, round_), member_id
+
+    def _rejoin_static(self, group, member, member_id, protocols, session_ms, rebalance_ms):
+        """A static member that restarted (KIP-345) takes its instance's place under
+        ``member_id``, and its old id is fenced. In a Stable group whose protocol it does
+        not change, that is all: no rebalance, the generation's answer at once (the
+        leader is told to skip the assignment) and its assignment back at SyncGroup.
+        None when a round must run instead (the group is rebalancing, or the protocol
+        would change): the caller joins the member to it."""
+        old_id = member.member_id
+        del group.members[old_id]
+        member.member_id = member_id
+        group.members[member_id] = member
+        if group.leader == old_id:
+            group.leader = member_id
+        member.protocols = list(protocols)
+        member.session_ms, member.rebalance_ms = session_ms, rebalance_ms
+        logger.info("group %s: static member %s rejoined as %s", group.group_id, old_id, member_id)
+        if group.state == STABLE and choose_protocol(group) == group.protocol:
+            member.touch()
+            self._save_group(group)
+            answer = current_round(group, skip_assignment=member_id == group.leader)
+            answer.replaced = old_id
+            return answer
+        return None
 
     async def _await_round(self, group: Group, member: Member, round_: Round | None) -> Round:
         if round_ is None:  # completed as this member joined

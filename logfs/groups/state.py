@@ -71,12 +71,17 @@ class Member:
 
 
 class Round:
-    """One rebalance round: what its JoinGroup answers carry once it ends."""
+    """One rebalance round: what its JoinGroup answers carry once it ends.
+    ``skip_assignment``: the answer to a static leader that rejoined a stable
+    group, which must not assign again (KIP-814); ``replaced``: the member id
+    a static member's rejoin replaced."""
 
-    def __init__(self) -> None:
+    def __init__(self, skip_assignment: bool = False) -> None:
         self.done = trio.Event()
         self.generation, self.protocol, self.leader = 0, None, ""
         self.members: list[tuple[str, str | None, bytes]] = []
+        self.skip_assignment = skip_assignment
+        self.replaced: str | None = None
 
 
 class Group:
@@ -171,6 +176,6 @@ def settle(round_: Round, group: Group) -> Round:
     return round_
 
 
-def current_round(group: Group) -> Round:
+def current_round(group: Group, skip_assignment: bool = False) -> Round:
     """The answer of the generation in force, for a member joining it again."""
-    return settle(Round(), group)
+    return settle(Round(skip_assignment), group)

@@ -87,15 +87,20 @@ async def join_group(broker, request, advertised):
             session,
             rebalance,
             request.client_id or "",
-            "",
+            advertised.peer,
             version >= 4,
         )
         if round_ is None:
             code = ErrorCode.member_id_required
     except GroupError as e:
         code = error_code(e)
-    members = ()
-    if round_ is not None and round_.leader == member_id:
+    members, leader, skip = (), round_.leader if round_ is not None else "", False
+    if round_ is not None and round_.skip_assignment and version < 9:
+        # A static leader back in a stable group, of a client that cannot be told to
+        # skip the assignment: it is named no leader (Kafka names the id it replaced).
+        leader = round_.replaced or ""
+    elif round_ is not None and round_.leader == member_id:
+        skip = round_.skip_assignment
         members = tuple(
             make(m.JoinGroupResponseMember, member_id=i, group_instance_id=inst, metadata=meta)
             for i, inst, meta in round_.members
@@ -108,8 +113,8 @@ async def join_group(broker, request, advertised):
         generation_id=round_.generation if round_ is not None else -1,
         protocol_type=body.protocol_type if round_ is not None else None,
         protocol_name=protocol if version >= 7 else protocol or "",
-        leader=round_.leader if round_ is not None else "",
-        skip_assignment=False,
+        leader=leader,
+        skip_assignment=skip,
         member_id=member_id,
         members=members,
     )
