@@ -9,9 +9,13 @@ leave or an expired session starts a new round; members learn of it from
 REBALANCE_IN_PROGRESS in their heartbeats.
 
 Bounds: a member that does not heartbeat within its session timeout is
-removed (`expire`, run by the listener); a group without members or
+removed (`expire`, run by the daemon); a group without members or
 committed offsets is forgotten, so an idle group costs only its offsets; a
-group holds at most `MAX_GROUP_SIZE` members.
+group holds at most ``group.max.size`` members (settings.py).
+
+Consumer groups of KIP-848's protocol share the groups' names and offsets;
+their protocol is modern_coordinator.py's (`Coordinator.consumer`), and the
+sweep expires their members too.
 
 Committed offsets and group metadata are written to ``__consumer_offsets``
 (consumer_offsets.py) before they are acknowledged, and read back at the first
@@ -26,6 +30,9 @@ import uuid
 import trio
 
 from ..core.errors import KafkaCode
+from .modern import ConsumerGroup
+from .modern_coordinator import ConsumerGroups
+from .settings import MAX_MEMBERS
 from .state import (
     COMPLETING,
     EMPTY,
@@ -44,13 +51,18 @@ from .store import GroupStore
 
 logger = logging.getLogger(__name__)
 
-MIN_SESSION_MS, MAX_SESSION_MS = 6000, 1800000  # Kafka's group.{min,max}.session.timeout.ms
-MAX_GROUP_SIZE = 1000
+MAX_GROUP_SIZE = MAX_MEMBERS
 SWEEP_SECONDS = 0.5
 
 
 class Coordinator(GroupStore):
-    """Kafka's classic group protocol over the groups of the store (`GroupStore`)."""
+    """Kafka's classic group protocol over the groups of the store (`GroupStore`);
+    ``consumer``: KIP-848's protocol over the same groups (`ConsumerGroups`).
+    Arguments: `GroupStore`'s."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.consumer = ConsumerGroups(self)
 
     # ------------------------------------------------------------ rebalancing
 
@@ -92,7 +104,7 @@ class Coordinator(GroupStore):
             for m in group.members.values():
                 m.touch()
         settle(round_, group)
-        self._forget_if_idle(group)
+        self.forget_if_idle(group)
 
     def _remove(self, group: Group, member_id: str) -> None:
         del group.members[member_id]
@@ -100,7 +112,7 @@ class Coordinator(GroupStore):
             self._prepare(group)
         else:
             self._maybe_complete(group)
-        self._forget_if_idle(group)
+        self.forget_if_idle(group)
 
     async def join(
         self,
@@ -121,7 +133,7 @@ class Coordinator(GroupStore):
         self.load()
         if not group_id:
             raise GroupError(KafkaCode.INVALID_GROUP_ID)
-        if not MIN_SESSION_MS <= session_ms <= MAX_SESSION_MS:
+        if not self.settings.min_session_ms <= session_ms <= self.settings.max_session_ms:
             raise GroupError(KafkaCode.INVALID_SESSION_TIMEOUT)
         if not protocol_type or not protocols:
             raise GroupError(KafkaCode.INCONSISTENT_GROUP_PROTOCOL)
@@ -137,12 +149,14 @@ class Coordinator(GroupStore):
         static = group.instance(instance_id)
         rejoined = False  # a static member's new id: it joins the round, never a shortcut
         if not member_id:
-            if static is None and len(group.members) + len(group.pending) >= MAX_GROUP_SIZE:
+            full = len(group.members) + len(group.pending) >= self.settings.max_size
+            if static is None and full:
                 raise GroupError(KafkaCode.GROUP_MAX_SIZE_REACHED)
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if static is not None:  # the instance restarted: it takes its place anew
-                answer = self._rejoin_static(group, static, member_id, protocols, session_ms,
-                                             rebalance_ms)  # fmt: skip
+                answer = self._rejoin_static(
+                    group, static, member_id, protocols, session_ms, rebalance_ms
+                )
                 if answer is not None:
                     return answer, member_id
                 rejoined = True
@@ -159,8 +173,10 @@ class Coordinator(GroupStore):
             member = group.members[member_id] = Member(
                 member_id, instance_id, client_id, client_host, session_ms, rebalance_ms
             )
-        elif not rejoined and member.protocols == protocols and (
-            group.state == COMPLETING or (group.state == STABLE and member_id != group.leader)
+        elif (
+            not rejoined
+            and member.protocols == protocols
+            and (group.state == COMPLETING or (group.state == STABLE and member_id != group.leader))
         ):
             # A repeated join of this generation, or a follower's that changes nothing
             # while the group is stable (Kafka's rule): the generation's answer again.
@@ -275,6 +291,8 @@ class Coordinator(GroupStore):
         """LeaveGroup for one member (by member id, or by instance id alone)."""
         self.load()
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            raise GroupError(KafkaCode.UNKNOWN_MEMBER_ID)  # not a member of this protocol
         if group is not None and member_id in group.pending:
             del group.pending[member_id]
             self._maybe_complete(group)
@@ -290,8 +308,10 @@ class Coordinator(GroupStore):
         """Remove members whose session ran out and end overdue rounds; how many
         members were removed."""
         now = trio.current_time()
-        removed = 0
+        removed = self.consumer.expire(now)
         for group in list(self.groups.values()):
+            if isinstance(group, ConsumerGroup):
+                continue
             for member_id, deadline in list(group.pending.items()):
                 if deadline < now:
                     del group.pending[member_id]
@@ -303,7 +323,7 @@ class Coordinator(GroupStore):
                     removed += 1
             if group.state == PREPARING and group.round_deadline < now:
                 self._maybe_complete(group, overdue=True)
-            self._forget_if_idle(group)
+            self.forget_if_idle(group)
         return removed
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:

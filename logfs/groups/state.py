@@ -28,14 +28,16 @@ class GroupError(LogfsError):
 
     Args:
         code: Kafka's error code (`KafkaCode`), carried as ``kafka_code``.
+        message: what the client is told (Kafka's error message), if more than the code.
     """
 
     errno = errno.EBUSY
     kafka_code = KafkaCode.REBALANCE_IN_PROGRESS  # each instance carries its own
 
-    def __init__(self, code: int) -> None:
-        super().__init__(KafkaCode(code).name)
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message or KafkaCode(code).name)
         self.kafka_code = code
+        self.message = message
 
 
 class Member:
@@ -134,6 +136,12 @@ class Group:
         return StoredGroup(
             self.protocol_type, self.generation, self.protocol, self.leader, timestamp, members
         )
+
+    kind = "classic"
+
+    def is_idle(self) -> bool:
+        """Nothing to keep: no members, none joining, no offsets, no round under way."""
+        return not self.members and not self.pending and not self.offsets and self.round is None
 
     def instance(self, instance_id: str | None) -> Member | None:
         if instance_id is None:

@@ -19,7 +19,17 @@ import trio
 
 from ..core.log import Log, Store
 from ..groups import Coordinator
-from . import admin, fetch, group_api, metadata, offsets, produce, producers, protocol
+from . import (
+    admin,
+    consumer_group_api,
+    fetch,
+    group_api,
+    metadata,
+    offsets,
+    produce,
+    producers,
+    protocol,
+)
 from .access import Access, Client
 from .protocol import BadRequest, Reply, Request
 
@@ -38,6 +48,7 @@ HANDLERS = {
     protocol.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
     protocol.INIT_PRODUCER_ID: producers.init_producer_id,
     **group_api.HANDLERS,
+    **consumer_group_api.HANDLERS,
 }
 
 

@@ -55,6 +55,7 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 
 # API key -> (lowest, highest) version served. Produce from v3 and Fetch from v4 carry
 # RecordBatch v2; Fetch v13+ and Produce v13 name topics by id, which logfs has not.
@@ -73,7 +74,7 @@ SERVED: dict[int, tuple[int, int]] = {
     SASL_HANDSHAKE: (0, 1),
     SASL_AUTHENTICATE: (0, 2),
     # The group coordinator (group_api.py). OffsetCommit v10+ and OffsetFetch v10+
-    # name topics by id; FindCoordinator v5+ and DescribeGroups v6+ are Kafka 4's.
+    # name topics by id; FindCoordinator v5+ is Kafka 4's (transactions' errors).
     OFFSET_COMMIT: (2, 9),
     OFFSET_FETCH: (1, 9),
     FIND_COORDINATOR: (0, 4),
@@ -81,10 +82,13 @@ SERVED: dict[int, tuple[int, int]] = {
     HEARTBEAT: (0, 4),
     LEAVE_GROUP: (0, 5),
     SYNC_GROUP: (0, 5),
-    DESCRIBE_GROUPS: (0, 5),
+    DESCRIBE_GROUPS: (0, 6),
     LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
+    # KIP-848's consumer group protocol (consumer_group_api.py)
+    CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    CONSUMER_GROUP_DESCRIBE: (0, 1),
 }
 
 _SIZE = struct.Struct(">i")
