@@ -177,6 +177,29 @@ class AccessDeniedError(LogfsError):
     kafka_code = KafkaCode.TOPIC_AUTHORIZATION_FAILED
 
 
+class ClusterAccessDeniedError(AccessDeniedError):
+    """A principal without permission asked to change the broker itself."""
+
+    errno = errno.EACCES
+    kafka_code = KafkaCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+class InvalidRequestError(LogfsError):
+    """A request Kafka's broker refuses as malformed in what it names (another
+    broker's id, a resource type without settings)."""
+
+    errno = errno.EINVAL
+    kafka_code = KafkaCode.INVALID_REQUEST
+
+
+class NotEnoughReplicasError(LogfsError):
+    """An acks=-1 produce to a topic whose min.insync.replicas this one node
+    cannot meet."""
+
+    errno = errno.EIO
+    kafka_code = KafkaCode.NOT_ENOUGH_REPLICAS
+
+
 class UnsupportedCodecError(LogfsError):
     """A compression codec that is not known or not installed."""
 
@@ -191,6 +214,14 @@ class InvalidBatchError(LogfsError):
 
     errno = errno.EINVAL
     kafka_code = KafkaCode.CORRUPT_MESSAGE
+
+
+class InvalidTimestampError(InvalidBatchError):
+    """A producer's record timestamp outside what the topic's
+    message.timestamp.before.max.ms / after.max.ms allow."""
+
+    errno = errno.EINVAL
+    kafka_code = KafkaCode.INVALID_TIMESTAMP
 
 
 class BatchTooLargeError(InvalidBatchError, RecordTooLargeError):
@@ -226,6 +257,14 @@ class LogFailedError(LogfsError):
 
     errno = errno.EIO
     kafka_code = KafkaCode.KAFKA_STORAGE_ERROR
+
+
+class PolicyViolationError(LogfsError):
+    """A request the topic's settings forbid: deleting records of a compacted
+    topic (cleanup.policy without delete)."""
+
+    errno = errno.EPERM
+    kafka_code = KafkaCode.POLICY_VIOLATION
 
 
 class PartitionLimitError(LogfsError):

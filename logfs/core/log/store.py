@@ -45,6 +45,7 @@ from .checkpoints import (
     CLEANER_FILE,
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
+    entries,
     read_checkpoint,
     write_checkpoints,
 )
@@ -264,12 +265,18 @@ class Store:
         self.partitions(name)
         return self._settings.overrides(name)
 
+    def set_defaults(self, defaults: Mapping[str, str]) -> None:
+        """Replace the topics' defaults (validated first); open logs take them at once."""
+        self.defaults = self._settings.set_defaults(defaults)
+        for (topic, _), log in self._logs.items():
+            log.set_config(self._settings.config(topic))
+
     def set_topic_config(self, name: str, overrides: Mapping[str, str]) -> None:
         """Replace the topic's own settings; validated before anything changes."""
         self._require_writable()
-        self.partitions(name)
+        parts = self.partitions(name)
         config = self._settings.set(name, overrides)
-        for p in self.partitions(name):
+        for p in parts:
             self.log(name, p).set_config(config)
 
     # ------------------------------------------------------------ logs
@@ -332,11 +339,8 @@ class Store:
 
     def flush_failures(self) -> dict[str, str]:
         """Online partitions whose last flush could not run, and why."""
-        return {
-            f"{t}-{p}": f"flush cannot run: {log.flush_failure}"
-            for (t, p), log in self._logs.items()
-            if log.flush_failure
-        }
+        failing = ((t, p, log) for (t, p), log in self._logs.items() if log.flush_failure)
+        return {f"{t}-{p}": f"flush cannot run: {log.flush_failure}" for t, p, log in failing}
 
     def first_dirty(self, topic: str, partition: int) -> int:
         """Where the partition's dirty part starts: the log cleaner's (cleaner.py)."""
@@ -356,15 +360,8 @@ class Store:
         `checkpoint_failure` until a write succeeds, and raised."""
         if self.read_only:
             return
-        # partitions not opened (recovered) yet keep what the checkpoints said
-        logs, unopened = self._logs, self._unopened
-        points = {tp: entry[1] for tp, entry in unopened.items()}
-        starts = {tp: entry[2] for tp, entry in unopened.items()}
-        points |= {tp: log.recovery_point for tp, log in logs.items()}
-        starts |= {tp: log.log_start_offset for tp, log in logs.items()}
-        dirty = {tp: o for tp, o in self._first_dirty.items() if tp in logs or tp in unopened}
         try:
-            write_checkpoints(self.path, points, starts, dirty if self._first_dirty else None)
+            write_checkpoints(self.path, *entries(self._logs, self._unopened, self._first_dirty))
         except OSError as e:
             if self.checkpoint_failure is None:
                 logger.error("writing the checkpoints in %s failed: %s", self.path, e)
