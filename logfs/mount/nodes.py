@@ -146,10 +146,8 @@ class Config(Node):
 
 def record_xattrs(record: Record) -> dict[str, bytes]:
     """A record's offset and timestamp."""
-    return {
-        names.OFFSET_XATTR: str(record.offset).encode(),
-        names.TIMESTAMP_XATTR: str(record.timestamp).encode(),
-    }
+    offset, timestamp = str(record.offset).encode(), str(record.timestamp).encode()
+    return {names.OFFSET_XATTR: offset, names.TIMESTAMP_XATTR: timestamp}
 
 
 def record_stat(mode: int, size: int, timestamp: int | None, timeout: float) -> Stat:
@@ -249,9 +247,8 @@ class Key(Node):
 
 
 class Offset(Node):
-    """``<topic>/<p>/offset/<n>``: record n's value (records are immutable).
-    The node keeps the value's size and timestamp; the record is in the
-    mount's record cache, read again if it was dropped from it."""
+    """``<topic>/<p>/offset/<n>``: record n's value (immutable; gone below the log start).
+    The node keeps its size and timestamp, the record is in the mount's record cache."""
 
     __slots__ = ("size", "timestamp")
     in_partition = True
@@ -261,11 +258,14 @@ class Offset(Node):
         self.size, self.timestamp = 0, None
 
     def record(self, view: View) -> Record:
-        return cached_record(view, view.log(self), int(self.path[3]))
+        log, offset = view.log(self), int(self.path[3])
+        if offset < log.log_start_offset:  # deleted since: retention, DeleteRecords
+            raise fail(errno.ENOENT)
+        return cached_record(view, log, offset)
 
     def refresh(self, view: View) -> None:
-        if self.timestamp is None:
-            record = self.record(view)
+        if self.timestamp is None or int(self.path[3]) < view.log(self).log_start_offset:
+            record = self.record(view)  # ENOENT below the log start
             self.size, self.timestamp = len(record.value or b""), record.timestamp
 
     def stat(self, view: View) -> Stat:

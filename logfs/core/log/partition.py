@@ -30,15 +30,19 @@ from pathlib import Path
 import numpy as np
 
 from ..config import TopicConfig, now_ms, segments_to_delete, should_roll
-from ..errors import InvalidRecordError, ReadOnlyError
+from ..errors import InvalidRecordError, OffsetOutOfRangeError, PolicyViolationError, ReadOnlyError
 from ..format import batching, compression, validate
 from ..format.batching import BatchInfo
+from ..storage import preallocate
 from ..storage.recovery import load_segments
 from ..storage.segment import LogSegment
+from .delayed import DelayedRemoval
+from .epochs import LeaderEpochs
 from .failure import CLEAN_WRITE_ERRORS, Failure
 from .flushing import LogFlushing, Unflushed
 from .keys import LiveKeys
 from .reads import LogReads
+from .timestamps import check_timestamps
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +87,8 @@ class Log(LogReads, LogFlushing):
         self._unflushed = Unflushed(clock())
         self._failure = Failure(f"{topic}-{partition}")
         self._keys = LiveKeys()
+        self._removal = DelayedRemoval(self.dir)  # file.delete.delay.ms (delayed.py)
+        self._epochs = LeaderEpochs(self.dir)  # leader-epoch-checkpoint (epochs.py)
         self.truncated_bytes = 0
         self.recovery_point = 0
         self.rewrites = 0  # cleanings swapped in: stream positions before them are stale
@@ -100,9 +106,7 @@ class Log(LogReads, LogFlushing):
         self.truncated_bytes = loaded.truncated_bytes
         self._unflushed.directory = loaded.deleted_files
         if not self.segments and self.writable:
-            self._add_segment(
-                LogSegment(str(self.dir), log_start_offset, self.config, writable=True)
-            )
+            self._add_segment(self._new_segment(log_start_offset))
             self._unflushed.directory = True
         # Retention moves the log start; cleaning does not, though it may leave
         # nothing of the first segments (Kafka's compacted logs start at 0).
@@ -110,7 +114,9 @@ class Log(LogReads, LogFlushing):
         self.log_start_offset = max(log_start_offset, first_base)
         self.log_start_offset = min(self.log_start_offset, self.next_offset)
         self.recovery_point = min(recovery_point, self.next_offset)
+        self._epochs.load(self.log_start_offset, self.writable)
         if self.writable:
+            self._removal.found(self.clock())
             # What recovery validated past the recovery point may still be only in
             # the page cache (a process crash): make it durable before trusting it.
             for segment in self.segments[loaded.first_recovered :]:
@@ -210,10 +216,13 @@ class Log(LogReads, LogFlushing):
             LogFailedError: the partition is offline.
             InvalidBatchError: a batch Kafka would refuse; `BatchTooLargeError`
                 (a RecordTooLargeError too) for one over max.message.bytes.
+            InvalidTimestampError: a record's timestamp out of the topic's bounds
+                (timestamps.py).
         """
         first = self._start_append()
         now = self.clock()
         encoded, count = validate.prepare_batches(batches, self.config, first, now, buffer)
+        check_timestamps(self.config, encoded, now)
         if encoded:
             self._write(encoded, count, now)
         return first
@@ -266,6 +275,13 @@ class Log(LogReads, LogFlushing):
             segment.append([b for b, _ in encoded], [info for _, info in encoded])
             self._unflushed.appended(segment)
 
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        """A new active segment, its space reserved whole with ``preallocate``."""
+        segment = LogSegment(str(self.dir), base_offset, self.config, writable=True)
+        if self.config.preallocate and segment.size == 0:
+            preallocate.reserve(segment.fileno(), self.config.segment_bytes)
+        return segment
+
     def replace_segments(self, old: list[LogSegment], new: LogSegment | None) -> None:
         """Put ``new`` (a cleaned segment, or nothing) where the consecutive
         segments ``old`` were (their files are swapped already: storage/swap.py)."""
@@ -284,7 +300,9 @@ class Log(LogReads, LogFlushing):
         if active.size == 0:
             return active
         active.on_become_inactive()
-        segment = LogSegment(str(self.dir), self.next_offset, self.config, writable=True)
+        if self.config.preallocate:
+            preallocate.release(active.fileno(), active.size)
+        segment = self._new_segment(self.next_offset)
         self._add_segment(segment)
         self._unflushed.directory = True
         return segment
@@ -294,29 +312,67 @@ class Log(LogReads, LogFlushing):
     def enforce_retention(self, now_ms: int | None = None) -> int:
         """Delete whole non-active segments past retention.ms or beyond
         retention.bytes, oldest first (`segments_to_delete` decides); returns
-        how many were deleted."""
+        how many were deleted. Files deleted earlier whose file.delete.delay.ms
+        has passed go from the disk now."""
+        now = self.clock() if now_ms is None else now_ms
+        if self.writable:
+            self._removal.remove_due(now)
         if not self.writable or self.failure is not None or not self.config.delete:
             return 0
         count = segments_to_delete(
             self.config,
             sizes=[s.size for s in self.segments],
             max_timestamps=[s.largest_timestamp for s in self.segments],
-            now_ms=self.clock() if now_ms is None else now_ms,
+            now_ms=now,
         )
+        self._drop_oldest(count, "retention", now)
+        return count
+
+    def delete_records(self, offset: int) -> int:
+        """Kafka's DeleteRecords: the log starts at ``offset`` (-1: the log end) from now
+        on, the segments wholly below it are deleted; never moves it back. Returns the log
+        start offset, which the caller checkpoints (``log-start-offset-checkpoint``).
+
+        Raises:
+            ReadOnlyError, LogFailedError: as an append.
+            OffsetOutOfRangeError: ``offset`` is past the log end.
+            PolicyViolationError: the topic's cleanup.policy has no ``delete``.
+        """
+        self._start_append()
+        if not self.config.delete:
+            why = f"Records of partition {self.topic}-{self.partition} can not be deleted"
+            raise PolicyViolationError(f"{why} due to the configured policy")
+        offset = self.next_offset if offset == -1 else offset
+        if not 0 <= offset <= self.next_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is past the end ({self.next_offset}) of "
+                f"{self.topic}-{self.partition}"
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            below = sum(1 for s in self.segments[1:] if s.base_offset <= offset)
+            self._drop_oldest(below, "records deleted", self.clock())
+            self._keys.drop()
+            self._epochs.start_moved(offset)
+        return self.log_start_offset
+
+    def _drop_oldest(self, count: int, why: str, now: int) -> None:
+        """Take the ``count`` oldest segments out of the log; their files go after
+        file.delete.delay.ms (delayed.py)."""
         for _ in range(count):
             oldest = self.segments.pop(0)
             self._bases.pop(0)
             self._unflushed.forget(oldest)
             self.log_start_offset = max(self.log_start_offset, self._bases[0])
             try:
-                oldest.delete()
+                self._removal.remove(oldest, self.config.file_delete_delay_ms, now)
             except OSError as e:
-                self.fail(f"deleting segment {oldest.base_offset} (retention)", e)
+                self.fail(f"deleting segment {oldest.base_offset} ({why})", e)
                 raise
         if count:
             self._unflushed.directory = True
             self._keys.drop()  # some keys' latest records may be gone: rebuilt on use
-        return count
+            self._epochs.start_moved(self.log_start_offset)
 
     # ------------------------------------------------------------ lifecycle
 

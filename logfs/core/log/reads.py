@@ -18,6 +18,7 @@ from ..format.decoding import decode_records, record_at
 from ..format.record import BatchHeader, Record
 from ..storage.segment import LogSegment
 from . import lines
+from .epochs import LeaderEpochs
 from .failure import Failure
 from .keys import LiveKeys
 
@@ -37,6 +38,7 @@ class LogReads:
     recovery_point: int
     _failure: Failure
     _keys: LiveKeys
+    _epochs: LeaderEpochs
 
     @property
     def next_offset(self) -> int:
@@ -211,6 +213,16 @@ class LogReads:
                 size = min(segment.size - position, limit)
                 return (segment.fileno(), position, size) if size > 0 else None
         return None
+
+    @property
+    def leader_epoch(self) -> int:
+        """The partition's leader epoch (epochs.py: it never moves on this node)."""
+        return self._epochs.latest
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (the epoch, where it ends) as Kafka answers it
+        (`LeaderEpochs.end_offset_for`)."""
+        return self._epochs.end_offset_for(epoch, self.next_offset)
 
     def offset_for_time(self, timestamp_ms: int) -> int | None:
         """The first offset whose timestamp is >= ``timestamp_ms`` (Kafka's
