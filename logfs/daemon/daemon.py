@@ -103,6 +103,7 @@ class Daemon:
             self.ready,
             None if self.mount is None else self.mount.forget_topic,
             sync,
+            self.cleaner,
         )
 
     @property

@@ -21,9 +21,11 @@ from ..core.log import Log, Store
 from ..groups import Coordinator
 from . import (
     admin,
+    configs,
     consumer_group_api,
     fetch,
     group_api,
+    log_admin,
     metadata,
     offsets,
     produce,
@@ -31,6 +33,7 @@ from . import (
     protocol,
 )
 from .access import Access, Client
+from .broker_configs import BrokerConfigs
 from .protocol import BadRequest, Reply, Request
 
 logger = logging.getLogger(__name__)
@@ -44,11 +47,15 @@ HANDLERS = {
     protocol.CREATE_TOPICS: admin.create_topics,
     protocol.DELETE_TOPICS: admin.delete_topics,
     protocol.CREATE_PARTITIONS: admin.create_partitions,
-    protocol.DESCRIBE_CONFIGS: admin.describe_configs,
-    protocol.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
+    protocol.DESCRIBE_CONFIGS: configs.describe_configs,
+    protocol.ALTER_CONFIGS: configs.alter_configs,
+    protocol.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
     protocol.INIT_PRODUCER_ID: producers.init_producer_id,
+    protocol.DESCRIBE_PRODUCERS: producers.describe_producers,
+    protocol.DESCRIBE_CLUSTER: metadata.describe_cluster,
     **group_api.HANDLERS,
     **consumer_group_api.HANDLERS,
+    **log_admin.HANDLERS,
 }
 
 
@@ -69,6 +76,8 @@ class Broker:
         access: the owner, group and modes topics have, for authenticated clients.
         acks_all_fsync: answer an acks=-1 Produce once the partitions it appended
             to are fsynced (``kafka.acks.all.fsync``), not once appended.
+        configs: the broker's own settings (broker_configs.py); without it, the
+            topics' defaults alone, alterable.
         sync: ``sync(log, upto)`` makes a log durable at least up to offset
             ``upto``, the fsyncs in a worker thread: the flusher's
             `Flusher.flush_log`, which serializes them with its own flushes.
@@ -88,6 +97,7 @@ class Broker:
         access: Access | None = None,
         acks_all_fsync: bool = False,
         sync: Callable[[Log, int], Awaitable[None]] | None = None,
+        configs: BrokerConfigs | None = None,
     ) -> None:
         self.store = store
         self.partitions = partitions
@@ -98,6 +108,7 @@ class Broker:
         self.access = access
         self.acks_all_fsync = acks_all_fsync
         self.sync = sync or self.flush_log
+        self.configs = configs or BrokerConfigs({}, store.defaults, {}, store.set_defaults)
         self._flush_locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.producers = producers.Producers()
         self.groups = groups

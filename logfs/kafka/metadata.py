@@ -9,7 +9,7 @@ from ..core.config import INTERNAL_TOPICS
 from ..core.errors import LogfsError
 from .access import WRITE
 from .codes import CLUSTER_ID, LEADER_EPOCH, NO_THROTTLE, NODE_ID, error_code
-from .protocol import API_VERSIONS, METADATA, SERVED, ErrorCode, make, schema
+from .protocol import API_VERSIONS, DESCRIBE_CLUSTER, METADATA, SERVED, ErrorCode, make, schema
 
 NO_TOPIC_ID = uuid.UUID(int=0)
 
@@ -122,4 +122,24 @@ def _by_id(broker, m, topic_id):
         topic_id=topic_id,
         is_internal=name in INTERNAL_TOPICS,
         partitions=_partitions(m, count),
+    )
+
+
+def describe_cluster(broker, request, advertised):
+    """This node, the cluster's one broker and its controller (KIP-700)."""
+    m = schema(DESCRIBE_CLUSTER, request.version)
+    host, port = advertised.host, advertised.port
+    node = make(
+        m.DescribeClusterBroker, broker_id=NODE_ID, host=host, port=port, rack=None, is_fenced=False
+    )
+    return make(
+        m.DescribeClusterResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=getattr(request.body, "endpoint_type", 1),
+        cluster_id=CLUSTER_ID,
+        controller_id=NODE_ID,
+        brokers=(node,),
+        cluster_authorized_operations=-(2**31),
     )

@@ -25,10 +25,16 @@ import datetime
 import trio
 
 from ..core.config import INTERNAL_TOPICS
-from ..core.errors import InvalidBatchError, InvalidRecordError, InvalidTopicError, LogfsError
+from ..core.errors import (
+    InvalidBatchError,
+    InvalidRecordError,
+    InvalidTopicError,
+    LogfsError,
+    NotEnoughReplicasError,
+)
 from ..core.format import decode_records, idempotent, read_header, split_batches
 from .access import WRITE, require
-from .codes import NO_THROTTLE, error_code
+from .codes import NO_THROTTLE, NODE_ID, error_code
 from .protocol import PRODUCE, ErrorCode, make, schema
 
 EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
@@ -42,7 +48,7 @@ def _keyless(batches) -> bool:
         return False
 
 
-def _append(broker, client, topic: str, partition: int, records: bytes | None):
+def _append(broker, client, topic: str, partition: int, records: bytes | None, acks: int):
     """(error code, base offset, message, the log appended to or None) of one
     partition's append. Retried batches of an idempotent producer are
     acknowledged, not appended again."""
@@ -52,6 +58,12 @@ def _append(broker, client, topic: str, partition: int, records: bytes | None):
             raise InvalidTopicError(f"cannot append to internal topic {topic}")
         require(broker, client, WRITE, topic)
         log = broker.store.log(topic, partition)
+        wanted = log.config.min_insync_replicas
+        if acks == -1 and wanted > 1:  # what a cluster with this one replica in sync says
+            raise NotEnoughReplicasError(
+                f"The size of the current ISR Set({NODE_ID}) is insufficient to satisfy the "
+                f"min.isr requirement of {wanted} for partition {topic}-{partition}"
+            )
         if not records:
             raise InvalidBatchError("no record batch")
         batches, used = split_batches(records)
@@ -113,7 +125,7 @@ def produce(broker, request, advertised):
         partitions = []
         for data in topic.partition_data:
             code, base, message, log = _append(
-                broker, advertised, topic.name, data.index, data.records
+                broker, advertised, topic.name, data.index, data.records, body.acks
             )
             if log is not None:
                 appended[log] = log.next_offset

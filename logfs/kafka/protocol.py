@@ -50,12 +50,14 @@ __all__ = ["ErrorCode", "SERVED"]
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID = 18, 19, 20, 22
-DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 37, 44
+DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 37, 44
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
+DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_LOG_DIRS = 21, 23, 35
+DESCRIBE_CLUSTER, DESCRIBE_PRODUCERS = 60, 61
 
 # API key -> (lowest, highest) version served. Produce from v3 and Fetch from v4 carry
 # RecordBatch v2; Fetch v13+ and Produce v13 name topics by id, which logfs has not.
@@ -69,6 +71,7 @@ SERVED: dict[int, tuple[int, int]] = {
     DELETE_TOPICS: (1, 5),
     CREATE_PARTITIONS: (0, 3),
     DESCRIBE_CONFIGS: (1, 4),
+    ALTER_CONFIGS: (0, 2),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     INIT_PRODUCER_ID: (0, 4),
     SASL_HANDSHAKE: (0, 1),
@@ -89,6 +92,13 @@ SERVED: dict[int, tuple[int, int]] = {
     # KIP-848's consumer group protocol (consumer_group_api.py)
     CONSUMER_GROUP_HEARTBEAT: (0, 1),
     CONSUMER_GROUP_DESCRIBE: (0, 1),
+    # The logs for administrators (log_admin.py), the cluster and the producers. Kafka 4
+    # serves OffsetForLeaderEpoch and DescribeLogDirs from v2 and v1 up, as here.
+    DELETE_RECORDS: (0, 2),
+    OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    DESCRIBE_LOG_DIRS: (1, 4),
+    DESCRIBE_CLUSTER: (0, 2),
+    DESCRIBE_PRODUCERS: (0, 0),
 }
 
 _SIZE = struct.Struct(">i")
