@@ -15,6 +15,7 @@ from typing import NamedTuple
 from ..core.config import TopicConfig
 from ..core.errors import LogfsError
 from ..core.log import LIMIT_OPTIONS, Limits
+from ..core.topic_keys import SYNONYMS
 from ..groups import GROUP_OPTIONS, GroupSettings
 from ..mount import Ownership
 
@@ -43,6 +44,10 @@ BROKER_OPTIONS = {
     "log.cleaner.backoff.ms": ("cleaner", "backoff", 1e-3),
     "log.cleaner.io.max.bytes.per.second": ("cleaner", "io_rate", 1),
 }
+
+# A topic setting's broker-wide name (Kafka's log.*, message.max.bytes, ...) -> the topic
+# setting it defaults; names the same in both are topic settings already.
+BROKER_DEFAULTS = {broker: topic for topic, broker in SYNONYMS.items() if broker != topic}
 
 # The Kafka listener's bounds and behaviour (docs/kafka.md): option -> its parser.
 KAFKA_OPTIONS = {
@@ -117,6 +122,8 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
             groups[key] = value or ""
         elif key == "fsname" or key == "subtype":
             continue  # always the data dir and "logfs"
+        elif key in BROKER_DEFAULTS:  # a broker's name of a topic default: log.retention.ms
+            defaults[BROKER_DEFAULTS[key]] = value or ""
         elif "." in key:
             defaults[key] = value or ""
         else:
