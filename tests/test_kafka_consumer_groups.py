@@ -269,3 +269,49 @@ def test_a_static_member_restarts_without_moving_anyone(tmp_path, protocol):
                 assert members.events(back, again) == []
         finally:
             members.stop_all()
+
+
+def test_a_live_classic_group_converts_and_both_protocols_share_it(tmp_path):
+    """Kafka 4's online migration with librdkafka: classic members, then a member of
+    the consumer protocol joining (the group converts), then it leaving (the group
+    converts back); every record read once."""
+    data = tmp_path / "data"
+    values = [f"v{i}" for i in range(900)]
+    (tmp_path / "modern").mkdir()
+    classic = Members(tmp_path, "migrating", "classic")
+    modern = Members(tmp_path / "modern", "migrating", "consumer")
+    with Served(data, *FAST) as served:
+        admin = AdminClient({"bootstrap.servers": served.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+        produce(served.bootstrap, values[:300])
+        try:
+            for _ in range(2):
+                classic.start(served.bootstrap)
+            wait_for(lambda: len(classic.records()) >= 300, what="the classic members reading")
+
+            def kind():
+                return {g.group_id: g.type for g in admin.list_consumer_groups().result(30).valid}
+
+            assert kind()["migrating"] == ck.ConsumerGroupType.CLASSIC
+            modern.start(served.bootstrap)
+            wait_for(lambda: kind()["migrating"] == ck.ConsumerGroupType.CONSUMER, what="upgrade")
+            wait_for(lambda: modern.assigned(0), what="the consumer member's partitions")
+            produce(served.bootstrap, values[300:600])
+            wait_for(
+                lambda: len(classic.records()) + len(modern.records()) >= 600,
+                what="the next 300 records",
+            )
+            assert modern.records(), "the consumer member read none"
+            modern.stop(0)
+            wait_for(lambda: kind()["migrating"] == ck.ConsumerGroupType.CLASSIC, what="downgrade")
+            produce(served.bootstrap, values[600:])
+            wait_for(
+                lambda: len(classic.records()) + len(modern.records()) >= 900,
+                what="the last 300 records",
+            )
+        finally:
+            classic.stop_all()
+            modern.stop_all()
+    seen = classic.records() + modern.records()
+    assert len({(p, o) for p, o, _ in seen}) == len(seen) == 900
+    assert sorted(v for _, _, v in seen) == sorted(values)

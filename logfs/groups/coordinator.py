@@ -30,6 +30,7 @@ import uuid
 import trio
 
 from ..core.errors import KafkaCode
+from .consumer import PROTOCOL_TYPE
 from .modern import ConsumerGroup
 from .modern_coordinator import ConsumerGroups
 from .settings import MAX_MEMBERS
@@ -106,6 +107,10 @@ class Coordinator(GroupStore):
         settle(round_, group)
         self.forget_if_idle(group)
 
+    def rebalance(self, group: Group) -> None:
+        """Start a round in ``group`` (a group converted back from the consumer protocol)."""
+        self._prepare(group)
+
     def _remove(self, group: Group, member_id: str) -> None:
         del group.members[member_id]
         if group.state in (STABLE, COMPLETING):
@@ -138,6 +143,11 @@ class Coordinator(GroupStore):
         if not protocol_type or not protocols:
             raise GroupError(KafkaCode.INCONSISTENT_GROUP_PROTOCOL)
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and group.members:  # a classic member there
+            return self.consumer.classic.join(
+                group, member_id, instance_id, protocol_type, protocols, session_ms,
+                rebalance_ms, client_id, client_host, require_known_id,
+            )  # fmt: skip
         if group is None and member_id:
             raise GroupError(KafkaCode.UNKNOWN_MEMBER_ID)
         group = self._group(group_id)
@@ -240,11 +250,17 @@ class Coordinator(GroupStore):
         assignments: dict[str, bytes],
         protocol_type: str | None = None,
         protocol: str | None = None,
-    ) -> tuple[Group, bytes]:
-        """SyncGroup: the member's assignment, once the leader has sent them.
-        A request that names a protocol type or protocol (SyncGroup v5+) other
-        than the group's is refused once synced (INCONSISTENT_GROUP_PROTOCOL)."""
+    ) -> tuple[str, str | None, bytes]:
+        """SyncGroup: (protocol type, protocol, the member's assignment), once the
+        leader has sent them. A request that names a protocol type or protocol
+        (SyncGroup v5+) other than the group's is refused once synced
+        (INCONSISTENT_GROUP_PROTOCOL). A classic member of a consumer group gets
+        its assigned partitions at once (mixed.py)."""
         self.load()
+        mixed = self.groups.get(group_id)
+        if isinstance(mixed, ConsumerGroup):
+            assignment = self.consumer.classic.sync(mixed, generation, member_id, instance_id)
+            return PROTOCOL_TYPE, protocol, assignment
         group, member = self._known(group_id, member_id, instance_id)
         if generation != group.generation:
             raise GroupError(KafkaCode.ILLEGAL_GENERATION)
@@ -276,10 +292,13 @@ class Coordinator(GroupStore):
             protocol is not None and protocol != group.protocol
         ):
             raise GroupError(KafkaCode.INCONSISTENT_GROUP_PROTOCOL)
-        return group, member.assignment
+        return group.protocol_type, group.protocol, member.assignment
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None):
         self.load()
+        mixed = self.groups.get(group_id)
+        if isinstance(mixed, ConsumerGroup):
+            return self.consumer.classic.heartbeat(mixed, generation, member_id, instance_id)
         group, member = self._known(group_id, member_id, instance_id)
         member.touch()
         if group.state == PREPARING:
@@ -292,7 +311,7 @@ class Coordinator(GroupStore):
         self.load()
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
-            raise GroupError(KafkaCode.UNKNOWN_MEMBER_ID)  # not a member of this protocol
+            return self.consumer.classic.leave(group, member_id, instance_id)
         if group is not None and member_id in group.pending:
             del group.pending[member_id]
             self._maybe_complete(group)

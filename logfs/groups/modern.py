@@ -52,6 +52,7 @@ class ConsumerMember:
         "progress",
         "deadline",
         "revoke_deadline",
+        "classic",
     )
 
     def __init__(self, member_id: str) -> None:
@@ -67,6 +68,8 @@ class ConsumerMember:
         self.progress = NOTHING
         self.deadline = 0.0  # the session ends (trio's clock)
         self.revoke_deadline: float | None = None  # must have revoked by then
+        # a member of the classic protocol (mixed.py): its session and protocols
+        self.classic: tuple[int, list[tuple[str, bytes]]] | None = None
 
     @property
     def epoch(self) -> int:
@@ -124,6 +127,10 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             raise GroupError(KafkaCode.UNKNOWN_MEMBER_ID)
+        if member.classic is not None:  # a classic member commits at its generation
+            if epoch != member.epoch:
+                raise GroupError(KafkaCode.ILLEGAL_GENERATION)
+            return
         if not modern_api:
             why = "OffsetCommit version 9 or above must be used by members using the modern group"
             raise GroupError(KafkaCode.UNSUPPORTED_VERSION, why + " protocol")

@@ -56,6 +56,7 @@ class ModernBooks:
                 m.regex,
                 m.rebalance_ms,
                 m.assignor,
+                None if m.classic is None else (m.classic[0], tuple(m.classic[1])),
             )
         )
         self._put(rec.MEMBER, group, m.member_id, value)
@@ -138,7 +139,8 @@ class ModernBooks:
                     m = members.setdefault((name, member_id), ConsumerMember(member_id))
                     r = rec.read_member(value)
                     m.instance_id, m.rack_id, m.client_id, m.client_host = r[:4]
-                    m.topics, m.regex, m.rebalance_ms, m.assignor = r[4:]
+                    m.topics, m.regex, m.rebalance_ms, m.assignor = r[4:8]
+                    m.classic = None if r.classic is None else (r.classic[0], list(r.classic[1]))
                 elif kind == rec.CURRENT:
                     m = members.setdefault((name, member_id), ConsumerMember(member_id))
                     c = rec.read_current(value)

@@ -45,6 +45,7 @@ from .heartbeats import (
     check_epoch,
     new_member_id,
 )
+from .mixed import ClassicMembers
 from .modern import NOTHING, ConsumerGroup, ConsumerMember
 from .modern_books import ModernBooks
 from .reconcile import UNREVOKED_PARTITIONS, Progress, reconcile
@@ -60,6 +61,7 @@ class ConsumerGroups:
     def __init__(self, books) -> None:
         self.books = books
         self.records = ModernBooks(books.store)
+        self.classic = ClassicMembers(self)  # classic members and conversions (mixed.py)
 
     @property
     def settings(self):
@@ -68,18 +70,20 @@ class ConsumerGroups:
     # ------------------------------------------------------------ the group
 
     def _group(self, group_id: str, create: bool) -> ConsumerGroup:
-        """The consumer group of that id; a classic group without members becomes one
-        (its offsets kept) when a member joins, as in Kafka; a classic group with
-        members is refused (GROUP_ID_NOT_FOUND: it is not a consumer group)."""
+        """The consumer group of that id; a classic group becomes one when a member
+        joins, as in Kafka: one without members keeps only its offsets, one with
+        members converts them (mixed.py, or Kafka's refusal)."""
         group = self.books.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             return group
         if group is None and not create:
             raise GroupError(KafkaCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-        if isinstance(group, Group) and (group.members or group.pending or not create):
+        if isinstance(group, Group) and not create:
             raise GroupError(
                 KafkaCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
             )
+        if isinstance(group, Group) and (group.members or group.pending):
+            return self.classic.upgrade(group)  # Kafka 4's online upgrade (mixed.py)
         converted = ConsumerGroup(group_id)
         if group is not None:
             converted.offsets = group.offsets
@@ -162,12 +166,12 @@ class ConsumerGroups:
             group.add(member)
         if new or replaced or after != before:
             self.records.member(group, member)
-        self._refresh(group, bump=new or after[0][:2] != before[0][:2])
+        self.refresh(group, bump=new or after[0][:2] != before[0][:2])
         old = member.progress
         target = group.target.get(member.member_id, {})
         progress = reconcile(old, group.assignment_epoch, target, group.owner_epoch, h.owned)
         if progress is not old:
-            self._advance(group, member, progress)
+            self.advance(group, member, progress)
         member.touch(self.settings.consumer_session_ms)
         self.records.write()
         assigned = member.progress.assigned
@@ -175,7 +179,7 @@ class ConsumerGroups:
         interval = self.settings.consumer_heartbeat_ms
         return HeartbeatAnswer(member.member_id, member.epoch, interval, assigned if send else None)
 
-    def _advance(self, group: ConsumerGroup, member: ConsumerMember, progress: Progress) -> None:
+    def advance(self, group: ConsumerGroup, member: ConsumerMember, progress: Progress) -> None:
         group.set_progress(member, progress)
         if progress.state == UNREVOKED_PARTITIONS and member.rebalance_ms >= 0:
             member.revoke_deadline = trio.current_time() + member.rebalance_ms / 1000
@@ -183,7 +187,7 @@ class ConsumerGroups:
             member.revoke_deadline = None
         self.records.current(group, member)
 
-    def _refresh(self, group: ConsumerGroup, bump: bool) -> None:
+    def refresh(self, group: ConsumerGroup, bump: bool) -> None:
         """Bump the group epoch when a subscription or a subscribed topic changed, and
         compute a new target assignment when the target is older than the group."""
         topics = self.books.store.topics()  # the same object until a topic changes
@@ -253,7 +257,7 @@ class ConsumerGroups:
             # It keeps its place and partitions for its session: its instance comes back.
             logger.info("consumer group %s: %s left for now", h.group_id, h.member_id)
             kept = member.progress._replace(epoch=STATIC_LEAVE_EPOCH, revoking={})
-            self._advance(group, member, kept)
+            self.advance(group, member, kept)
         else:
             logger.info("consumer group %s: member %s left", h.group_id, h.member_id)
             self.fence(group, member)
@@ -265,9 +269,11 @@ class ConsumerGroups:
         at the next `ModernBooks.write`)."""
         group.remove(member.member_id)
         self.records.removed(group, member.member_id)
-        self._refresh(group, bump=True)
+        self.refresh(group, bump=True)
         if self.books.forget_if_idle(group):
             self.records.deleted(group)
+        else:
+            self.classic.maybe_downgrade(group)
 
     def expire(self, now: float) -> int:
         """Fence the members whose session ended or who kept revoked partitions past
@@ -276,6 +282,8 @@ class ConsumerGroups:
         for group in [g for g in self.books.groups.values() if isinstance(g, ConsumerGroup)]:
             for member in list(group.members.values()):
                 late = member.revoke_deadline is not None and member.revoke_deadline < now
+                if self.books.groups.get(group.group_id) is not group:
+                    break  # converted back to a classic group by the last fencing
                 if member.deadline < now or late:
                     why = "did not revoke in time" if late else "session expired"
                     logger.info(

@@ -44,6 +44,7 @@ class MemberRecord(NamedTuple):
     regex: str | None
     rebalance_ms: int
     assignor: str | None
+    classic: tuple[int, tuple[tuple[str, bytes], ...]] | None = None  # tag 0
 
 
 class CurrentRecord(NamedTuple):
@@ -121,8 +122,16 @@ class _Writer:
             self.parts += [_I32.pack(p) for p in sorted(ps)]
             self.end()
 
-    def done(self) -> bytes:
-        self.end()
+    def bytes(self, data: bytes) -> None:
+        self.parts += [_uvarint(len(data) + 1), data]
+
+    def done(self, tags: dict[int, bytes] | None = None) -> bytes:
+        if tags:
+            self.parts.append(_uvarint(len(tags)))
+            for tag, data in sorted(tags.items()):
+                self.parts += [_uvarint(tag), _uvarint(len(data)), data]
+        else:
+            self.end()
         return b"".join(self.parts)
 
 
@@ -153,10 +162,20 @@ class _Reader:
         self.at += n
         return text
 
-    def skip_tags(self) -> None:
+    def bytes(self) -> bytes:
+        n = self.uvarint() - 1
+        data = bytes(self.data[self.at : self.at + n])
+        self.at += n
+        return data
+
+    def skip_tags(self) -> dict[int, bytes]:
+        """The struct's tagged fields, by tag (the caller reads those it knows)."""
+        tags = {}
         for _ in range(self.uvarint()):
-            self.uvarint()
-            self.at += self.uvarint()
+            tag, size = self.uvarint(), self.uvarint()
+            tags[tag] = bytes(self.data[self.at : self.at + size])
+            self.at += size
+        return tags
 
     def topics(self) -> dict[uuid.UUID, list[int]]:
         out = {}
@@ -221,7 +240,19 @@ def member_value(m: MemberRecord) -> bytes:
     w.string(m.regex)
     w.int(_I32, m.rebalance_ms)
     w.string(m.assignor)
-    return w.done()
+    if m.classic is None:
+        return w.done()
+    classic = _Writer()
+    classic.parts = []  # a struct inside the tag: no version of its own
+    session_ms, protocols = m.classic
+    classic.int(_I32, session_ms)
+    classic.length(len(protocols))
+    for name, metadata in protocols:
+        classic.string(name)
+        classic.bytes(metadata)
+        classic.end()
+    classic.end()
+    return w.done({0: b"".join(classic.parts)})
 
 
 def read_member(data: bytes) -> MemberRecord:
@@ -229,6 +260,16 @@ def read_member(data: bytes) -> MemberRecord:
     instance_id, rack_id, client_id, client_host = (r.string() for _ in range(4))
     topics = tuple(r.string() for _ in range(r.uvarint() - 1))
     regex, rebalance_ms, assignor = r.string(), r.int(_I32), r.string()
+    classic = None
+    tagged = r.skip_tags().get(0)
+    if tagged is not None:
+        t = _Reader(b"\0\0" + tagged)
+        session_ms = t.int(_I32)
+        protocols = []
+        for _ in range(t.uvarint() - 1):
+            protocols.append((t.string() or "", t.bytes()))
+            t.skip_tags()
+        classic = (session_ms, tuple(protocols))
     return MemberRecord(
         instance_id,
         rack_id,
@@ -238,6 +279,7 @@ def read_member(data: bytes) -> MemberRecord:
         regex,
         rebalance_ms,
         assignor,
+        classic,
     )
 
 

@@ -15,7 +15,7 @@ from ..groups import DEAD, ConsumerGroup, GroupError, Heartbeat
 from .codes import NO_THROTTLE, error_code
 from .protocol import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, ErrorCode, make, schema
 
-CONSUMER_MEMBER = 1  # ConsumerGroupDescribe v1's member type: 0 classic, 1 consumer
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1's member types
 NO_OPERATIONS = -(2**31)
 
 
@@ -135,7 +135,7 @@ def describe(broker, request, advertised):
                         store, group.target.get(x.member_id, {}), m.TopicPartitions
                     )
                 ),
-                member_type=CONSUMER_MEMBER,
+                member_type=CLASSIC_MEMBER if x.classic is not None else CONSUMER_MEMBER,
             )
             for x in group.members.values()
         )

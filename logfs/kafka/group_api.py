@@ -123,9 +123,9 @@ async def sync_group(broker, request, advertised):
     m = schema(SYNC_GROUP, request.version)
     body = request.body
     assignments = {a.member_id: a.assignment for a in body.assignments}
-    code, assignment, group = ErrorCode.none, b"", None
+    code, assignment, kind, protocol = ErrorCode.none, b"", None, None
     try:
-        group, assignment = await broker.groups.sync(
+        kind, protocol, assignment = await broker.groups.sync(
             body.group_id,
             body.generation_id,
             body.member_id,
@@ -140,8 +140,8 @@ async def sync_group(broker, request, advertised):
         m.SyncGroupResponse,
         throttle_time=NO_THROTTLE,
         error_code=code,
-        protocol_type=group.protocol_type if group is not None and not code else None,
-        protocol_name=group.protocol if group is not None and not code else None,
+        protocol_type=kind,
+        protocol_name=protocol,
         assignment=assignment,
     )
 
