@@ -43,8 +43,9 @@ def _check_broker(name: str) -> None:
         )
 
 
-def _topic_settings(broker, name: str) -> dict[str, bc.Setting]:
-    """The topic's settings, each with Kafka's source and synonyms."""
+def _topic_settings(broker, name: str) -> dict:
+    """The topic's settings: name -> (setting, its layers (name, value, source), the
+    strongest first, documentation)."""
     config = broker.store.topic_config(name).to_properties()
     overrides = broker.store.topic_overrides(name)
     brokerwide = broker.configs.describe()
@@ -58,23 +59,29 @@ def _topic_settings(broker, name: str) -> dict[str, bc.Setting]:
         if wide is not None and wide.source != bc.DEFAULT:
             layers.append((SYNONYMS[key], wide.value, wide.source))
         layers.append((SYNONYMS.get(key, key), kafka[key], bc.DEFAULT))
-        out[key] = (value, layers)
+        setting = bc.Setting(value, TYPES.get(key, bc.STRING), layers[0][2], False)
+        doc = f"kept and shown, not used: {IGNORED[key]}" if key in IGNORED else None
+        out[key] = (setting, layers, doc)
     return out
 
 
-def _entry(m, name, value, source, read_only, kind, synonyms, documentation, sensitive=False):
-    return make(
-        m.DescribeConfigsResourceResult,
-        name=name,
-        value=None if sensitive else value,
-        read_only=read_only,
-        is_default=source == bc.DEFAULT,
-        config_source=source,
-        is_sensitive=sensitive,
-        synonyms=synonyms,
-        config_type=kind,
-        documentation=documentation,
-    )
+def _settings(broker, advertised, resource) -> dict:
+    """A resource's settings as `_topic_settings` gives a topic's.
+
+    Raises:
+        LogfsError: Kafka's refusal (no such topic, access, another broker's id).
+    """
+    if resource.resource_type == TOPIC_RESOURCE:
+        require(broker, advertised, READ, resource.resource_name)
+        return _topic_settings(broker, resource.resource_name)
+    if resource.resource_type == BROKER_RESOURCE:
+        _check_broker(resource.resource_name)
+        if not broker.allows(advertised, READ):
+            raise ClusterAccessDeniedError(f"{advertised.user} may not read the broker")
+        return {
+            k: (s, [(k, s.value, s.source)], None) for k, s in broker.configs.describe().items()
+        }
+    raise InvalidRequestError(f"resource type {resource.resource_type} has no settings here")
 
 
 def describe_configs(broker, request, advertised):
@@ -87,64 +94,30 @@ def describe_configs(broker, request, advertised):
         entries, code, message = [], KafkaCode.NONE, None
         keys = resource.configuration_keys
         try:
-            if resource.resource_type == TOPIC_RESOURCE:
-                require(broker, advertised, READ, resource.resource_name)
-                for key, (value, layers) in sorted(
-                    _topic_settings(broker, resource.resource_name).items()
-                ):
-                    if keys is not None and key not in keys:
-                        continue
-                    synonyms = (
-                        tuple(
-                            make(m.DescribeConfigsSynonym, name=n, value=v, source=s)
-                            for n, v, s in layers
-                        )
-                        if with_synonyms
-                        else ()
-                    )
-                    doc = f"kept and shown, not used: {IGNORED[key]}" if key in IGNORED else None
-                    entries.append(
-                        _entry(
-                            m,
-                            key,
-                            value,
-                            layers[0][2],
-                            False,
-                            TYPES.get(key, bc.STRING),
-                            synonyms,
-                            doc if with_docs else None,
-                        )
-                    )
-            elif resource.resource_type == BROKER_RESOURCE:
-                _check_broker(resource.resource_name)
-                require(broker, advertised, READ, "the cluster")
-                for key, s in broker.configs.describe().items():
-                    if keys is not None and key not in keys:
-                        continue
-                    synonyms = (
-                        (make(m.DescribeConfigsSynonym, name=key, value=s.value, source=s.source),)
-                        if with_synonyms
-                        else ()
-                    )
-                    entries.append(
-                        _entry(
-                            m,
-                            key,
-                            s.value,
-                            s.source,
-                            s.read_only,
-                            s.type,
-                            synonyms,
-                            None,
-                            s.sensitive,
-                        )
-                    )
-            else:
-                raise InvalidRequestError(
-                    f"resource type {resource.resource_type} has no settings here"
-                )
+            found = _settings(broker, advertised, resource)
         except (LogfsError, OSError) as e:
-            code, message, entries = error_code(e), str(e), []
+            code, message, found = error_code(e), str(e), {}
+        for name, (setting, layers, doc) in sorted(found.items()):
+            if keys is not None and name not in keys:
+                continue
+            synonyms = tuple(
+                make(m.DescribeConfigsSynonym, name=n, value=v, source=source)
+                for n, v, source in (layers if with_synonyms else ())
+            )
+            entries.append(
+                make(
+                    m.DescribeConfigsResourceResult,
+                    name=name,
+                    value=None if setting.sensitive else setting.value,
+                    read_only=setting.read_only,
+                    is_default=setting.source == bc.DEFAULT,
+                    config_source=setting.source,
+                    is_sensitive=setting.sensitive,
+                    synonyms=synonyms,
+                    config_type=setting.type,
+                    documentation=doc if with_docs else None,
+                )
+            )
         results.append(
             make(
                 m.DescribeConfigsResult,
