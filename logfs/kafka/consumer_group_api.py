@@ -4,7 +4,8 @@ translated to the groups room's `Coordinator.consumer` and back.
 
 Kafka names topics by id in these messages; the groups room names them by
 name. A partition the request names by an id no topic has (it was deleted)
-is left out, as an assigned topic deleted since is left out of the answer.
+is owned under a name no topic can have, and an assigned topic deleted
+since is left out of the answer.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ NO_OPERATIONS = -(2**31)
 
 
 def _names(store, topic_partitions) -> dict[str, frozenset[int]] | None:
+    """Owned partitions by topic name; a topic id no topic has is kept under a name no
+    topic can have ("?" and the id), so the request's checks still see it."""
     if topic_partitions is None:
         return None
     out = {}
     for tp in topic_partitions:
-        name = store.topic_ids.name_of(tp.topic_id)
-        if name is not None:
-            out[name] = out.get(name, frozenset()) | frozenset(tp.partitions)
+        name = store.topic_ids.name_of(tp.topic_id) or f"?{tp.topic_id}"
+        out[name] = out.get(name, frozenset()) | frozenset(tp.partitions)
     return out
 
 
