@@ -66,8 +66,8 @@ def _describe_groups(args) -> int:
     for g in groups:
         protocol = f"{g['protocol_type']}/{g['protocol'] or ''}".strip("/")
         print(
-            f"Group: {g['group']}\tState: {g['state']}\tProtocol: {protocol}\t"
-            f"Generation: {g['generation']}\tMembers: {len(g['members'])}"
+            f"Group: {g['group']}\tType: {g['type']}\tState: {g['state']}\t"
+            f"Protocol: {protocol}\tGeneration: {g['generation']}\tMembers: {len(g['members'])}"
         )
         for m in g["members"]:
             assigned = ",".join(f"{t}-{p}" for t, p in m["assignment"])

@@ -14,97 +14,25 @@ segment's (core/storage/books.pyx), where both append paths call it.
 from __future__ import annotations
 
 import dataclasses
+import random
 import re
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .errors import InvalidConfigError
+from .topic_keys import CODECS, IGNORED, PARSERS, TIMESTAMP_TYPES, check_together
+from .values import INT_MAX, LONG_MAX, parse_bool, parse_choice, parse_int, parse_ratio
 
-LONG_MAX = (1 << 63) - 1
-INT_MAX = (1 << 31) - 1
-
-CODECS = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
-TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+__all__ = [
+    "CODECS", "IGNORED", "INT_MAX", "LONG_MAX", "TIMESTAMP_TYPES", "parse_bool", "parse_choice",
+    "parse_int", "parse_ratio",
+]  # fmt: skip
 # Kafka's internal topics: the group coordinator's log (logfs/kafka), which pattern
 # subscriptions leave out (Kafka's consumer's exclude.internal.topics=true).
 CONSUMER_OFFSETS = "__consumer_offsets"
 INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS})
-
-
-_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
-
-
-def parse_int(low: int, high: int = LONG_MAX) -> Callable[[Any], int]:
-    """A parser of integers in ``[low, high]`` (Kafka's longs by default), from text or int.
-
-    The parsers here are shared by the topic configuration and the Spark source's options;
-    they raise `InvalidConfigError` and leave naming the key to the caller.
-    """
-
-    def parse(value: Any) -> int:
-        text = str(value).strip()
-        # ASCII digits only: Python's int() also takes "1_000" and other scripts' digits,
-        # which Kafka's configuration parser refuses.
-        if not _INTEGER.fullmatch(text):
-            raise InvalidConfigError(f"not an integer: {value!r}")
-        number = int(text)
-        if number < low:
-            raise InvalidConfigError(f"{number} is below {low}")
-        if number > high:
-            raise InvalidConfigError(f"{number} is above {high}")
-        return number
-
-    return parse
-
-
-def parse_choice(*allowed: str) -> Callable[[Any], str]:
-    """A parser of one of the ``allowed`` words (case-sensitive, as Kafka's)."""
-
-    def parse(value: Any) -> str:
-        text = str(value).strip()
-        if text not in allowed:
-            raise InvalidConfigError(f"{text!r} is not one of {', '.join(allowed)}")
-        return text
-
-    return parse
-
-
-def parse_bool(value: Any) -> bool:
-    """``true`` or ``false``, in any case."""
-    text = str(value).strip().lower()
-    if text not in ("true", "false"):
-        raise InvalidConfigError(f"{value!r} is not true or false")
-    return text == "true"
-
-
-def parse_ratio(value: Any) -> float:
-    """A number in [0, 1]."""
-    text = str(value).strip()
-    if not _DECIMAL.fullmatch(text):
-        raise InvalidConfigError(f"not a number: {value!r}")
-    number = float(text)
-    if not 0 <= number <= 1:
-        raise InvalidConfigError(f"{number} is not between 0 and 1")
-    return number
-
-
-def parse_policy(value: Any) -> str:
-    """Kafka's cleanup.policy: ``delete``, ``compact`` or both (a list, any
-    order); returned as ``delete``, ``compact`` or ``compact,delete``."""
-    words = {w.strip() for w in str(value).split(",")}
-    if not words or not words <= {"delete", "compact"}:
-        raise InvalidConfigError(f"{str(value).strip()!r} is not delete, compact or both")
-    return ",".join(sorted(words))
-
-
-def _separator(value: Any) -> str:
-    text = str(value)
-    if not text or "\n" in text:
-        raise InvalidConfigError("key.separator must be non-empty and contain no newline")
-    return text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +59,28 @@ class TopicConfig:
     delete_retention_ms: int = 24 * 3600 * 1000
     compression_type: str = "producer"
     message_timestamp_type: str = "CreateTime"
+    # A producer's timestamps (CreateTime) at most this far behind or ahead of the
+    # append's clock (Kafka 4's defaults: any age, an hour ahead); INVALID_TIMESTAMP else.
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3600 * 1000
+    # segment.ms less a random share of this, fixed per segment (`random_segment_jitter`)
+    segment_jitter_ms: int = 0
+    preallocate: bool = False  # a new segment's disk space reserved whole (segment.bytes)
+    file_delete_delay_ms: int = 60000  # a deleted segment's files stay this long as .deleted
+    min_insync_replicas: int = 1  # above 1 an acks=-1 Produce is refused (one replica)
+    # Accepted, stored and shown, not used on one node (topic_keys.IGNORED says why).
+    unclean_leader_election_enable: bool = False
+    follower_replication_throttled_replicas: str = ""
+    leader_replication_throttled_replicas: str = ""
+    local_retention_bytes: int = -2
+    local_retention_ms: int = -2
+    remote_storage_enable: bool = False
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
+    message_downconversion_enable: bool = True
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     # The console producer's key parsing, used by the mount's append files.
     parse_key: bool = False
     key_separator: str = "\t"
@@ -143,6 +93,7 @@ class TopicConfig:
         values = {}
         for layer in (defaults or {}, overrides or {}):
             values.update(parse_properties(layer))
+        check_together(values)
         return cls(**values)
 
     @property
@@ -161,27 +112,12 @@ class TopicConfig:
             _kafka_name(f.name): _format(getattr(self, f.name)) for f in dataclasses.fields(self)
         }
 
-
-PARSERS: dict[str, Callable[[Any], Any]] = {
-    "segment.bytes": parse_int(14, INT_MAX),
-    "segment.ms": parse_int(1),
-    "segment.index.bytes": parse_int(8, INT_MAX),
-    "index.interval.bytes": parse_int(0, INT_MAX),
-    "flush.messages": parse_int(1),
-    "flush.ms": parse_int(0),
-    "retention.ms": parse_int(-1),
-    "retention.bytes": parse_int(-1),
-    "max.message.bytes": parse_int(0, INT_MAX),
-    "cleanup.policy": parse_policy,
-    "min.cleanable.dirty.ratio": parse_ratio,
-    "min.compaction.lag.ms": parse_int(0),
-    "max.compaction.lag.ms": parse_int(1),
-    "delete.retention.ms": parse_int(0),
-    "compression.type": parse_choice(*CODECS),
-    "message.timestamp.type": parse_choice(*TIMESTAMP_TYPES),
-    "parse.key": parse_bool,
-    "key.separator": _separator,
-}
+    def random_segment_jitter(self, rng: random.Random | None = None) -> int:
+        """Kafka's ``randomSegmentJitter``: how much sooner than segment.ms a new
+        segment rolls, drawn once per segment, below min(segment.jitter.ms, segment.ms),
+        so that the partitions' segments do not all roll at the same moment."""
+        bound = min(self.segment_jitter_ms, self.segment_ms)
+        return 0 if bound <= 0 else (rng or random).randrange(bound)
 
 
 def _kafka_name(field: str) -> str:

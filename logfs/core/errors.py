@@ -24,10 +24,12 @@ class KafkaCode(enum.IntEnum):
     OFFSET_OUT_OF_RANGE = 1
     CORRUPT_MESSAGE = 2
     UNKNOWN_TOPIC_OR_PARTITION = 3
+    NOT_LEADER_OR_FOLLOWER = 6
     MESSAGE_TOO_LARGE = 10
     OFFSET_METADATA_TOO_LARGE = 12
     COORDINATOR_NOT_AVAILABLE = 15
     INVALID_TOPIC_EXCEPTION = 17
+    NOT_ENOUGH_REPLICAS = 19
     ILLEGAL_GENERATION = 22
     INCONSISTENT_GROUP_PROTOCOL = 23
     INVALID_GROUP_ID = 24
@@ -35,21 +37,34 @@ class KafkaCode(enum.IntEnum):
     INVALID_SESSION_TIMEOUT = 26
     REBALANCE_IN_PROGRESS = 27
     TOPIC_AUTHORIZATION_FAILED = 29
+    GROUP_AUTHORIZATION_FAILED = 30
+    CLUSTER_AUTHORIZATION_FAILED = 31
+    INVALID_TIMESTAMP = 32
+    UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
     INVALID_REPLICATION_FACTOR = 38
     INVALID_CONFIG = 40
+    INVALID_REQUEST = 42
     POLICY_VIOLATION = 44
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     INVALID_PRODUCER_EPOCH = 47
     KAFKA_STORAGE_ERROR = 56
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
+    UNKNOWN_TOPIC_ID = 100
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
+    INVALID_REGULAR_EXPRESSION = 128
 
 
 class LogfsError(Exception):
@@ -162,6 +177,29 @@ class AccessDeniedError(LogfsError):
     kafka_code = KafkaCode.TOPIC_AUTHORIZATION_FAILED
 
 
+class ClusterAccessDeniedError(AccessDeniedError):
+    """A principal without permission asked to change the broker itself."""
+
+    errno = errno.EACCES
+    kafka_code = KafkaCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+class InvalidRequestError(LogfsError):
+    """A request Kafka's broker refuses as malformed in what it names (another
+    broker's id, a resource type without settings)."""
+
+    errno = errno.EINVAL
+    kafka_code = KafkaCode.INVALID_REQUEST
+
+
+class NotEnoughReplicasError(LogfsError):
+    """An acks=-1 produce to a topic whose min.insync.replicas this one node
+    cannot meet."""
+
+    errno = errno.EIO
+    kafka_code = KafkaCode.NOT_ENOUGH_REPLICAS
+
+
 class UnsupportedCodecError(LogfsError):
     """A compression codec that is not known or not installed."""
 
@@ -176,6 +214,14 @@ class InvalidBatchError(LogfsError):
 
     errno = errno.EINVAL
     kafka_code = KafkaCode.CORRUPT_MESSAGE
+
+
+class InvalidTimestampError(InvalidBatchError):
+    """A producer's record timestamp outside what the topic's
+    message.timestamp.before.max.ms / after.max.ms allow."""
+
+    errno = errno.EINVAL
+    kafka_code = KafkaCode.INVALID_TIMESTAMP
 
 
 class BatchTooLargeError(InvalidBatchError, RecordTooLargeError):
@@ -211,6 +257,14 @@ class LogFailedError(LogfsError):
 
     errno = errno.EIO
     kafka_code = KafkaCode.KAFKA_STORAGE_ERROR
+
+
+class PolicyViolationError(LogfsError):
+    """A request the topic's settings forbid: deleting records of a compacted
+    topic (cleanup.policy without delete)."""
+
+    errno = errno.EPERM
+    kafka_code = KafkaCode.POLICY_VIOLATION
 
 
 class PartitionLimitError(LogfsError):

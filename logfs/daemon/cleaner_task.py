@@ -47,6 +47,14 @@ class Cleaner:
         self.cleanings = 0
         self.errors = 0
 
+    def set_io_rate(self, rate: float) -> None:
+        """Kafka's dynamic log.cleaner.io.max.bytes.per.second: from the next cleaning."""
+        self.throttle = cleaner.Throttle(rate)
+
+    def set_backoff(self, seconds: float) -> None:
+        """Kafka's dynamic log.cleaner.backoff.ms: from the next wait."""
+        self.backoff = seconds
+
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:

@@ -79,7 +79,7 @@ class Daemon:
         self.ready = trio.Event()  # the partitions are recovered: the faces' requests go on
         if not writable or not store.has_unopened():
             self.ready.set()
-        self.groups = Coordinator(store)
+        self.groups = Coordinator(store, settings=options.groups)
         self.flusher = Flusher(store, **options.tasks["flusher"]) if writable else None
         self.cleaner = Cleaner(store, **options.tasks["cleaner"]) if writable else None
         sync = None if self.flusher is None else self.flusher.flush_log
@@ -103,6 +103,7 @@ class Daemon:
             self.ready,
             None if self.mount is None else self.mount.forget_topic,
             sync,
+            self.cleaner,
         )
 
     @property

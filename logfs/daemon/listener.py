@@ -25,6 +25,8 @@ from ..kafka import (
     read_credentials,
     server_context,
 )
+from .broker_settings import broker_configs
+from .cleaning import Cleaner
 from .options import MountOptions
 
 
@@ -35,11 +37,13 @@ def kafka_listener(
     ready: trio.Event | None = None,
     topic_deleted: Callable[[str], None] | None = None,
     sync: Callable[[Log, int], Awaitable[None]] | None = None,
+    cleaner: Cleaner | None = None,
 ) -> Listener | None:
     """The bound listener ``options`` ask for, or None. Binding now makes a taken
     port fail the mount before it is made. ``groups`` (the daemon's one
     coordinator), ``ready``, ``topic_deleted`` and ``sync`` (the flusher's
-    `Flusher.flush_log`): see `Broker`.
+    `Flusher.flush_log`): see `Broker`; ``cleaner``: the log cleaner, whose
+    throttle and back-off are the broker's dynamic settings (broker_settings.py).
 
     Raises:
         LogfsError: the address is not [HOST:]PORT or cannot be bound.
@@ -73,6 +77,7 @@ def kafka_listener(
             access=access,
             acks_all_fsync=settings.get("kafka.acks.all.fsync", False),
             sync=sync,
+            configs=broker_configs(store, options, f"{host}:{port}", cleaner),
         )
         listener = Listener(
             broker,

@@ -1,7 +1,8 @@
 """``logfs mount -o`` (and ``logfs serve -o``) options, sorted by who consumes
 them: FUSE, the flusher and the log cleaner (Kafka's broker settings), the
-tree's ownership, the Kafka listener, the store's limits, and topic-setting
-defaults (any key with a dot)."""
+tree's ownership, the Kafka listener, the store's limits, the group
+coordinator (Kafka's ``group.*``), and topic-setting defaults (any other key
+with a dot)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from typing import NamedTuple
 from ..core.config import TopicConfig
 from ..core.errors import LogfsError
 from ..core.log import LIMIT_OPTIONS, Limits
+from ..core.topic_keys import SYNONYMS
+from ..groups import GROUP_OPTIONS, GroupSettings
 from ..mount import Ownership
 
 # Passed to the kernel / libfuse as they are.
@@ -41,6 +44,10 @@ BROKER_OPTIONS = {
     "log.cleaner.backoff.ms": ("cleaner", "backoff", 1e-3),
     "log.cleaner.io.max.bytes.per.second": ("cleaner", "io_rate", 1),
 }
+
+# A topic setting's broker-wide name (Kafka's log.*, message.max.bytes, ...) -> the topic
+# setting it defaults; names the same in both are topic settings already.
+BROKER_DEFAULTS = {broker: topic for topic, broker in SYNONYMS.items() if broker != topic}
 
 # The Kafka listener's bounds and behaviour (docs/kafka.md): option -> its parser.
 KAFKA_OPTIONS = {
@@ -70,6 +77,8 @@ class MountOptions(NamedTuple):
     kafka_settings: Mapping[str, int | bool | str] = {}  # KAFKA_OPTIONS
     buffered: bool = False  # acks=0: append files through the page cache (buffered.py)
     limits: Limits = Limits()  # partitions per topic and in all (LIMIT_OPTIONS)
+    groups: GroupSettings = GroupSettings()  # the group coordinator's (GROUP_OPTIONS)
+    given: Mapping[str, str] = {}  # every option as given, for the broker's configs
 
 
 def parse_options(options: Mapping[str, str | None]) -> MountOptions:
@@ -78,6 +87,7 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     partitions, log, kafka, kafka_settings, buffered = 1, None, None, {}, False
     owner = Ownership()
     limits = Limits()
+    groups: dict[str, str] = {}
     for key, value in options.items():
         if key in FUSE_OPTIONS:
             fuse.add(key)
@@ -108,20 +118,25 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
             if not (value or "").isdigit() or int(value) < 1:
                 raise LogfsError(f"{key}={value}: expected a positive integer")
             limits = limits._replace(**{LIMIT_OPTIONS[key]: int(value)})
+        elif key in GROUP_OPTIONS:
+            groups[key] = value or ""
         elif key == "fsname" or key == "subtype":
             continue  # always the data dir and "logfs"
+        elif key in BROKER_DEFAULTS:  # a broker's name of a topic default: log.retention.ms
+            defaults[BROKER_DEFAULTS[key]] = value or ""
         elif "." in key:
             defaults[key] = value or ""
         else:
             raise LogfsError(f"unknown mount option {key!r}")
     TopicConfig.from_properties(defaults=defaults)  # InvalidConfigError (a LogfsError) if bad
+    settings = GroupSettings.from_options(groups)  # the same
     if "allow_other" in fuse:
         # Without the kernel's permission checks every user could append, create and
         # delete topics; with them, DATA's owner and modes apply (docs/operations.md).
         fuse.add("default_permissions")
     return MountOptions(
         frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks, owner, kafka,
-        kafka_settings, buffered, limits,
+        kafka_settings, buffered, limits, settings, {k: v or "" for k, v in options.items()},
     )  # fmt: skip
 
 

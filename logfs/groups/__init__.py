@@ -1,5 +1,6 @@
 """Consumer groups: Kafka's group coordinator over the store, whatever face a
-request comes through.
+request comes through: the classic protocol and KIP-848's consumer protocol
+(modern_coordinator.py), whose groups share one namespace and offsets.
 
 The coordinator (rebalance rounds, generations, sessions), the group and
 member state, the committed offsets and their storage in the compacted
@@ -13,7 +14,11 @@ table of errors in core). The Kafka listener's group requests and the mount's
 
 from .consumer_offsets import Committed
 from .coordinator import MAX_GROUP_SIZE, Coordinator
+from .heartbeats import Heartbeat, HeartbeatAnswer
+from .modern import ConsumerGroup, ConsumerMember
 from .report import describe_groups
+from .settings import OPTIONS as GROUP_OPTIONS
+from .settings import GroupSettings
 from .state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Group, GroupError, Member, Round
 from .store import MAX_METADATA
 
@@ -21,14 +26,20 @@ __all__ = [
     "COMPLETING",
     "DEAD",
     "EMPTY",
+    "GROUP_OPTIONS",
     "MAX_GROUP_SIZE",
     "MAX_METADATA",
     "PREPARING",
     "STABLE",
     "Committed",
+    "ConsumerGroup",
+    "ConsumerMember",
     "Coordinator",
     "Group",
     "GroupError",
+    "GroupSettings",
+    "Heartbeat",
+    "HeartbeatAnswer",
     "Member",
     "Round",
     "describe_groups",

@@ -17,7 +17,8 @@ Keys and values start with a big-endian int16 schema version:
 
 A string is an int16 length (-1 for null) and UTF-8 bytes. A deleted
 group's or offset's key gets a tombstone (no value), which compaction keeps
-only until ``delete.retention.ms``.
+only until ``delete.retention.ms``. Consumer groups of KIP-848 keep their
+records here too, under key versions 3 to 8 (modern_records.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import NamedTuple
 from ..core.config import CONSUMER_OFFSETS as TOPIC
 from ..core.errors import ReadOnlyError
 from ..core.log import Store
+from . import modern_records
 
 PARTITIONS = 1  # one node: one partition holds every group (Kafka's default is 50)
 CONFIG = {"cleanup.policy": "compact"}
@@ -224,29 +226,48 @@ def ensure_topic(store: Store) -> None:
         store.create_topic(TOPIC, partitions=PARTITIONS, config=CONFIG)
 
 
-def load(store: Store) -> tuple[dict, dict]:
-    """Every group's latest metadata and committed offsets in the topic:
-    ({group: StoredGroup}, {(group, topic, partition): Committed})."""
-    groups: dict[str, StoredGroup] = {}
-    offsets: dict[tuple[str, str, int], Committed] = {}
+class Loaded(NamedTuple):
+    """What the topic holds, the latest record of each key: classic groups' metadata,
+    committed offsets, and consumer groups' records (modern_records.py) by key, as
+    ``(kind, group, member)`` -> value."""
+
+    groups: dict[str, StoredGroup]
+    offsets: dict[tuple[str, str, int], Committed]
+    modern: dict[tuple[int, str, str | None], bytes]
+
+
+def load(store: Store) -> Loaded:
+    """Every key's latest record in the topic (a tombstone removes its key)."""
+    loaded = Loaded({}, {}, {})
     for p in range(store.topics().get(TOPIC, 0)):
         for record in store.log(TOPIC, p).scan():
             try:
-                key = read_key(record.key or b"")
-                if key is None:
-                    continue
-                if key[0] == "offset":
-                    if record.value is None:
-                        offsets.pop(key[1:], None)
-                    else:
-                        offsets[key[1:]] = read_offset_value(record.value)
-                elif record.value is None:
-                    groups.pop(key[1], None)
-                else:
-                    groups[key[1]] = read_group_value(record.value)
-            except (ValueError, struct.error, UnicodeDecodeError):
+                _replay(loaded, record.key or b"", record.value)
+            except (ValueError, struct.error, UnicodeDecodeError, IndexError):
                 continue  # a record of a newer or foreign layout: not ours to read
-    return groups, offsets
+    return loaded
+
+
+def _replay(loaded: Loaded, key: bytes, value: bytes | None) -> None:
+    modern = modern_records.read_key(key)
+    if modern is not None:
+        if value is None:
+            loaded.modern.pop(modern, None)
+        else:
+            loaded.modern[modern] = value
+        return
+    kind = read_key(key)
+    if kind is None:
+        return
+    if kind[0] == "offset":
+        if value is None:
+            loaded.offsets.pop(kind[1:], None)
+        else:
+            loaded.offsets[kind[1:]] = read_offset_value(value)
+    elif value is None:
+        loaded.groups.pop(kind[1], None)
+    else:
+        loaded.groups[kind[1]] = read_group_value(value)
 
 
 def append(store: Store, records: list[tuple[bytes, bytes | None]]) -> None:

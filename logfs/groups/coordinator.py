@@ -9,9 +9,13 @@ leave or an expired session starts a new round; members learn of it from
 REBALANCE_IN_PROGRESS in their heartbeats.
 
 Bounds: a member that does not heartbeat within its session timeout is
-removed (`expire`, run by the listener); a group without members or
+removed (`expire`, run by the daemon); a group without members or
 committed offsets is forgotten, so an idle group costs only its offsets; a
-group holds at most `MAX_GROUP_SIZE` members.
+group holds at most ``group.max.size`` members (settings.py).
+
+Consumer groups of KIP-848's protocol share the groups' names and offsets;
+their protocol is modern_coordinator.py's (`Coordinator.consumer`), and the
+sweep expires their members too.
 
 Committed offsets and group metadata are written to ``__consumer_offsets``
 (consumer_offsets.py) before they are acknowledged, and read back at the first
@@ -26,6 +30,10 @@ import uuid
 import trio
 
 from ..core.errors import KafkaCode
+from .consumer import PROTOCOL_TYPE
+from .modern import ConsumerGroup
+from .modern_coordinator import ConsumerGroups
+from .settings import MAX_MEMBERS
 from .state import (
     COMPLETING,
     EMPTY,
@@ -44,13 +52,18 @@ from .store import GroupStore
 
 logger = logging.getLogger(__name__)
 
-MIN_SESSION_MS, MAX_SESSION_MS = 6000, 1800000  # Kafka's group.{min,max}.session.timeout.ms
-MAX_GROUP_SIZE = 1000
+MAX_GROUP_SIZE = MAX_MEMBERS
 SWEEP_SECONDS = 0.5
 
 
 class Coordinator(GroupStore):
-    """Kafka's classic group protocol over the groups of the store (`GroupStore`)."""
+    """Kafka's classic group protocol over the groups of the store (`GroupStore`);
+    ``consumer``: KIP-848's protocol over the same groups (`ConsumerGroups`).
+    Arguments: `GroupStore`'s."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.consumer = ConsumerGroups(self)
 
     # ------------------------------------------------------------ rebalancing
 
@@ -92,7 +105,11 @@ class Coordinator(GroupStore):
             for m in group.members.values():
                 m.touch()
         settle(round_, group)
-        self._forget_if_idle(group)
+        self.forget_if_idle(group)
+
+    def rebalance(self, group: Group) -> None:
+        """Start a round in ``group`` (a group converted back from the consumer protocol)."""
+        self._prepare(group)
 
     def _remove(self, group: Group, member_id: str) -> None:
         del group.members[member_id]
@@ -100,7 +117,7 @@ class Coordinator(GroupStore):
             self._prepare(group)
         else:
             self._maybe_complete(group)
-        self._forget_if_idle(group)
+        self.forget_if_idle(group)
 
     async def join(
         self,
@@ -121,11 +138,16 @@ class Coordinator(GroupStore):
         self.load()
         if not group_id:
             raise GroupError(KafkaCode.INVALID_GROUP_ID)
-        if not MIN_SESSION_MS <= session_ms <= MAX_SESSION_MS:
+        if not self.settings.min_session_ms <= session_ms <= self.settings.max_session_ms:
             raise GroupError(KafkaCode.INVALID_SESSION_TIMEOUT)
         if not protocol_type or not protocols:
             raise GroupError(KafkaCode.INCONSISTENT_GROUP_PROTOCOL)
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and group.members:  # a classic member there
+            return self.consumer.classic.join(
+                group, member_id, instance_id, protocol_type, protocols, session_ms,
+                rebalance_ms, client_id, client_host, require_known_id,
+            )  # fmt: skip
         if group is None and member_id:
             raise GroupError(KafkaCode.UNKNOWN_MEMBER_ID)
         group = self._group(group_id)
@@ -135,17 +157,20 @@ class Coordinator(GroupStore):
         ):
             raise GroupError(KafkaCode.INCONSISTENT_GROUP_PROTOCOL)
         static = group.instance(instance_id)
+        rejoined = False  # a static member's new id: it joins the round, never a shortcut
         if not member_id:
-            if static is None and len(group.members) + len(group.pending) >= MAX_GROUP_SIZE:
+            full = len(group.members) + len(group.pending) >= self.settings.max_size
+            if static is None and full:
                 raise GroupError(KafkaCode.GROUP_MAX_SIZE_REACHED)
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if static is not None:  # the instance restarted: it takes its place anew
-                del group.members[static.member_id]
-                if group.leader == static.member_id:
-                    group.leader = member_id
-                static.member_id = member_id
-                group.members[member_id] = static
-            elif require_known_id:
+                answer = self._rejoin_static(
+                    group, static, member_id, protocols, session_ms, rebalance_ms
+                )
+                if answer is not None:
+                    return answer, member_id
+                rejoined = True
+            elif require_known_id and instance_id is None:
                 group.pending[member_id] = trio.current_time() + session_ms / 1000
                 return None, member_id
         elif member_id not in group.members and member_id not in group.pending:
@@ -158,8 +183,14 @@ class Coordinator(GroupStore):
             member = group.members[member_id] = Member(
                 member_id, instance_id, client_id, client_host, session_ms, rebalance_ms
             )
-        elif member.protocols == protocols and group.state == COMPLETING:
-            member.touch()  # a repeated join of this generation: its answer again
+        elif (
+            not rejoined
+            and member.protocols == protocols
+            and (group.state == COMPLETING or (group.state == STABLE and member_id != group.leader))
+        ):
+            # A repeated join of this generation, or a follower's that changes nothing
+            # while the group is stable (Kafka's rule): the generation's answer again.
+            member.touch()
             return current_round(group), member_id
         member.session_ms, member.rebalance_ms = session_ms, rebalance_ms
         member.protocols = list(protocols)
@@ -170,6 +201,30 @@ class Coordinator(GroupStore):
         member.joined = True
         self._maybe_complete(group)
         return await self._await_round(group, member, round_), member_id
+
+    def _rejoin_static(self, group, member, member_id, protocols, session_ms, rebalance_ms):
+        """A static member that restarted (KIP-345) takes its instance's place under
+        ``member_id``, and its old id is fenced. In a Stable group whose protocol it does
+        not change, that is all: no rebalance, the generation's answer at once (the
+        leader is told to skip the assignment) and its assignment back at SyncGroup.
+        None when a round must run instead (the group is rebalancing, or the protocol
+        would change): the caller joins the member to it."""
+        old_id = member.member_id
+        del group.members[old_id]
+        member.member_id = member_id
+        group.members[member_id] = member
+        if group.leader == old_id:
+            group.leader = member_id
+        member.protocols = list(protocols)
+        member.session_ms, member.rebalance_ms = session_ms, rebalance_ms
+        logger.info("group %s: static member %s rejoined as %s", group.group_id, old_id, member_id)
+        if group.state == STABLE and choose_protocol(group) == group.protocol:
+            member.touch()
+            self._save_group(group)
+            answer = current_round(group, skip_assignment=member_id == group.leader)
+            answer.replaced = old_id
+            return answer
+        return None
 
     async def _await_round(self, group: Group, member: Member, round_: Round | None) -> Round:
         if round_ is None:  # completed as this member joined
@@ -195,11 +250,17 @@ class Coordinator(GroupStore):
         assignments: dict[str, bytes],
         protocol_type: str | None = None,
         protocol: str | None = None,
-    ) -> tuple[Group, bytes]:
-        """SyncGroup: the member's assignment, once the leader has sent them.
-        A request that names a protocol type or protocol (SyncGroup v5+) other
-        than the group's is refused once synced (INCONSISTENT_GROUP_PROTOCOL)."""
+    ) -> tuple[str, str | None, bytes]:
+        """SyncGroup: (protocol type, protocol, the member's assignment), once the
+        leader has sent them. A request that names a protocol type or protocol
+        (SyncGroup v5+) other than the group's is refused once synced
+        (INCONSISTENT_GROUP_PROTOCOL). A classic member of a consumer group gets
+        its assigned partitions at once (mixed.py)."""
         self.load()
+        mixed = self.groups.get(group_id)
+        if isinstance(mixed, ConsumerGroup):
+            assignment = self.consumer.classic.sync(mixed, generation, member_id, instance_id)
+            return PROTOCOL_TYPE, protocol, assignment
         group, member = self._known(group_id, member_id, instance_id)
         if generation != group.generation:
             raise GroupError(KafkaCode.ILLEGAL_GENERATION)
@@ -231,10 +292,13 @@ class Coordinator(GroupStore):
             protocol is not None and protocol != group.protocol
         ):
             raise GroupError(KafkaCode.INCONSISTENT_GROUP_PROTOCOL)
-        return group, member.assignment
+        return group.protocol_type, group.protocol, member.assignment
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None):
         self.load()
+        mixed = self.groups.get(group_id)
+        if isinstance(mixed, ConsumerGroup):
+            return self.consumer.classic.heartbeat(mixed, generation, member_id, instance_id)
         group, member = self._known(group_id, member_id, instance_id)
         member.touch()
         if group.state == PREPARING:
@@ -246,6 +310,8 @@ class Coordinator(GroupStore):
         """LeaveGroup for one member (by member id, or by instance id alone)."""
         self.load()
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return self.consumer.classic.leave(group, member_id, instance_id)
         if group is not None and member_id in group.pending:
             del group.pending[member_id]
             self._maybe_complete(group)
@@ -261,8 +327,10 @@ class Coordinator(GroupStore):
         """Remove members whose session ran out and end overdue rounds; how many
         members were removed."""
         now = trio.current_time()
-        removed = 0
+        removed = self.consumer.expire(now)
         for group in list(self.groups.values()):
+            if isinstance(group, ConsumerGroup):
+                continue
             for member_id, deadline in list(group.pending.items()):
                 if deadline < now:
                     del group.pending[member_id]
@@ -274,7 +342,7 @@ class Coordinator(GroupStore):
                     removed += 1
             if group.state == PREPARING and group.round_deadline < now:
                 self._maybe_complete(group, overdue=True)
-            self._forget_if_idle(group)
+            self.forget_if_idle(group)
         return removed
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:

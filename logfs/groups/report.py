@@ -1,40 +1,35 @@
 """``logfs describe DATA --groups``: each consumer group as
 ``__consumer_offsets`` keeps it (read-only, beside a running daemon or not):
-its state at the last rebalance, its members and what they were assigned,
-and per partition the committed offset, the log end offset and the lag, as
-``kafka-consumer-groups --describe`` prints them."""
+its type (``classic``, or ``consumer`` for KIP-848's protocol), its state,
+its members and what they hold, and per partition the committed offset,
+the log end offset and the lag, as ``kafka-consumer-groups --describe``
+prints them. A classic group is shown as of its last rebalance; a consumer
+group as of its last recorded heartbeat, its generation being its epoch."""
 
 from __future__ import annotations
 
 from ..core.log import Store
 from . import consumer_offsets
 from .consumer import assigned_partitions
+from .modern_books import ModernBooks
 
 
 def describe_groups(store: Store) -> list[dict]:
     """Every group with metadata or committed offsets, sorted by name."""
-    stored, offsets = consumer_offsets.load(store)
-    names = sorted(set(stored) | {g for g, _, _ in offsets})
+    stored, offsets, modern = consumer_offsets.load(store)
+    consumer = {g.group_id: g for g in ModernBooks(store).restore(modern)}
+    names = sorted(set(stored) | set(consumer) | {g for g, _, _ in offsets})
     topics = store.topics()
     out = []
     for name in names:
-        meta = stored.get(name)
-        members, owner = [], {}
-        for m in meta.members if meta else ():
-            partitions = assigned_partitions(m.assignment)
-            members.append(
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.instance_id,
-                    "client_id": m.client_id,
-                    "client_host": m.client_host,
-                    "assignment": [[t, p] for t, p in partitions],
-                }
-            )
-            owner.update(dict.fromkeys(partitions, m.member_id))
+        if name in consumer:
+            group = _consumer_group(consumer[name])
+        else:
+            group = _classic_group(stored.get(name))
+        owner = {tp: m["member_id"] for m in group["members"] for tp in map(tuple, m["assignment"])}
         rows = []
-        for (group, topic, p), committed in sorted(offsets.items()):
-            if group != name:
+        for (g, topic, p), committed in sorted(offsets.items()):
+            if g != name:
                 continue
             end = store.log(topic, p).next_offset if p < topics.get(topic, 0) else None
             rows.append(
@@ -47,15 +42,48 @@ def describe_groups(store: Store) -> list[dict]:
                     "member_id": owner.get((topic, p)),
                 }
             )
-        out.append(
-            {
-                "group": name,
-                "state": ("Stable" if meta.members else "Empty") if meta else "Empty",
-                "protocol_type": meta.protocol_type if meta else "",
-                "generation": meta.generation if meta else 0,
-                "protocol": meta.protocol if meta else None,
-                "members": members,
-                "offsets": rows,
-            }
-        )
+        out.append({"group": name, **group, "offsets": rows})
     return out
+
+
+def _classic_group(meta) -> dict:
+    members = [
+        {
+            "member_id": m.member_id,
+            "group_instance_id": m.instance_id,
+            "client_id": m.client_id,
+            "client_host": m.client_host,
+            "assignment": [[t, p] for t, p in assigned_partitions(m.assignment)],
+        }
+        for m in (meta.members if meta else ())
+    ]
+    return {
+        "type": "classic",
+        "state": ("Stable" if meta.members else "Empty") if meta else "Empty",
+        "protocol_type": meta.protocol_type if meta else "",
+        "generation": meta.generation if meta else 0,
+        "protocol": meta.protocol if meta else None,
+        "members": members,
+    }
+
+
+def _consumer_group(group) -> dict:
+    members = [
+        {
+            "member_id": m.member_id,
+            "group_instance_id": m.instance_id,
+            "client_id": m.client_id,
+            "client_host": m.client_host,
+            "member_epoch": m.epoch,
+            "assignment": sorted([t, p] for t, ps in m.progress.assigned.items() for p in ps),
+        }
+        for m in group.members.values()
+    ]
+    return {
+        "type": "consumer",
+        "state": group.state,
+        "protocol_type": "consumer",
+        "generation": group.epoch,
+        "protocol": None,
+        "members": members,
+    }

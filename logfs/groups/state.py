@@ -28,14 +28,16 @@ class GroupError(LogfsError):
 
     Args:
         code: Kafka's error code (`KafkaCode`), carried as ``kafka_code``.
+        message: what the client is told (Kafka's error message), if more than the code.
     """
 
     errno = errno.EBUSY
     kafka_code = KafkaCode.REBALANCE_IN_PROGRESS  # each instance carries its own
 
-    def __init__(self, code: int) -> None:
-        super().__init__(KafkaCode(code).name)
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message or KafkaCode(code).name)
         self.kafka_code = code
+        self.message = message
 
 
 class Member:
@@ -71,12 +73,17 @@ class Member:
 
 
 class Round:
-    """One rebalance round: what its JoinGroup answers carry once it ends."""
+    """One rebalance round: what its JoinGroup answers carry once it ends.
+    ``skip_assignment``: the answer to a static leader that rejoined a stable
+    group, which must not assign again (KIP-814); ``replaced``: the member id
+    a static member's rejoin replaced."""
 
-    def __init__(self) -> None:
+    def __init__(self, skip_assignment: bool = False) -> None:
         self.done = trio.Event()
         self.generation, self.protocol, self.leader = 0, None, ""
         self.members: list[tuple[str, str | None, bytes]] = []
+        self.skip_assignment = skip_assignment
+        self.replaced: str | None = None
 
 
 class Group:
@@ -130,6 +137,12 @@ class Group:
             self.protocol_type, self.generation, self.protocol, self.leader, timestamp, members
         )
 
+    kind = "classic"
+
+    def is_idle(self) -> bool:
+        """Nothing to keep: no members, none joining, no offsets, no round under way."""
+        return not self.members and not self.pending and not self.offsets and self.round is None
+
     def instance(self, instance_id: str | None) -> Member | None:
         if instance_id is None:
             return None
@@ -171,6 +184,6 @@ def settle(round_: Round, group: Group) -> Round:
     return round_
 
 
-def current_round(group: Group) -> Round:
+def current_round(group: Group, skip_assignment: bool = False) -> Round:
     """The answer of the generation in force, for a member joining it again."""
-    return settle(Round(), group)
+    return settle(Round(skip_assignment), group)

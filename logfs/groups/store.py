@@ -13,12 +13,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+import trio
+
 from ..core.config import now_ms
 from ..core.errors import KafkaCode, LogfsError, kafka_code_of
 from ..core.log import Store
 from . import consumer_offsets
 from .consumer import PROTOCOL_TYPE, subscribed_topics
 from .consumer_offsets import Committed
+from .modern import ConsumerGroup
+from .modern_books import ModernBooks
+from .settings import GroupSettings
 from .state import COMPLETING, DEAD, Group, GroupError
 
 logger = logging.getLogger(__name__)
@@ -36,12 +41,19 @@ class GroupStore:
         store: the store whose topics offsets are committed for, and which
             holds ``__consumer_offsets``.
         clock: wall-clock milliseconds for commit timestamps.
+        settings: the ``group.*`` broker settings.
     """
 
-    def __init__(self, store: Store, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Callable[[], int] = now_ms,
+        settings: GroupSettings = GroupSettings(),  # noqa: B008 - immutable
+    ) -> None:
         self.store = store
         self.clock = clock
-        self.groups: dict[str, Group] = {}
+        self.settings = settings
+        self.groups: dict[str, Group | ConsumerGroup] = {}
         self.loaded = False
 
     # ------------------------------------------------------------ loading and saving
@@ -51,13 +63,21 @@ class GroupStore:
         if self.loaded:
             return
         self.loaded = True  # the topic itself is created by the first write to it
-        stored_groups, offsets = consumer_offsets.load(self.store)
-        for (group_id, topic, partition), committed in offsets.items():
-            self._group(group_id).offsets[(topic, partition)] = committed
-        for group_id, stored in stored_groups.items():
-            group = self._group(group_id)
-            group.restore(stored)
-            self._forget_if_idle(group)
+        loaded = consumer_offsets.load(self.store)
+        try:
+            deadline = trio.current_time() + self.settings.consumer_session_ms / 1000
+        except RuntimeError:  # outside a trio run (a tool): no session runs out
+            deadline = 0.0
+        for group in ModernBooks(self.store).restore(loaded.modern, deadline):
+            self.groups[group.group_id] = group
+        for (group_id, topic, partition), committed in loaded.offsets.items():
+            group = self.groups.get(group_id) or self._group(group_id)
+            group.offsets[(topic, partition)] = committed
+        for group_id, stored in loaded.groups.items():
+            if not isinstance(self.groups.get(group_id), ConsumerGroup):
+                group = self._group(group_id)
+                group.restore(stored)
+                self.forget_if_idle(group)
         logger.info("loaded %d consumer groups from %s", len(self.groups), consumer_offsets.TOPIC)
 
     def _save_group(self, group: Group) -> None:
@@ -73,19 +93,47 @@ class GroupStore:
     # ------------------------------------------------------------ groups
 
     def _group(self, group_id: str) -> Group:
+        """The classic group of that id, made if need be. A consumer group without
+        members becomes one (its offsets kept), as in Kafka; one with members is
+        refused: its members speak the consumer protocol."""
         group = self.groups.get(group_id)
-        if group is None:
-            group = self.groups[group_id] = Group(group_id)
-        return group
+        if isinstance(group, Group):
+            return group
+        if group is not None and group.members:
+            raise GroupError(
+                KafkaCode.INCONSISTENT_GROUP_PROTOCOL,
+                f"Group {group_id} is a consumer group with members of the consumer protocol.",
+            )
+        classic = self.groups[group_id] = Group(group_id)
+        if group is not None:
+            books = ModernBooks(self.store)
+            books.deleted(group)
+            books.write()
+            classic.offsets = group.offsets
+        return classic
 
-    def _forget_if_idle(self, group: Group) -> None:
-        idle = not group.members and not group.pending and not group.offsets
-        if idle and group.round is None and self.groups.get(group.group_id) is group:
+    def forget_if_idle(self, group: Group | ConsumerGroup) -> bool:
+        """Forget a group with nothing to keep (no members, no offsets): whether it was."""
+        if group.is_idle() and self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
+            return True
+        return False
+
+    def drop_classic_metadata(self, group: Group) -> None:
+        """A classic group without members becomes a consumer group: its metadata goes."""
+        try:
+            consumer_offsets.append(
+                self.store, [(consumer_offsets.group_key(group.group_id), None)]
+            )
+        except (LogfsError, OSError) as e:
+            logger.warning("group %s: metadata not removed: %s", group.group_id, e)
 
     def _known(self, group_id: str, member_id: str, instance_id: str | None):
-        """The group and member a request names, or Kafka's refusal."""
+        """The group and member a request names, or Kafka's refusal (a member of a
+        consumer group is unknown to the classic protocol's requests)."""
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            raise GroupError(KafkaCode.UNKNOWN_MEMBER_ID)
         member = group.members.get(member_id) if group else None
         static = group.instance(instance_id) if group else None
         if static is not None and static.member_id != member_id:
@@ -106,12 +154,20 @@ class GroupStore:
 
     # ------------------------------------------------------------ offsets
 
-    def check_commit(self, group_id: str, generation: int, member_id: str, instance_id):
+    def check_commit(
+        self, group_id: str, generation: int, member_id: str, instance_id, modern_api: bool = True
+    ):
         """The group an OffsetCommit may commit for, or Kafka's refusal. A
-        commit without a member (generation -1) is for a group without members."""
+        commit without a member (generation -1) is for a group without members;
+        a consumer group's member commits at its member epoch (``modern_api``:
+        OffsetCommit v9+, which such members must use)."""
         self.load()
         if not group_id:
             raise GroupError(KafkaCode.INVALID_GROUP_ID)
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            group.check_commit(member_id, generation, modern_api)
+            return group
         if generation < 0 and not member_id:
             group = self._group(group_id)
             if group.members:
@@ -135,12 +191,13 @@ class GroupStore:
         member_id: str,
         instance_id: str | None,
         offsets: dict[TopicPartition, tuple[int, int, str]],
+        modern_api: bool = True,
     ) -> dict[TopicPartition, int]:
         """OffsetCommit: commit ``offsets`` ((topic, partition) -> (offset,
         leader epoch, metadata)) for the member; each partition's Kafka error
         code (NONE where committed)."""
         try:
-            group = self.check_commit(group_id, generation, member_id, instance_id)
+            group = self.check_commit(group_id, generation, member_id, instance_id, modern_api)
         except GroupError as e:
             return dict.fromkeys(offsets, e.kafka_code)
         codes: dict[TopicPartition, int] = {}
@@ -179,7 +236,7 @@ class GroupStore:
         group.offsets.update(offsets)
         if self.groups.get(group.group_id) is not group:
             self.groups[group.group_id] = group
-        self._forget_if_idle(group)
+        self.forget_if_idle(group)
 
     def commit_offset(self, group_id: str, topic: str, partition: int, offset: int) -> None:
         """Commit one offset for a group without members, as an OffsetCommit
@@ -198,10 +255,19 @@ class GroupStore:
         tp = (topic, partition)
         return sorted(g.group_id for g in self.groups.values() if tp in g.offsets)
 
-    def committed(self, group_id: str) -> dict[TopicPartition, Committed]:
-        """The group's committed offsets (none for a group the coordinator does not know)."""
+    def committed(
+        self, group_id: str, member_id: str | None = None, member_epoch: int = -1
+    ) -> dict[TopicPartition, Committed]:
+        """The group's committed offsets (none for a group the coordinator does not know).
+
+        Raises:
+            GroupError: a consumer group's member asks at a stale epoch (OffsetFetch v9+
+                names the member), or is no member (Kafka's checks).
+        """
         self.load()
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            group.check_fetch(member_id, member_epoch)
         return dict(group.offsets) if group else {}
 
     def delete_offsets(
@@ -236,7 +302,7 @@ class GroupStore:
             return codes
         for tp in gone:
             group.offsets.pop(tp, None)
-        self._forget_if_idle(group)
+        self.forget_if_idle(group)
         return codes
 
     def delete_group(self, group_id: str) -> None:
@@ -250,21 +316,28 @@ class GroupStore:
         group = self.groups.get(group_id)
         if group is None:
             raise GroupError(KafkaCode.GROUP_ID_NOT_FOUND)
-        if group.members or group.pending:
+        if group.members or (isinstance(group, Group) and group.pending):
             raise GroupError(KafkaCode.NON_EMPTY_GROUP)
         records = [(consumer_offsets.offset_key(group_id, t, p), None) for t, p in group.offsets]
-        consumer_offsets.append(
-            self.store, [*records, (consumer_offsets.group_key(group_id), None)]
-        )
-        group.state = DEAD
+        if isinstance(group, ConsumerGroup):
+            books = ModernBooks(self.store)
+            books.deleted(group)
+            records += books.pending
+        else:
+            records.append((consumer_offsets.group_key(group_id), None))
+        consumer_offsets.append(self.store, records)
+        if isinstance(group, Group):
+            group.state = DEAD
         del self.groups[group_id]
 
     def _partition_known(self, topic: str, partition: int) -> bool:
         return 0 <= partition < self.store.topics().get(topic, 0)
 
     @staticmethod
-    def _subscribed(group: Group) -> set[str]:
+    def _subscribed(group: Group | ConsumerGroup) -> set[str]:
         """The topics a consumer group's members subscribe to."""
+        if isinstance(group, ConsumerGroup):
+            return group.subscribed_topics()
         if group.protocol_type != PROTOCOL_TYPE:
             return set()
         return set().union(

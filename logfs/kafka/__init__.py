@@ -9,6 +9,7 @@ Messages are kio's, generated from Kafka's JSON schemas (protocol.py).
 
 from .access import Access
 from .broker import Broker
+from .broker_configs import BrokerConfigs
 from .sasl import read_credentials
 from .server import (
     MAX_CONNECTIONS,
@@ -26,6 +27,7 @@ __all__ = [
     "REQUEST_TIMEOUT",
     "Access",
     "Broker",
+    "BrokerConfigs",
     "Listener",
     "check_exposure",
     "parse_listen",

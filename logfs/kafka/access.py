@@ -53,12 +53,14 @@ class Access(NamedTuple):
 
 
 class Client(NamedTuple):
-    """Who sent a request: the address it reached, and its principal (None
-    when the listener does not authenticate)."""
+    """Who sent a request: the address it reached, its principal (None when
+    the listener does not authenticate), and where it came from as Kafka
+    shows a client's host (``/127.0.0.1``)."""
 
     host: str
     port: int
     user: str | None = None
+    peer: str = ""
 
 
 def require(broker, client: Client, want: str, topic: str) -> None:

@@ -1,10 +1,10 @@
-"""Topics and their settings: CreateTopics, DeleteTopics, CreatePartitions,
-DescribeConfigs and IncrementalAlterConfigs, over the store's own topic calls
-(the same settings as a topic's ``config`` file on the mount)."""
+"""Topics: CreateTopics, DeleteTopics and CreatePartitions, over the store's own
+topic calls (their settings, the same as a topic's ``config`` file on the mount,
+are configs.py's)."""
 
 from __future__ import annotations
 
-from ..core.config import INTERNAL_TOPICS
+from ..core.config import INTERNAL_TOPICS, TopicConfig
 from ..core.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
@@ -12,23 +12,11 @@ from ..core.errors import (
     InvalidTopicError,
     LogfsError,
 )
-from .access import OWNER, READ, WRITE, require
+from ..core.topic_keys import refuse_here
+from .access import OWNER, WRITE, require
 from .codes import NO_THROTTLE, error_code
 from .metadata import NO_TOPIC_ID
-from .protocol import (
-    CREATE_PARTITIONS,
-    CREATE_TOPICS,
-    DELETE_TOPICS,
-    DESCRIBE_CONFIGS,
-    INCREMENTAL_ALTER_CONFIGS,
-    ErrorCode,
-    make,
-    schema,
-)
-
-TOPIC_RESOURCE = 2
-SOURCE_TOPIC, SOURCE_DEFAULT = 1, 5  # Kafka's DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+from .protocol import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, ErrorCode, make, schema
 
 
 def _outcome(action) -> tuple[ErrorCode, str | None]:
@@ -54,6 +42,8 @@ def create_topics(broker, request, advertised):
             if request.body.validate_only:
                 if topic.name in store.topics():
                     store.create_topic(topic.name)  # raises TopicExistsError
+                refuse_here(configs)  # the settings are checked as a creation checks them
+                TopicConfig.from_properties(configs, store.defaults)
                 return
             store.create_topic(topic.name, partitions=count, config=configs)
 
@@ -126,90 +116,3 @@ def create_partitions(broker, request, advertised):
             )
         )
     return make(m.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
-
-
-def describe_configs(broker, request, advertised):
-    m = schema(DESCRIBE_CONFIGS, request.version)
-    results = []
-    for resource in request.body.resources:
-        entries, code, message = [], ErrorCode.none, None
-        if resource.resource_type == TOPIC_RESOURCE:
-            try:
-                require(broker, advertised, READ, resource.resource_name)
-                config = broker.store.topic_config(resource.resource_name).to_properties()
-                overrides = broker.store.topic_overrides(resource.resource_name)
-            except (LogfsError, OSError) as e:
-                code, message, config, overrides = error_code(e), str(e), {}, {}
-            keys = resource.configuration_keys
-            for name, value in sorted(config.items()):
-                if keys is not None and name not in keys:
-                    continue
-                entries.append(
-                    make(
-                        m.DescribeConfigsResourceResult,
-                        name=name,
-                        value=value,
-                        read_only=False,
-                        is_default=name not in overrides,
-                        config_source=SOURCE_TOPIC if name in overrides else SOURCE_DEFAULT,
-                        is_sensitive=False,
-                        synonyms=(),
-                        config_type=0,
-                        documentation=None,
-                    )
-                )
-        results.append(
-            make(
-                m.DescribeConfigsResult,
-                error_code=code,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-                configs=tuple(entries),
-            )
-        )
-    return make(m.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
-
-
-def _altered(current: dict[str, str], configs) -> dict[str, str]:
-    overrides = dict(current)
-    for c in configs:
-        if c.config_operation == SET:
-            overrides[c.name] = c.value or ""
-        elif c.config_operation == DELETE:
-            overrides.pop(c.name, None)
-        else:
-            raise InvalidConfigError(f"{c.name}: APPEND and SUBTRACT apply to list settings only")
-    return overrides
-
-
-def incremental_alter_configs(broker, request, advertised):
-    m = schema(INCREMENTAL_ALTER_CONFIGS, request.version)
-    store = broker.store
-    results = []
-    for resource in request.body.resources:
-
-        def alter(resource=resource):
-            require(broker, advertised, OWNER, resource.resource_name)
-            if resource.resource_type != TOPIC_RESOURCE:
-                raise InvalidConfigError("only topic settings can be altered")
-            overrides = _altered(store.topic_overrides(resource.resource_name), resource.configs)
-            if request.body.validate_only:
-                from_props = store.topic_config(resource.resource_name)
-                type(from_props).from_properties(overrides, store.defaults)
-            else:
-                store.set_topic_config(resource.resource_name, overrides)
-
-        code, message = _outcome(alter)
-        results.append(
-            make(
-                m.AlterConfigsResourceResponse,
-                error_code=code,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
-        )
-    return make(
-        m.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results)
-    )

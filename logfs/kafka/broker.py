@@ -19,8 +19,21 @@ import trio
 
 from ..core.log import Log, Store
 from ..groups import Coordinator
-from . import admin, fetch, group_api, metadata, offsets, produce, producers, protocol
+from . import (
+    admin,
+    configs,
+    consumer_group_api,
+    fetch,
+    group_api,
+    log_admin,
+    metadata,
+    offsets,
+    produce,
+    producers,
+    protocol,
+)
 from .access import Access, Client
+from .broker_configs import BrokerConfigs
 from .protocol import BadRequest, Reply, Request
 
 logger = logging.getLogger(__name__)
@@ -34,10 +47,15 @@ HANDLERS = {
     protocol.CREATE_TOPICS: admin.create_topics,
     protocol.DELETE_TOPICS: admin.delete_topics,
     protocol.CREATE_PARTITIONS: admin.create_partitions,
-    protocol.DESCRIBE_CONFIGS: admin.describe_configs,
-    protocol.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
+    protocol.DESCRIBE_CONFIGS: configs.describe_configs,
+    protocol.ALTER_CONFIGS: configs.alter_configs,
+    protocol.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
     protocol.INIT_PRODUCER_ID: producers.init_producer_id,
+    protocol.DESCRIBE_PRODUCERS: producers.describe_producers,
+    protocol.DESCRIBE_CLUSTER: metadata.describe_cluster,
     **group_api.HANDLERS,
+    **consumer_group_api.HANDLERS,
+    **log_admin.HANDLERS,
 }
 
 
@@ -58,6 +76,8 @@ class Broker:
         access: the owner, group and modes topics have, for authenticated clients.
         acks_all_fsync: answer an acks=-1 Produce once the partitions it appended
             to are fsynced (``kafka.acks.all.fsync``), not once appended.
+        configs: the broker's own settings (broker_configs.py); without it, the
+            topics' defaults alone, alterable.
         sync: ``sync(log, upto)`` makes a log durable at least up to offset
             ``upto``, the fsyncs in a worker thread: the flusher's
             `Flusher.flush_log`, which serializes them with its own flushes.
@@ -77,6 +97,7 @@ class Broker:
         access: Access | None = None,
         acks_all_fsync: bool = False,
         sync: Callable[[Log, int], Awaitable[None]] | None = None,
+        configs: BrokerConfigs | None = None,
     ) -> None:
         self.store = store
         self.partitions = partitions
@@ -87,6 +108,7 @@ class Broker:
         self.access = access
         self.acks_all_fsync = acks_all_fsync
         self.sync = sync or self.flush_log
+        self.configs = configs or BrokerConfigs({}, store.defaults, {}, store.set_defaults)
         self._flush_locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.producers = producers.Producers()
         self.groups = groups
@@ -122,17 +144,15 @@ class Broker:
         """The reply to ``request``; None for one Kafka does not answer.
 
         Raises:
-            BadRequest: an API Kafka's schemas do not know (nothing can answer it).
+            BadRequest: an API or version this broker does not advertise (but
+                ApiVersions): Kafka's broker closes the connection.
         """
+        if request.body is None:
+            if request.api_key == protocol.API_VERSIONS:
+                return Reply(metadata.api_versions_unsupported())
+            raise BadRequest(f"API {request.api_key} v{request.version} is not served")
         if self.ready is not None and not self.ready.is_set():
             await self.ready.wait()  # (once set, waiting would still yield to the loop)
-        if request.body is None:
-            body = protocol.unsupported(request.api_key, request.version)
-            if request.api_key == protocol.API_VERSIONS:
-                body = metadata.api_versions_unsupported()
-            if body is None:
-                raise BadRequest(f"unknown API key {request.api_key}")
-            return Reply(body)
         result: Any = HANDLERS[request.api_key](self, request, advertised)
         if inspect.isawaitable(result):
             result = await result

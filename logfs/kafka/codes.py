@@ -10,6 +10,9 @@ from .protocol import ErrorCode
 
 NODE_ID = 0
 CLUSTER_ID = "logfs"
+# This node has led every partition since its creation and is never replaced: the
+# leader epoch never moves (docs/kafka.md, OffsetForLeaderEpoch).
+LEADER_EPOCH = 0
 NO_THROTTLE = datetime.timedelta(0)
 
 

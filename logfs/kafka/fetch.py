@@ -1,9 +1,11 @@
 """Fetch: whole batches from the segment files, as Kafka's broker sends them.
 
-For each partition asked for, the batches from the one holding the fetch
-offset on, up to the partition's ``partition_max_bytes`` and the request's
-``max_bytes`` (the first partition with data always gets at least one whole
-batch, as in Kafka, so a batch larger than the limits still gets through).
+For each partition asked for, the segment's bytes from the batch holding the
+fetch offset on, up to the partition's ``partition_max_bytes`` and what is
+left of the request's ``max_bytes``, cut where the limit ends, as Kafka's
+ReplicaManager does (KIP-74): only the first partition with data gets at
+least one whole batch, so a batch larger than the limits still gets through;
+a later partition's last batch may be partial, which Kafka's clients drop.
 The record bytes never enter Python: the response carries a file region per
 partition and the connection sends it with ``sendfile`` (server.py).
 
@@ -29,8 +31,13 @@ POLL_SECONDS = 0.01  # appends through the mount wake nobody: look again this of
 
 def _gather(broker, client, topics, max_bytes: int) -> tuple[list, int, bool]:
     """Per topic, per partition: (index, error, log, region); the bytes found;
-    whether any partition has an error (answered at once, as Kafka does)."""
-    found, total, failed = [], 0, False
+    whether any partition has an error (answered at once, as Kafka does).
+
+    Kafka's ReplicaManager sizes them: each partition gets at most its
+    ``partition_max_bytes`` and what is left of ``max_bytes``, cut wherever that
+    ends (a partial last batch); only the first partition with data gets at
+    least one whole batch, however large."""
+    found, total, failed, min_one = [], 0, False, True
     for topic in topics:
         parts = []
         for p in topic.partitions:
@@ -38,16 +45,15 @@ def _gather(broker, client, topics, max_bytes: int) -> tuple[list, int, bool]:
             try:
                 require(broker, client, READ, topic.topic)
                 log = broker.store.log(topic.topic, p.partition)
-                limit = min(p.partition_max_bytes, max(0, max_bytes - total))
-                if limit <= 0 and total:
-                    region = None
-                else:
-                    located = log.file_region(p.fetch_offset, max(limit, 1))
-                    region = Region(*located) if located else None
+                limit = max(0, min(p.partition_max_bytes, max_bytes - total))
+                located = log.file_region(p.fetch_offset, limit, min_one_batch=min_one)
+                region = Region(*located) if located else None
             except (LogfsError, OSError) as e:
                 code = error_code(e)
                 failed = True
-            total += region.size if region else 0
+            if region is not None:
+                total += region.size
+                min_one = False
             parts.append((p.partition, code, log, region))
         found.append((topic.topic, parts))
     return found, total, failed

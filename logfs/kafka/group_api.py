@@ -10,7 +10,7 @@ FindCoordinator for a transactional id answers COORDINATOR_NOT_AVAILABLE.
 from __future__ import annotations
 
 from ..core.errors import LogfsError
-from ..groups import DEAD, GroupError
+from ..groups import DEAD, ConsumerGroup, GroupError
 from . import group_offsets
 from .codes import NO_THROTTLE, NODE_ID, error_code
 from .protocol import (
@@ -31,7 +31,6 @@ from .protocol import (
 )
 
 GROUP_KEY = 0
-CLASSIC = "classic"
 
 
 def _ms(value) -> int:
@@ -87,15 +86,20 @@ async def join_group(broker, request, advertised):
             session,
             rebalance,
             request.client_id or "",
-            "",
+            advertised.peer,
             version >= 4,
         )
         if round_ is None:
             code = ErrorCode.member_id_required
     except GroupError as e:
         code = error_code(e)
-    members = ()
-    if round_ is not None and round_.leader == member_id:
+    members, leader, skip = (), round_.leader if round_ is not None else "", False
+    if round_ is not None and round_.skip_assignment and version < 9:
+        # A static leader back in a stable group, of a client that cannot be told to
+        # skip the assignment: it is named no leader (Kafka names the id it replaced).
+        leader = round_.replaced or ""
+    elif round_ is not None and round_.leader == member_id:
+        skip = round_.skip_assignment
         members = tuple(
             make(m.JoinGroupResponseMember, member_id=i, group_instance_id=inst, metadata=meta)
             for i, inst, meta in round_.members
@@ -108,8 +112,8 @@ async def join_group(broker, request, advertised):
         generation_id=round_.generation if round_ is not None else -1,
         protocol_type=body.protocol_type if round_ is not None else None,
         protocol_name=protocol if version >= 7 else protocol or "",
-        leader=round_.leader if round_ is not None else "",
-        skip_assignment=False,
+        leader=leader,
+        skip_assignment=skip,
         member_id=member_id,
         members=members,
     )
@@ -119,9 +123,9 @@ async def sync_group(broker, request, advertised):
     m = schema(SYNC_GROUP, request.version)
     body = request.body
     assignments = {a.member_id: a.assignment for a in body.assignments}
-    code, assignment, group = ErrorCode.none, b"", None
+    code, assignment, kind, protocol = ErrorCode.none, b"", None, None
     try:
-        group, assignment = await broker.groups.sync(
+        kind, protocol, assignment = await broker.groups.sync(
             body.group_id,
             body.generation_id,
             body.member_id,
@@ -136,8 +140,8 @@ async def sync_group(broker, request, advertised):
         m.SyncGroupResponse,
         throttle_time=NO_THROTTLE,
         error_code=code,
-        protocol_type=group.protocol_type if group is not None and not code else None,
-        protocol_name=group.protocol if group is not None and not code else None,
+        protocol_type=kind,
+        protocol_name=protocol,
         assignment=assignment,
     )
 
@@ -193,24 +197,24 @@ def leave_group(broker, request, advertised):
 
 
 def list_groups(broker, request, advertised):
+    """Every group, of both protocols, with Kafka's state and type filters (any case)."""
     m = schema(LIST_GROUPS, request.version)
     body = request.body
     states = {s.lower() for s in getattr(body, "states_filter", ())}
     types = {t.lower() for t in getattr(body, "types_filter", ())}
     listed = []
-    if not types or CLASSIC in types:
-        for group in broker.groups.all_groups():
-            if states and group.state.lower() not in states:
-                continue
-            listed.append(
-                make(
-                    m.ListedGroup,
-                    group_id=group.group_id,
-                    protocol_type=group.protocol_type,
-                    group_state=group.state,
-                    group_type=CLASSIC,
-                )
+    for group in broker.groups.all_groups():
+        if (states and group.state.lower() not in states) or (types and group.kind not in types):
+            continue
+        listed.append(
+            make(
+                m.ListedGroup,
+                group_id=group.group_id,
+                protocol_type=group.protocol_type,
+                group_state=group.state,
+                group_type=group.kind,
             )
+        )
     return make(
         m.ListGroupsResponse,
         throttle_time=NO_THROTTLE,
@@ -220,10 +224,18 @@ def list_groups(broker, request, advertised):
 
 
 def describe_groups(broker, request, advertised):
+    """Classic groups; a consumer group is none of DescribeGroups' (ConsumerGroupDescribe
+    describes it): Dead, or from v6 on GROUP_ID_NOT_FOUND, as Kafka 4 answers (KIP-1043)."""
     m = schema(DESCRIBE_GROUPS, request.version)
     described = []
     for group_id in request.body.groups:
         group = broker.groups.group(group_id)
+        code, message = ErrorCode.none, None
+        if isinstance(group, ConsumerGroup):
+            group = None
+            if request.version >= 6:
+                code = ErrorCode.group_id_not_found
+                message = f"Group {group_id} is not a classic group."
         members = ()
         if group is not None:
             members = tuple(
@@ -241,7 +253,8 @@ def describe_groups(broker, request, advertised):
         described.append(
             make(
                 m.DescribedGroup,
-                error_code=ErrorCode.none,
+                error_code=code,
+                error_message=message,
                 group_id=group_id,
                 group_state=group.state if group is not None else DEAD,
                 protocol_type=group.protocol_type if group is not None else "",

@@ -30,6 +30,7 @@ def offset_commit(broker, request, advertised):
             body.member_id,
             getattr(body, "group_instance_id", None),
             wanted,
+            modern_api=request.version >= 9,
         )
     else:  # Kafka's rule: committing is reading the topic
         codes = dict.fromkeys(wanted, ErrorCode.topic_authorization_failed)
@@ -37,10 +38,9 @@ def offset_commit(broker, request, advertised):
     return make(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
-def _fetched_topics(broker, m, names, group_id, asked, allowed):
+def _fetched_topics(broker, m, names, group_id, asked, allowed, committed):
     """One group's OffsetFetch topics: ``asked`` [(topic, [partitions])] or, for
-    None, every partition the group has committed."""
-    committed = broker.groups.committed(group_id)
+    None, every partition the group has ``committed``."""
     code = ErrorCode.none if allowed else ErrorCode.topic_authorization_failed
     if not allowed:
         committed = {}
@@ -78,21 +78,27 @@ def offset_fetch(broker, request, advertised):
         groups = []
         for g in body.groups:
             asked = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
+            member = getattr(g, "member_id", None), getattr(g, "member_epoch", -1)
+            try:  # a consumer group's member asks at its epoch (v9+)
+                committed, code = broker.groups.committed(g.group_id, *member), ErrorCode.none
+            except GroupError as e:
+                committed, code, asked = {}, error_code(e), []
             groups.append(
                 make(
                     m.OffsetFetchResponseGroup,
                     group_id=g.group_id,
-                    topics=_fetched_topics(broker, m, names, g.group_id, asked, allowed),
-                    error_code=ErrorCode.none,
+                    topics=_fetched_topics(broker, m, names, g.group_id, asked, allowed, committed),
+                    error_code=code,
                 )
             )
         return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
     names = (m.OffsetFetchResponseTopic, m.OffsetFetchResponsePartition)
     asked = None if body.topics is None else [(t.name, t.partition_indexes) for t in body.topics]
+    committed = broker.groups.committed(body.group_id)
     return make(
         m.OffsetFetchResponse,
         throttle_time=NO_THROTTLE,
-        topics=_fetched_topics(broker, m, names, body.group_id, asked, allowed),
+        topics=_fetched_topics(broker, m, names, body.group_id, asked, allowed, committed),
         error_code=ErrorCode.none,
     )
 

@@ -8,8 +8,8 @@ import uuid
 from ..core.config import INTERNAL_TOPICS
 from ..core.errors import LogfsError
 from .access import WRITE
-from .codes import CLUSTER_ID, NO_THROTTLE, NODE_ID, error_code
-from .protocol import API_VERSIONS, METADATA, SERVED, ErrorCode, make, schema
+from .codes import CLUSTER_ID, LEADER_EPOCH, NO_THROTTLE, NODE_ID, error_code
+from .protocol import API_VERSIONS, DESCRIBE_CLUSTER, METADATA, SERVED, ErrorCode, make, schema
 
 NO_TOPIC_ID = uuid.UUID(int=0)
 
@@ -42,6 +42,7 @@ def api_versions_unsupported():
 def metadata(broker, request, advertised):
     m = schema(METADATA, request.version)
     store = broker.store
+    ids = store.topic_ids
     wanted = request.body.topics
     if wanted is None or (request.version == 0 and not wanted):
         # All topics (v0: an empty list means all) but internal ones, which are
@@ -50,7 +51,7 @@ def metadata(broker, request, advertised):
     else:
         names = [t.name for t in wanted if t.name is not None]
     allow = getattr(request.body, "allow_auto_topic_creation", True)
-    topics = []
+    topics = [_by_id(broker, m, t.topic_id) for t in wanted or () if t.name is None]
     for name in names:
         code = ErrorCode.none
         count = store.topics().get(name, 0)
@@ -69,25 +70,13 @@ def metadata(broker, request, advertised):
                 code = error_code(e)
         if not count and code == ErrorCode.none:
             code = ErrorCode.unknown_topic_or_partition
-        partitions = tuple(
-            make(
-                m.MetadataResponsePartition,
-                error_code=ErrorCode.none,
-                partition_index=p,
-                leader_id=NODE_ID,
-                leader_epoch=0,
-                replica_nodes=(NODE_ID,),
-                isr_nodes=(NODE_ID,),
-                offline_replicas=(),
-            )
-            for p in range(count)
-        )
+        partitions = _partitions(m, count)
         topics.append(
             make(
                 m.MetadataResponseTopic,
                 error_code=code,
                 name=name,
-                topic_id=NO_TOPIC_ID,
+                topic_id=ids.id_of(name) if count and request.version >= 10 else NO_TOPIC_ID,
                 is_internal=name in INTERNAL_TOPICS,
                 partitions=partitions,
             )
@@ -101,4 +90,56 @@ def metadata(broker, request, advertised):
         cluster_id=CLUSTER_ID,
         controller_id=NODE_ID,
         topics=tuple(topics),
+    )
+
+
+def _partitions(m, count: int) -> tuple:
+    return tuple(
+        make(
+            m.MetadataResponsePartition,
+            error_code=ErrorCode.none,
+            partition_index=p,
+            leader_id=NODE_ID,
+            leader_epoch=LEADER_EPOCH,
+            replica_nodes=(NODE_ID,),
+            isr_nodes=(NODE_ID,),
+            offline_replicas=(),
+        )
+        for p in range(count)
+    )
+
+
+def _by_id(broker, m, topic_id):
+    """A topic asked for by its id (v10+, as consumers of KIP-848 groups ask for the topics
+    of their assignment): UNKNOWN_TOPIC_ID when no topic has it (it was deleted)."""
+    store = broker.store
+    name = store.topic_ids.name_of(topic_id) if topic_id is not None else None
+    count = store.topics().get(name, 0) if name is not None else 0
+    return make(
+        m.MetadataResponseTopic,
+        error_code=ErrorCode.none if count else ErrorCode.unknown_topic_id,
+        name=name,
+        topic_id=topic_id,
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=_partitions(m, count),
+    )
+
+
+def describe_cluster(broker, request, advertised):
+    """This node, the cluster's one broker and its controller (KIP-700)."""
+    m = schema(DESCRIBE_CLUSTER, request.version)
+    host, port = advertised.host, advertised.port
+    node = make(
+        m.DescribeClusterBroker, broker_id=NODE_ID, host=host, port=port, rack=None, is_fenced=False
+    )
+    return make(
+        m.DescribeClusterResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=getattr(request.body, "endpoint_type", 1),
+        cluster_id=CLUSTER_ID,
+        controller_id=NODE_ID,
+        brokers=(node,),
+        cluster_authorized_operations=-(2**31),
     )

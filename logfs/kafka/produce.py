@@ -20,14 +20,24 @@ id have their headers read for the idempotence checks.
 
 from __future__ import annotations
 
+import datetime
+
 import trio
 
 from ..core.config import INTERNAL_TOPICS
-from ..core.errors import InvalidBatchError, InvalidRecordError, InvalidTopicError, LogfsError
+from ..core.errors import (
+    InvalidBatchError,
+    InvalidRecordError,
+    InvalidTopicError,
+    LogfsError,
+    NotEnoughReplicasError,
+)
 from ..core.format import decode_records, idempotent, read_header, split_batches
 from .access import WRITE, require
-from .codes import NO_THROTTLE, error_code
+from .codes import NO_THROTTLE, NODE_ID, error_code
 from .protocol import PRODUCE, ErrorCode, make, schema
+
+EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
 
 
 def _keyless(batches) -> bool:
@@ -38,7 +48,7 @@ def _keyless(batches) -> bool:
         return False
 
 
-def _append(broker, client, topic: str, partition: int, records: bytes | None):
+def _append(broker, client, topic: str, partition: int, records: bytes | None, acks: int):
     """(error code, base offset, message, the log appended to or None) of one
     partition's append. Retried batches of an idempotent producer are
     acknowledged, not appended again."""
@@ -48,6 +58,12 @@ def _append(broker, client, topic: str, partition: int, records: bytes | None):
             raise InvalidTopicError(f"cannot append to internal topic {topic}")
         require(broker, client, WRITE, topic)
         log = broker.store.log(topic, partition)
+        wanted = log.config.min_insync_replicas
+        if acks == -1 and wanted > 1:  # what a cluster with this one replica in sync says
+            raise NotEnoughReplicasError(
+                f"The size of the current ISR Set({NODE_ID}) is insufficient to satisfy the "
+                f"min.isr requirement of {wanted} for partition {topic}-{partition}"
+            )
         if not records:
             raise InvalidBatchError("no record batch")
         batches, used = split_batches(records)
@@ -66,6 +82,18 @@ def _append(broker, client, topic: str, partition: int, records: bytes | None):
         return error_code(error), -1, str(error).splitlines()[0], None
     except (LogfsError, OSError) as e:
         return error_code(e), -1, str(e).splitlines()[0] if str(e) else None, None
+
+
+def _append_time(log, base: int) -> datetime.datetime | None:
+    """The time a LogAppendTime topic stamped the batches with, as Kafka's produce
+    answer carries it (None, -1 on the wire, for CreateTime topics and failed appends)."""
+    if log is None or log.config.message_timestamp_type != "LogAppendTime":
+        return None
+    try:
+        stamped = log.read(base).timestamp
+    except (LogfsError, OSError):
+        return None
+    return EPOCH + datetime.timedelta(milliseconds=stamped)
 
 
 def _append_idempotent(producers, log, batches) -> int:
@@ -90,17 +118,18 @@ def _append_idempotent(producers, log, batches) -> int:
 def produce(broker, request, advertised):
     """The ProduceResponse; a coroutine giving it when the answer waits for fsyncs."""
     body = request.body
-    answers = []  # per topic: (name, [[index, code, base offset, message, log], ...])
+    # per topic: (name, [[index, code, base offset, message, log, append time], ...])
+    answers = []
     appended = {}  # log -> its end offset once the request's batches are in it
     for topic in body.topic_data:
         partitions = []
         for data in topic.partition_data:
             code, base, message, log = _append(
-                broker, advertised, topic.name, data.index, data.records
+                broker, advertised, topic.name, data.index, data.records, body.acks
             )
             if log is not None:
                 appended[log] = log.next_offset
-            partitions.append([data.index, code, base, message, log])
+            partitions.append([data.index, code, base, message, log, _append_time(log, base)])
         answers.append((topic.name, partitions))
     if appended:
         broker.notify_appended()
@@ -145,12 +174,12 @@ def _response(request, answers):
                 index=index,
                 error_code=code,
                 base_offset=base,
-                log_append_time=None,
+                log_append_time=append_time,
                 log_start_offset=-1 if log is None else log.log_start_offset,
                 record_errors=(),
                 error_message=message,
             )
-            for index, code, base, message, log in partitions
+            for index, code, base, message, log, append_time in partitions
         )
         topics.append(make(m.TopicProduceResponse, name=name, partition_responses=responses))
     return make(m.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)

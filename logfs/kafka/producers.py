@@ -22,9 +22,10 @@ import time
 from collections import deque
 from typing import NamedTuple
 
-from ..core.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from .codes import NO_THROTTLE
-from .protocol import INIT_PRODUCER_ID, ErrorCode, make, schema
+from ..core.errors import InvalidProducerEpochError, LogfsError, OutOfOrderSequenceError
+from .access import READ, require
+from .codes import NO_THROTTLE, error_code
+from .protocol import DESCRIBE_PRODUCERS, INIT_PRODUCER_ID, ErrorCode, make, schema
 
 KEPT = 5  # batches remembered per producer and partition (Kafka's in-flight maximum)
 SEQUENCE_WRAP = 1 << 31
@@ -35,6 +36,7 @@ class Appended(NamedTuple):
     first_sequence: int
     last_sequence: int
     base_offset: int
+    max_timestamp: int = -1
 
 
 class Producers:
@@ -108,6 +110,15 @@ class Producers:
         if header.producer_id >= 0:
             _remember(self._partition(log), header, base_offset)
 
+    def active(self, log) -> list[tuple[int, int, int, int]]:
+        """The partition's idempotent producers: (id, epoch, last sequence, the last
+        batch's largest timestamp), as DescribeProducers shows them."""
+        return [
+            (pid, epoch, recent[-1].last_sequence, recent[-1].max_timestamp)
+            for pid, (epoch, recent) in sorted(self._partition(log).items())
+            if recent
+        ]
+
     def forget(self, topic: str) -> None:
         """A deleted topic's state (a topic created under its name starts afresh)."""
         for tp in [tp for tp in self._state if tp[0] == topic]:
@@ -122,7 +133,9 @@ def _remember(state, header, base_offset: int) -> None:
     epoch, recent = state.get(header.producer_id, (header.producer_epoch, deque(maxlen=KEPT)))
     if header.producer_epoch != epoch:
         recent = deque(maxlen=KEPT)
-    recent.append(Appended(header.base_sequence, _last_sequence(header), base_offset))
+    recent.append(
+        Appended(header.base_sequence, _last_sequence(header), base_offset, header.max_timestamp)
+    )
     state[header.producer_id] = (header.producer_epoch, recent)
 
 
@@ -143,3 +156,41 @@ def init_producer_id(broker, request, advertised):
         producer_id=producer_id,
         producer_epoch=epoch,
     )
+
+
+def describe_producers(broker, request, advertised):
+    """Each partition's idempotent producers (no transactions here: no open one)."""
+    m = schema(DESCRIBE_PRODUCERS, request.version)
+    topics = []
+    for topic in request.body.topics:
+        partitions = []
+        for p in topic.partition_indexes:
+            code, message, found = ErrorCode.none, None, []
+            try:
+                require(broker, advertised, READ, topic.name)
+                found = broker.producers.active(broker.store.log(topic.name, p))
+            except (LogfsError, OSError) as e:
+                code, message = error_code(e), str(e).splitlines()[0] if str(e) else None
+            states = tuple(
+                make(
+                    m.ProducerState,
+                    producer_id=pid,
+                    producer_epoch=epoch,
+                    last_sequence=sequence,
+                    last_timestamp=timestamp,
+                    coordinator_epoch=-1,
+                    current_txn_start_offset=-1,
+                )
+                for pid, epoch, sequence, timestamp in found
+            )
+            partitions.append(
+                make(
+                    m.PartitionResponse,
+                    partition_index=p,
+                    error_code=code,
+                    error_message=message,
+                    active_producers=states,
+                )
+            )
+        topics.append(make(m.TopicResponse, name=topic.name, partitions=tuple(partitions)))
+    return make(m.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -6,9 +6,9 @@ A frame is a 4-byte big-endian length and that many bytes: a request header
 (v0 for ApiVersions and non-flexible versions, else v1) and the response.
 
 Which API versions are served is `SERVED`; ApiVersions lists exactly these.
-A request for any other API or version is answered with a response of that
-API and version (when Kafka's schemas know it) whose error codes are all
-``UNSUPPORTED_VERSION``, never by dropping the connection.
+A request for any other API or version parses as a `Request` without a body:
+the broker closes its connection, as Kafka's does (ApiVersions excepted,
+which is answered in version 0's layout so that the client can retry).
 
 Records in a Fetch response are not serialized here: `encode_response`
 writes a marker where a partition's records go and `Reply.parts` splits the
@@ -21,7 +21,6 @@ and appends them where they arrived.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import functools
 import io
 import os
@@ -32,7 +31,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from kio._kio_native import get_field_reader  # what kio.serial.entity_reader uses (kio<0.7)
-from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.index import load_payload_module, load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
@@ -51,11 +50,14 @@ __all__ = ["ErrorCode", "SERVED"]
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID = 18, 19, 20, 22
-DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 37, 44
+DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 37, 44
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
+DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_LOG_DIRS = 21, 23, 35
+DESCRIBE_CLUSTER, DESCRIBE_PRODUCERS = 60, 61
 
 # API key -> (lowest, highest) version served. Produce from v3 and Fetch from v4 carry
 # RecordBatch v2; Fetch v13+ and Produce v13 name topics by id, which logfs has not.
@@ -69,12 +71,13 @@ SERVED: dict[int, tuple[int, int]] = {
     DELETE_TOPICS: (1, 5),
     CREATE_PARTITIONS: (0, 3),
     DESCRIBE_CONFIGS: (1, 4),
+    ALTER_CONFIGS: (0, 2),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     INIT_PRODUCER_ID: (0, 4),
     SASL_HANDSHAKE: (0, 1),
     SASL_AUTHENTICATE: (0, 2),
     # The group coordinator (group_api.py). OffsetCommit v10+ and OffsetFetch v10+
-    # name topics by id; FindCoordinator v5+ and DescribeGroups v6+ are Kafka 4's.
+    # name topics by id; FindCoordinator v5+ is Kafka 4's (transactions' errors).
     OFFSET_COMMIT: (2, 9),
     OFFSET_FETCH: (1, 9),
     FIND_COORDINATOR: (0, 4),
@@ -82,10 +85,20 @@ SERVED: dict[int, tuple[int, int]] = {
     HEARTBEAT: (0, 4),
     LEAVE_GROUP: (0, 5),
     SYNC_GROUP: (0, 5),
-    DESCRIBE_GROUPS: (0, 5),
+    DESCRIBE_GROUPS: (0, 6),
     LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
+    # KIP-848's consumer group protocol (consumer_group_api.py)
+    CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    CONSUMER_GROUP_DESCRIBE: (0, 1),
+    # The logs for administrators (log_admin.py), the cluster and the producers. Kafka 4
+    # serves OffsetForLeaderEpoch and DescribeLogDirs from v2 and v1 up, as here.
+    DELETE_RECORDS: (0, 2),
+    OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    DESCRIBE_LOG_DIRS: (1, 4),
+    DESCRIBE_CLUSTER: (0, 2),
+    DESCRIBE_PRODUCERS: (0, 0),
 }
 
 _SIZE = struct.Struct(">i")
@@ -232,48 +245,6 @@ def make(cls: type, **values: Any) -> Any:
     fields the version lacks are dropped, so one handler serves every version."""
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in values.items() if k in names})
-
-
-def unsupported(api_key: int, version: int) -> Any | None:
-    """A response of ``api_key`` at ``version`` saying UNSUPPORTED_VERSION
-    everywhere it has an error code, or None when Kafka's schemas have no such
-    response."""
-    try:
-        return _filled(load_response_schema(api_key, version))
-    except Exception:  # noqa: BLE001 - kio knows no such API or version
-        return None
-
-
-def _filled(cls: type) -> Any:
-    hints = typing.get_type_hints(cls)
-    values = {}
-    for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
-            continue
-        values[f.name] = _zero(hints[f.name])
-    return cls(**values)
-
-
-def _zero(hint: Any) -> Any:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (types.UnionType, typing.Union):
-        return None if type(None) in args else _zero(args[0])
-    if origin is tuple:
-        return ()
-    if hint is ErrorCode:
-        return ErrorCode.unsupported_version
-    if isinstance(hint, type):
-        if issubclass(hint, datetime.timedelta):
-            return datetime.timedelta(0)
-        if issubclass(hint, bool):
-            return False
-        if issubclass(hint, int | float):
-            return hint(0)
-        if issubclass(hint, str | bytes):
-            return hint()
-        if dataclasses.is_dataclass(hint):
-            return _filled(hint)
-    return None
 
 
 # ---------------------------------------------------------------- encoding responses

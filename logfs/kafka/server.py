@@ -196,6 +196,10 @@ class Connection:
         self.stream = secure or stream
         host, port = stream.socket.getsockname()[:2]
         self.advertised = (host, port)  # what Metadata tells this client
+        try:
+            self.peer = "/" + str(stream.socket.getpeername()[0])  # Kafka's client host
+        except OSError:  # already gone
+            self.peer = ""
         self.credentials = listener.credentials  # None: no authentication
         self.user: str | None = None
         self.exchange: sasl.Plain | sasl.scram.ScramServer | None = None  # after SaslHandshake
@@ -239,7 +243,7 @@ class Connection:
             ):
                 raise BadRequest(f"request {request.api_key} before SASL authentication")
             else:
-                client = Client(*self.advertised, self.user)
+                client = Client(*self.advertised, self.user, self.peer)
                 reply = await broker.handle(request, client)
             if reply is None:  # acks=0: Kafka's broker does not answer
                 continue

@@ -74,11 +74,19 @@ def test_the_mount_and_the_listener_answer_what_the_table_says():
     assert error_code(KeyError("x")) == ErrorCode.unknown_server_error
 
 
+# Kafka 4's codes that kafka-python (3.0) does not know yet; kio, generated from Kafka's
+# own sources, names them.
+NEWER_THAN_KAFKA_PYTHON = {KafkaCode.INVALID_REGULAR_EXPRESSION}
+
+
 def test_kafka_codes_are_kafkas_own():
     """Each named code is Kafka's, by name in kio and by number in kafka-python."""
     for code in KafkaCode:
         assert ErrorCode[code.name.lower()] == code
         known = kafka.errors.for_code(code)
+        if code in NEWER_THAN_KAFKA_PYTHON:
+            assert known.__name__ == "UnrecognizedBrokerError"  # once it knows it, check it
+            continue
         assert known.errno == code
         assert code == KafkaCode.UNKNOWN_SERVER_ERROR or known is not kafka.errors.UnknownError
 

@@ -87,10 +87,11 @@ def test_a_rebalance_hands_out_generations_and_assignments(store):
         groups = Coordinator(store)
         round1, first = await join(groups)
         assert (round1.generation, round1.leader) == (1, first)
-        group, mine = await groups.sync(
+        kind, protocol, mine = await groups.sync(
             "g", 1, first, None, {first: assignment(("orders", [0, 1]))}
         )
-        assert group.state == STABLE and assigned_partitions(mine) == [("orders", 0), ("orders", 1)]
+        assert groups.group("g").state == STABLE and (kind, protocol) == ("consumer", "range")
+        assert assigned_partitions(mine) == [("orders", 0), ("orders", 1)]
         answers = {}
         async with trio.open_nursery() as nursery:
 
@@ -112,12 +113,12 @@ def test_a_rebalance_hands_out_generations_and_assignments(store):
             got = {}
 
             async def follower():
-                got["other"] = (await groups.sync("g", 2, other, None, {}))[1]
+                got["other"] = (await groups.sync("g", 2, other, None, {}))[2]
 
             nursery.start_soon(follower)
             await trio.sleep(0.1)  # the follower waits for the leader's assignments
             assert "other" not in got
-            got["first"] = (await groups.sync("g", 2, first, None, plan))[1]
+            got["first"] = (await groups.sync("g", 2, first, None, plan))[2]
         assert assigned_partitions(got["other"]) == [("orders", 1)]
         groups.heartbeat("g", 2, other, None)
         codes = groups.commit_offsets("g", 2, other, None, {("orders", 1): (7, 3, "meta")})

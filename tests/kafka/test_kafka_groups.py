@@ -441,7 +441,7 @@ def test_logfs_describe_groups_shows_members_offsets_and_lag(tmp_path):
     done = describe_groups_cli(data)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("Group: lagging\tState: Empty\t")
+    assert lines[0].startswith("Group: lagging\tType: classic\tState: Empty\t")
     assert lines[1] == (
         "\tTopic: dg\tPartition: 0\tCommittedOffset: 5\tLogEndOffset: 10\tLag: 5\tMember: -"
     )

@@ -59,6 +59,8 @@ KEY_XATTR = XATTR_PREFIX + "key"
 PARTITION_XATTR = XATTR_PREFIX + "partition"  # keys/<name>: the partition holding the key
 HEADERS_XATTR = XATTR_PREFIX + "headers"  # JSON: [[name, value], ...]
 HEADER_XATTR_PREFIX = XATTR_PREFIX + "header."  # + a header's name: its first value
+GROUP_TYPE_XATTR = XATTR_PREFIX + "group.type"  # groups/<g>: classic or consumer (KIP-848)
+GROUP_STATE_XATTR = XATTR_PREFIX + "group.state"  # groups/<g>: Kafka's name of its state
 
 # ---------------------------------------------------------------- errors
 

@@ -21,12 +21,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import InvalidRecordError, ReadOnlyError
+from ..errors import InvalidRecordError
 from ..format import batching, compression, validate
 from ..format.batching import BatchInfo
 from ..format.record import NO_TIMESTAMP
-from ..storage import LogSegment
+from ..storage import LogSegment, preallocate
 from .state import PartitionState
+from .timestamps import check_timestamps
 
 
 class LogAppends:
@@ -115,10 +116,13 @@ class LogAppends:
             LogFailedError: the partition is offline.
             InvalidBatchError: a batch Kafka would refuse; `BatchTooLargeError`
                 (a RecordTooLargeError too) for one over max.message.bytes.
+            InvalidTimestampError: a record's timestamp out of the topic's bounds
+                (timestamps.py).
         """
         first = self._start_append()
         now = self.state.clock()
         encoded, _ = validate.prepare_batches(batches, self.state.config, first, now, buffer)
+        check_timestamps(self.state.config, encoded, now)
         if encoded:
             self._write(encoded, now)
         return first
@@ -126,11 +130,8 @@ class LogAppends:
     def _start_append(self) -> int:
         """The guards every append passes first, in this order; returns the
         offset the append starts at."""
-        state = self.state
-        if not state.writable:
-            raise ReadOnlyError(f"{state.name} is read-only")
-        state.failure.require_online()
-        return state.next_offset
+        self.state.require_appendable()
+        return self.state.next_offset
 
     def _keys_required(self) -> InvalidRecordError:
         state = self.state
@@ -174,9 +175,9 @@ class LogAppends:
         if active.size == 0:
             return active
         active.on_become_inactive()
-        segment = LogSegment(
-            str(state.dir), state.next_offset, state.config, writable=True, created_ms=state.clock()
-        )
+        if state.config.preallocate:
+            preallocate.release(active.fileno(), active.size)
+        segment = state.new_segment(state.next_offset)
         state.add_segment(segment)
         state.unflushed.directory_changed()
         return segment

@@ -50,6 +50,18 @@ def write_checkpoint(path: Path, entries: Mapping[tuple[str, int], int]) -> None
     replace_file(path, "\n".join(lines) + "\n")
 
 
+def entries(logs: Mapping, unopened: Mapping, first_dirty: Mapping) -> tuple:
+    """What `write_checkpoints` writes for a store: each open log's recovery point and
+    log start offset, what the files said for partitions not opened (recovered) yet,
+    and the cleaner's first dirty offsets of known partitions (None if none was cleaned)."""
+    points = {tp: entry[1] for tp, entry in unopened.items()}
+    starts = {tp: entry[2] for tp, entry in unopened.items()}
+    points |= {tp: log.recovery_point for tp, log in logs.items()}
+    starts |= {tp: log.log_start_offset for tp, log in logs.items()}
+    dirty = {tp: o for tp, o in first_dirty.items() if tp in logs or tp in unopened}
+    return points, starts, dirty if first_dirty else None
+
+
 def write_checkpoints(
     data: Path,
     points: dict[tuple[str, int], int],

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import TopicConfig, now_ms, segments_to_delete
+from ..errors import OffsetOutOfRangeError, PolicyViolationError
 from ..format.record import BatchHeader, Record
 from ..storage import LogSegment
 from ..storage.recovery import load_segments
@@ -91,12 +92,7 @@ class Log:
         if loaded.deleted_files:
             state.unflushed.directory_changed()
         if not state.segments and state.writable:
-            state.add_segment(
-                LogSegment(
-                    str(state.dir), log_start_offset, state.config, writable=True,
-                    created_ms=state.clock(),
-                )
-            )  # fmt: skip
+            state.add_segment(state.new_segment(log_start_offset))
             state.unflushed.directory_changed()
         # Retention moves the log start; cleaning does not, though it may leave
         # nothing of the first segments (Kafka's compacted logs start at 0).
@@ -104,7 +100,9 @@ class Log:
         state.log_start_offset = max(log_start_offset, first_base)
         state.log_start_offset = min(state.log_start_offset, state.next_offset)
         state.recovery_point = min(recovery_point, state.next_offset)
+        state.epochs.load(state.log_start_offset, state.writable)
         if state.writable:
+            state.removal.found(state.clock())
             # What recovery validated past the recovery point may still be only in
             # the page cache (a process crash): make it durable before trusting it.
             for segment in state.segments[loaded.first_recovered :]:
@@ -236,8 +234,17 @@ class Log:
     def scan(self, start: int | None = None, end: int | None = None) -> Iterator[Record]:
         return self._reads.scan(start, end)
 
-    def file_region(self, offset: int, max_bytes: int) -> tuple[int, int, int] | None:
-        return self._reads.file_region(offset, max_bytes)
+    def file_region(
+        self, offset: int, max_bytes: int, *, min_one_batch: bool = True
+    ) -> tuple[int, int, int] | None:
+        return self._reads.file_region(offset, max_bytes, min_one_batch=min_one_batch)
+
+    @property
+    def leader_epoch(self) -> int:
+        return self._reads.leader_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self._reads.end_offset_for_epoch(epoch)
 
     def offset_for_time(self, timestamp_ms: int) -> int | None:
         return self._reads.offset_for_time(timestamp_ms)
@@ -326,28 +333,67 @@ class Log:
     def enforce_retention(self, now_ms: int | None = None) -> int:
         """Delete whole non-active segments past retention.ms or beyond
         retention.bytes, oldest first (`segments_to_delete` decides); returns
-        how many were deleted."""
+        how many were deleted. Files deleted earlier whose file.delete.delay.ms
+        has passed go from the disk now."""
         state = self._state
+        now = state.clock() if now_ms is None else now_ms
+        if state.writable:
+            state.removal.remove_due(now)
         if not state.writable or state.failure.reason is not None or not state.config.delete:
             return 0
         count = segments_to_delete(
             state.config,
             sizes=[s.size for s in state.segments],
             max_timestamps=[s.largest_timestamp for s in state.segments],
-            now_ms=state.clock() if now_ms is None else now_ms,
+            now_ms=now,
         )
+        self._drop_oldest(count, "retention", now)
+        return count
+
+    def delete_records(self, offset: int) -> int:
+        """Kafka's DeleteRecords: the log starts at ``offset`` (-1: the log end) from now
+        on, the segments wholly below it are deleted; never moves it back. Returns the log
+        start offset, which the caller checkpoints (``log-start-offset-checkpoint``).
+
+        Raises:
+            ReadOnlyError, LogFailedError: as an append.
+            OffsetOutOfRangeError: ``offset`` is past the log end.
+            PolicyViolationError: the topic's cleanup.policy has no ``delete``.
+        """
+        state = self._state
+        state.require_appendable()
+        if not state.config.delete:
+            why = f"Records of partition {state.name} can not be deleted"
+            raise PolicyViolationError(f"{why} due to the configured policy")
+        offset = state.next_offset if offset == -1 else offset
+        if not 0 <= offset <= state.next_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is past the end ({state.next_offset}) of {state.name}"
+            )
+        if offset > state.log_start_offset:
+            state.log_start_offset = offset
+            below = sum(1 for s in state.segments[1:] if s.base_offset <= offset)
+            self._drop_oldest(below, "records deleted", state.clock())
+            state.keys.drop()
+            state.epochs.start_moved(offset)
+        return state.log_start_offset
+
+    def _drop_oldest(self, count: int, why: str, now: int) -> None:
+        """Take the ``count`` oldest segments out of the log; their files go after
+        file.delete.delay.ms (delayed.py)."""
+        state = self._state
         for _ in range(count):
             oldest = state.remove_oldest()
             state.log_start_offset = max(state.log_start_offset, state.bases[0])
             try:
-                oldest.delete()
+                state.removal.remove(oldest, state.config.file_delete_delay_ms, now)
             except OSError as e:
-                state.fail(f"deleting segment {oldest.base_offset} (retention)", e)
+                state.fail(f"deleting segment {oldest.base_offset} ({why})", e)
                 raise
         if count:
             state.unflushed.directory_changed()
             state.keys.drop()  # some keys' latest records may be gone: rebuilt on use
-        return count
+            state.epochs.start_moved(state.log_start_offset)
 
     # ------------------------------------------------------------ lifecycle
 

@@ -149,12 +149,18 @@ class LogReads:
                 if low <= record.offset < high:
                     yield record
 
-    def file_region(self, offset: int, max_bytes: int) -> tuple[int, int, int] | None:
-        """Where the batches from the one holding ``offset`` lie in a segment
-        file, as Kafka's broker sends them to a fetcher: ``(fd, position,
-        size)`` of whole batches, at least one, then more while within
-        ``max_bytes``; None when no record is at or after ``offset``. The fd
-        is the segment's own: duplicate it before the loop may run retention.
+    def file_region(
+        self, offset: int, max_bytes: int, *, min_one_batch: bool = True
+    ) -> tuple[int, int, int] | None:
+        """The bytes a fetcher at ``offset`` gets, as Kafka's broker slices a
+        segment for it (its ``LogSegment.read``): ``(fd, position, size)`` of the
+        segment file from the batch holding ``offset``, ``max_bytes`` long (the
+        last batch may be cut short: Kafka's clients drop a trailing partial
+        batch), or with ``min_one_batch`` at least that first batch whole, so
+        that one larger than the limit still gets through. Never past the
+        segment's end. None when no record is at or after ``offset`` or the
+        slice is empty. The fd is the segment's own: duplicate it before the
+        loop may run retention.
 
         Raises:
             OffsetOutOfRangeError: ``offset`` is below the log start or past the end.
@@ -167,10 +173,22 @@ class LogReads:
             return None
         self.check_readable(offset)
         for segment in state.segments[max(0, state.segment_index(offset)) :]:
-            position, size = segment.extent(max(offset, segment.base_offset), max_bytes)
-            if size:
-                return segment.fileno(), position, size
+            position, first = segment.extent(max(offset, segment.base_offset), 1)
+            if first:
+                limit = max(max_bytes, first) if min_one_batch else max(max_bytes, 0)
+                size = min(segment.size - position, limit)
+                return (segment.fileno(), position, size) if size > 0 else None
         return None
+
+    @property
+    def leader_epoch(self) -> int:
+        """The partition's leader epoch (epochs.py: it never moves on this node)."""
+        return self.state.epochs.latest
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (the epoch, where it ends) as Kafka answers it
+        (`LeaderEpochs.end_offset_for`)."""
+        return self.state.epochs.end_offset_for(epoch, self.state.next_offset)
 
     def offset_for_time(self, timestamp_ms: int) -> int | None:
         """The first offset whose timestamp is >= ``timestamp_ms`` (Kafka's

@@ -5,7 +5,9 @@ built, none reaching into another: its reads (`LogReads`, reads.py), its
 appends (`LogAppends`, appends.py, and the compiled line path, `LineWriter`
 in _line.pyx) and its flushes (`LogFlushing`, flushing.py). The collaborators
 it holds keep their own books: `Unflushed` (what the next flush syncs),
-`Failure` (the offline state), `LiveKeys` (a compacted partition's keys).
+`Failure` (the offline state), `LiveKeys` (a compacted partition's keys),
+`DelayedRemoval` (deleted segments' files, gone after file.delete.delay.ms),
+`LeaderEpochs` (the leader-epoch-checkpoint).
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..config import TopicConfig
-from ..storage import LogSegment
+from ..errors import ReadOnlyError
+from ..storage import LogSegment, preallocate
+from .delayed import DelayedRemoval
+from .epochs import LeaderEpochs
 from .failure import Failure
 from .keys import LiveKeys
 from .unflushed import Unflushed
@@ -31,12 +36,14 @@ class PartitionState:
         "clock",
         "config",
         "dir",
+        "epochs",
         "failure",
         "keys",
         "log_start_offset",
         "name",
         "partition",
         "recovery_point",
+        "removal",
         "rewrites",
         "segments",
         "topic",
@@ -71,6 +78,8 @@ class PartitionState:
         self.unflushed = Unflushed(clock())
         self.failure = Failure(self.name)
         self.keys = LiveKeys()
+        self.removal = DelayedRemoval(self.dir)  # file.delete.delay.ms (delayed.py)
+        self.epochs = LeaderEpochs(self.dir)  # leader-epoch-checkpoint (epochs.py)
 
     @property
     def next_offset(self) -> int:
@@ -81,11 +90,32 @@ class PartitionState:
     def active_segment(self) -> LogSegment:
         return self.segments[-1]
 
+    def require_appendable(self) -> None:
+        """The guards every change of the log passes first, in this order.
+
+        Raises:
+            ReadOnlyError: the log was opened read-only.
+            LogFailedError: the partition is offline.
+        """
+        if not self.writable:
+            raise ReadOnlyError(f"{self.name} is read-only")
+        self.failure.require_online()
+
     def fail(self, action: str, error: OSError) -> None:
         """Take the partition offline after ``error`` while ``action`` (failure.py)."""
         self.failure.fail(action, error, self.recovery_point)
 
     # ------------------------------------------------------------ the segment list
+
+    def new_segment(self, base_offset: int) -> LogSegment:
+        """A new active segment at ``base_offset``, its space reserved whole with
+        ``preallocate``."""
+        segment = LogSegment(
+            str(self.dir), base_offset, self.config, writable=True, created_ms=self.clock()
+        )
+        if self.config.preallocate and segment.size == 0:
+            preallocate.reserve(segment.fileno(), self.config.segment_bytes)
+        return segment
 
     def add_segment(self, segment: LogSegment) -> None:
         """``segment`` follows the others (the new active one)."""

@@ -11,9 +11,10 @@ Layout (Kafka's, so a broker's log directory opens too)::
       .lock                                the writer lock (storage/lock.py)
       .deleting                            topics being deleted, one a line (deletion.py)
 
-The checkpoint files are Kafka's (checkpoints.py); a missing or garbled one only costs
-time. Anything else in DATA or a partition directory (Kafka's meta.properties,
-leader-epoch-checkpoint, partition.metadata, .snapshot and .txnindex files, ``-future``
+The checkpoint files are Kafka's (checkpoints.py); a missing or garbled one only
+costs time. In a partition directory ``partition.metadata`` holds the topic's id
+(topic_ids.py) and ``leader-epoch-checkpoint`` its leader epochs (epochs.py).
+Anything else (Kafka's meta.properties, .snapshot and .txnindex files, ``-future``
 directories) is left alone; ``-delete`` ones are removed (deletion.py). The limits on
 partitions (topics.py) are checked here, for every face; opening raises the open-file
 limit (storage/descriptors.py).
@@ -45,12 +46,14 @@ from .checkpoints import (
     CLEANER_FILE,
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
+    entries,
     read_checkpoint,
     write_checkpoints,
 )
 from .deletion import delete_partitions, finish_deletions
 from .partition import Log
 from .partitioner import Partitioner
+from .topic_ids import TopicIds
 from .topics import Catalog, Limits, TopicSettings, validate_topic_name
 
 logger = logging.getLogger(__name__)
@@ -93,6 +96,7 @@ class Store:
         # partitions found on disk but not opened yet: (directory, recovery point, log start)
         self._unopened: dict[tuple[str, int], tuple[str, int, int]] = {}
         self._partitioner = Partitioner()
+        self.topic_ids = TopicIds(self.path, self._catalog, not read_only)  # topic_ids.py
         if read_only:
             if not self.path.is_dir():
                 raise LogfsError(f"{self.path}: no such data directory")
@@ -236,6 +240,7 @@ class Store:
             self._unopened.pop((name, p), None)
             self._first_dirty.pop((name, p), None)
             self._catalog.discard(name, p)
+        self.topic_ids.forget(name)
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic: every partition directory is renamed aside first
@@ -260,12 +265,18 @@ class Store:
         self.partitions(name)
         return self._settings.overrides(name)
 
+    def set_defaults(self, defaults: Mapping[str, str]) -> None:
+        """Replace the topics' defaults (validated first); open logs take them at once."""
+        self.defaults = self._settings.set_defaults(defaults)
+        for (topic, _), log in self._logs.items():
+            log.set_config(self._settings.config(topic))
+
     def set_topic_config(self, name: str, overrides: Mapping[str, str]) -> None:
         """Replace the topic's own settings; validated before anything changes."""
         self._require_writable()
-        self.partitions(name)
+        parts = self.partitions(name)
         config = self._settings.set(name, overrides)
-        for p in self.partitions(name):
+        for p in parts:
             self.log(name, p).set_config(config)
 
     # ------------------------------------------------------------ logs
@@ -328,11 +339,8 @@ class Store:
 
     def flush_failures(self) -> dict[str, str]:
         """Online partitions whose last flush could not run, and why."""
-        return {
-            f"{t}-{p}": f"flush cannot run: {log.flush_failure}"
-            for (t, p), log in self._logs.items()
-            if log.flush_failure
-        }
+        failing = ((t, p, log) for (t, p), log in self._logs.items() if log.flush_failure)
+        return {f"{t}-{p}": f"flush cannot run: {log.flush_failure}" for t, p, log in failing}
 
     def first_dirty(self, topic: str, partition: int) -> int:
         """Where the partition's dirty part starts: the log cleaner's (cleaner.py)."""
@@ -344,26 +352,16 @@ class Store:
         self._first_dirty[(topic, partition)] = offset
 
     def checkpoint(self) -> None:
-        """Write the checkpoint files from the logs' current state: recovery
-        points, log start offsets and, once a partition was cleaned, the
-        cleaner's first dirty offsets.
+        """Write the checkpoint files from the logs' current state: recovery points, log
+        start offsets and, once a partition was cleaned, the cleaner's first dirty offsets.
 
-        A failure leaves the previous files in place (each is replaced
-        atomically): they only make recovery start earlier. It is logged when
-        it starts, kept in `checkpoint_failure` until a write succeeds, and
-        raised.
-        """
+        A failure leaves the previous files in place (each is replaced atomically): they
+        only make recovery start earlier. It is logged when it starts, kept in
+        `checkpoint_failure` until a write succeeds, and raised."""
         if self.read_only:
             return
-        # partitions not opened (recovered) yet keep what the checkpoints said
-        logs, unopened = self._logs, self._unopened
-        points = {tp: entry[1] for tp, entry in unopened.items()}
-        starts = {tp: entry[2] for tp, entry in unopened.items()}
-        points |= {tp: log.recovery_point for tp, log in logs.items()}
-        starts |= {tp: log.log_start_offset for tp, log in logs.items()}
-        dirty = {tp: o for tp, o in self._first_dirty.items() if tp in logs or tp in unopened}
         try:
-            write_checkpoints(self.path, points, starts, dirty if self._first_dirty else None)
+            write_checkpoints(self.path, *entries(self._logs, self._unopened, self._first_dirty))
         except OSError as e:
             if self.checkpoint_failure is None:
                 logger.error("writing the checkpoints in %s failed: %s", self.path, e)

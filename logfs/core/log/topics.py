@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from ..config import TopicConfig, read_properties, write_properties
 from ..errors import InvalidConfigError, InvalidTopicError, PartitionLimitError
+from ..topic_keys import refuse_here
 from .checkpoints import replace_file
 
 logger = logging.getLogger(__name__)
@@ -97,6 +98,13 @@ class TopicSettings:
             logger.warning("config/%s.properties: %s; using defaults", topic, e)
             return TopicConfig.from_properties(defaults=self.defaults)
 
+    def set_defaults(self, defaults: Mapping[str, object]) -> dict[str, str]:
+        """Replace the defaults (validated first); the new ones."""
+        defaults = {k: str(v) for k, v in defaults.items()}
+        TopicConfig.from_properties(defaults=defaults)
+        self.defaults = defaults
+        return defaults
+
     def overrides(self, topic: str) -> dict[str, str]:
         return dict(self._overrides.get(topic, {}))
 
@@ -104,6 +112,7 @@ class TopicSettings:
         """Replace the topic's overrides (validated before anything is
         written); returns the configuration they make."""
         overrides = {k: str(v) for k, v in overrides.items()}
+        refuse_here(overrides)
         config = TopicConfig.from_properties(overrides, self.defaults)
         path = self.dir / settings_file_name(topic)
         if overrides:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from ...core.config import TopicConfig, read_properties, write_properties
+from ...core.config import IGNORED, TopicConfig, read_properties, write_properties
 from ...core.errors import FileTooLargeError
 from ...core.format import max_record_bytes
 from ...core.log import FromStream, Log
@@ -315,8 +315,13 @@ class ReadAhead:
 
 
 def config_text(config: TopicConfig) -> bytes:
-    """The effective configuration as sorted ``key=value`` lines."""
-    return write_properties(config.to_properties()).encode()
+    """The effective configuration as sorted ``key=value`` lines; the keys one node
+    keeps without using them come last, after a comment saying so."""
+    props = config.to_properties()
+    used = {k: v for k, v in props.items() if k not in IGNORED}
+    kept = {k: v for k, v in props.items() if k in IGNORED}
+    note = "# kept and shown, not used by logfs (one node, no tiered storage, default levels):\n"
+    return (write_properties(used) + note + write_properties(kept)).encode()
 
 
 def state_text(log: Log) -> bytes:

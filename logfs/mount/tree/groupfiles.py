@@ -3,10 +3,12 @@ partition as a file, over the daemon's group coordinator (`View.groups`, the
 groups room's `Coordinator`, which a Kafka listener shares) and its
 ``__consumer_offsets`` topic.
 
-``cat`` gives the offset and a newline. Writing a number and closing the
-file commits it, the record an OffsetCommit without a member writes; a group
-whose members are joined refuses it (its `GroupError` answers EBUSY: its
-members own its commits).
+``cat`` gives the offset and a newline; the extended attributes
+``user.logfs.group.type`` and ``user.logfs.group.state`` say which protocol
+the group speaks (``classic``, or ``consumer`` for KIP-848's) and its state.
+Writing a number and closing the file commits it, the record an OffsetCommit
+without a member writes; a group whose members are joined refuses it (its
+`GroupError` answers EBUSY: its members own its commits).
 Creating a file is committing for a new group. Group ids that cannot be file
 names (with ``/``, ``.`` and ``..``, empty) are not listed.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import errno
 
+from ...core.client import names
 from ..errnos import fail
 from ..files import OpenFile, SnapshotFile
 from .lives import TopicLife
@@ -53,6 +56,15 @@ class Group(Node):
 
     def stat(self, view: View) -> Stat:
         return Stat(WRITABLE, len(self.text), timeout=0)
+
+    def xattrs(self, view: View) -> dict[str, bytes]:
+        group = view.groups.group(self.path[3])
+        if group is None:
+            return {}
+        return {
+            names.GROUP_TYPE_XATTR: group.kind.encode(),
+            names.GROUP_STATE_XATTR: group.state.encode(),
+        }
 
     def opened(self, view: View, flags: int) -> OpenFile:
         self.refresh(view)

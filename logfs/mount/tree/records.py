@@ -127,7 +127,7 @@ class Key(Node):
 
 
 class Offset(Node):
-    """``<topic>/<p>/offset/<n>``: record n's value (records are immutable).
+    """``<topic>/<p>/offset/<n>``: record n's value (immutable; gone below the log start).
     The node keeps the value's size and timestamp; the record is in the
     mount's record cache, read again if it was dropped from it."""
 
@@ -139,11 +139,14 @@ class Offset(Node):
         self.size, self.timestamp = 0, None
 
     def record(self, view: View) -> Record:
-        return cached_record(view, view.log(self), int(self.path[3]))
+        log, offset = view.log(self), int(self.path[3])
+        if offset < log.log_start_offset:  # deleted since: retention, DeleteRecords
+            raise fail(errno.ENOENT)
+        return cached_record(view, log, offset)
 
     def refresh(self, view: View) -> None:
-        if self.timestamp is None:
-            record = self.record(view)
+        if self.timestamp is None or int(self.path[3]) < view.log(self).log_start_offset:
+            record = self.record(view)  # ENOENT below the log start
             self.size, self.timestamp = len(record.value or b""), record.timestamp
 
     def stat(self, view: View) -> Stat:

@@ -21,7 +21,9 @@ def test_api_of_the_contract(tmp_path):
     ]  # fmt: skip
     assert sorted(p.name for p in (tmp_path / "data" / "orders-0").iterdir()) == [
         "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
+        "leader-epoch-checkpoint",
     ]  # fmt: skip
+    assert (tmp_path / "data" / "orders-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
     text = (tmp_path / "data" / "recovery-point-offset-checkpoint").read_text()
     assert text == "0\n3\norders 0 2\norders 1 0\norders 2 0\n"
     assert (tmp_path / "data/config/orders.properties").read_text() == "segment.bytes=1048576\n"
