@@ -165,7 +165,7 @@ def cached_record(view: View, log: Log, offset: int) -> Record:
     or read and put there."""
     record = view.records.get((log, offset))
     if record is None:
-        record = log.read(offset)
+        record = log.read(offset, committed=True)  # what a read_committed consumer sees
         view.records.put((log, offset), record)
     return record
 
@@ -314,7 +314,7 @@ class Time(Link):
     timeout = 0
 
     def refresh(self, view: View) -> None:
-        offset = view.log(self).offset_for_time(int(self.path[3]))
+        offset = view.log(self).offset_for_time(int(self.path[3]), committed=True)
         if offset is None:
             raise fail(errno.ENOENT)
         self.target = f"../{names.OFFSET}/{offset}"
