@@ -384,4 +384,3 @@ class TransactionCoordinator:
         while True:
             await trio.sleep(SWEEP_SECONDS)
             self.expire()
-

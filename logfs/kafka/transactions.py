@@ -198,8 +198,9 @@ def describe_transactions(broker, request, advertised):
                 transaction_start_time=_time(txn.start_ms),
                 producer_id=txn.producer_id,
                 producer_epoch=txn.epoch,
-                topics=tuple(make(m.TopicData, topic=t, partitions=tuple(ps))
-                             for t, ps in by_topic.items()),
+                topics=tuple(
+                    make(m.TopicData, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()
+                ),
             )  # fmt: skip
         )
     return make(

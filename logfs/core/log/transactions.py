@@ -41,6 +41,8 @@ from .state import PartitionState
 
 logger = logging.getLogger(__name__)
 
+BACKFILL_SEGMENTS = 2  # read back at open for the batches a snapshot does not keep
+
 
 class LogTransactions:
     """`Log`'s producer state, markers and last stable offset (module docstring)."""
@@ -81,19 +83,21 @@ class LogTransactions:
 
     def _backfill(self, producers: ProducerState, start: int) -> None:
         """The batches before ``start`` (a snapshot's offset) of its producers, from
-        the segment holding ``start - 1``: a retry of any of a producer's last
-        batches is still known as one after a restart or a roll."""
+        the segment holding ``start - 1`` and the one before it (`BACKFILL_SEGMENTS`):
+        a retry of any of a producer's last batches is still known as one after a
+        restart and a roll, though the snapshot keeps only the last."""
         state = self.state
         i = state.segment_index(start - 1)
         if i < 0 or not any(e.batches for e in producers.producers.values()):
             return
         headers = []
         try:
-            for _, header in state.segments[i].headers(-1):
-                if header.base_offset >= start:
-                    break
-                if header.producer_id >= 0 and not header.is_control:
-                    headers.append(header)
+            for segment in state.segments[max(0, i - BACKFILL_SEGMENTS + 1) : i + 1]:
+                for _, header in segment.headers(-1):
+                    if header.base_offset >= start:
+                        break
+                    if header.producer_id >= 0 and not header.is_control:
+                        headers.append(header)
         except CorruptRecordError as e:
             logger.error("%s: producer batches before %d not read: %s", state.name, start, e)
         producers.backfill(headers)
@@ -277,4 +281,3 @@ class LogTransactions:
         if self.state.producers is not None:
             self.state.producers.forget_before(self.state.log_start_offset)
         remove_stray(self.state)
-

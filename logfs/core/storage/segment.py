@@ -248,9 +248,7 @@ class LogSegment(Opening):
                 return BatchAt(pos, header, batch)
         return None
 
-    def extent(
-        self, offset: int, max_bytes: int, end_offset: int | None = None
-    ) -> tuple[int, int]:
+    def extent(self, offset: int, max_bytes: int, end_offset: int | None = None) -> tuple[int, int]:
         """(position, size) of the whole batches from the one holding ``offset``
         on: at least that batch, then more while the total stays within
         ``max_bytes`` (Kafka's fetch sizing), none from ``end_offset`` (a batch's

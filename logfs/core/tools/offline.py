@@ -162,9 +162,7 @@ def dump(
         elif path.suffix == ".snapshot":
             yield from _readable(dump_snapshot, path)
         else:
-            raise LogfsError(
-                f"{name}: not a .log, .index, .timeindex, .txnindex or .snapshot file"
-            )
+            raise LogfsError(f"{name}: not a .log, .index, .timeindex, .txnindex or .snapshot file")
 
 
 def _readable(dumper, path: Path) -> Iterator[str]:
