@@ -3,9 +3,15 @@ encoder (kafka-python's), and what a read_committed reader should see."""
 
 from __future__ import annotations
 
+import datetime
+import sys
 import time
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka_helpers import call
+from kio.index import load_request_schema
+
+PRODUCE = 0
 
 
 def producer_batch(
@@ -38,3 +44,24 @@ def append_txn(log, values, producer_id: int, epoch: int, sequence: int, keys=No
     """Append a transactional batch as the listener does (its checks passed)."""
     batch = producer_batch(values, producer_id, epoch, sequence, transactional=True, keys=keys)
     return log.append_batches([batch], transactional=True)
+
+
+def produce(address, topic: str, partitions: dict[int, bytes]) -> dict[int, tuple]:
+    """One Produce (v9, acks=-1): per partition, its error code and base offset."""
+    t = load_request_schema(PRODUCE, 9)
+    m = sys.modules[t.__module__]
+    body = t(
+        transactional_id=None,
+        acks=-1,
+        timeout=datetime.timedelta(seconds=10),
+        topic_data=(
+            m.TopicProduceData(
+                name=topic,
+                partition_data=tuple(
+                    m.PartitionProduceData(index=p, records=r) for p, r in partitions.items()
+                ),
+            ),
+        ),
+    )
+    [answer] = call(address, PRODUCE, 9, body).responses
+    return {p.index: (p.error_code, p.base_offset) for p in answer.partition_responses}

@@ -178,7 +178,7 @@ def describe_transactions(broker, request, advertised):
                     transactional_id=txn_id,
                     transaction_state="",
                     transaction_timeout=_ms(0),
-                    transaction_start_time=_time(-1),
+                    transaction_start_time=_time(0),  # Kafka's default for an unknown id
                     producer_id=-1,
                     producer_epoch=-1,
                     topics=(),
@@ -209,7 +209,8 @@ def describe_transactions(broker, request, advertised):
 
 
 def _time(ms: int) -> datetime.datetime:
-    """A timestamp as kio writes int64 milliseconds (-1: none, as Kafka writes it)."""
+    """A timestamp as kio writes int64 milliseconds (-1: none, as Kafka writes an
+    Empty transaction's start)."""
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
 
 
