@@ -30,7 +30,8 @@ TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 # Kafka's internal topics: the group coordinator's log (logfs/kafka), which pattern
 # subscriptions leave out (Kafka's consumer's exclude.internal.topics=true).
 CONSUMER_OFFSETS = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS})
+TRANSACTION_STATE = "__transaction_state"  # the transaction coordinator's log (logfs/groups)
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE})
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)

@@ -12,7 +12,7 @@ import trio
 
 from ..core.errors import LogfsError
 from ..core.log import Log, Store
-from ..groups import Coordinator
+from ..groups import Coordinator, TransactionCoordinator
 from ..kafka import (
     MAX_CONNECTIONS,
     MAX_REQUEST_BYTES,
@@ -31,14 +31,15 @@ from .options import MountOptions
 def kafka_listener(
     store: Store,
     groups: Coordinator,
+    transactions: TransactionCoordinator,
     options: MountOptions,
     ready: trio.Event | None = None,
     topic_deleted: Callable[[str], None] | None = None,
     sync: Callable[[Log, int], Awaitable[None]] | None = None,
 ) -> Listener | None:
     """The bound listener ``options`` ask for, or None. Binding now makes a taken
-    port fail the mount before it is made. ``groups`` (the daemon's one
-    coordinator), ``ready``, ``topic_deleted`` and ``sync`` (the flusher's
+    port fail the mount before it is made. ``groups`` and ``transactions`` (the
+    daemon's coordinators), ``ready``, ``topic_deleted`` and ``sync`` (the flusher's
     `Flusher.flush_log`): see `Broker`.
 
     Raises:
@@ -65,6 +66,7 @@ def kafka_listener(
         broker = Broker(
             store,
             groups=groups,
+            transactions=transactions,
             partitions=options.partitions,
             auto_create=settings.get("kafka.auto.create.topics", True),
             ready=ready,

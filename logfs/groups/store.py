@@ -43,6 +43,8 @@ class GroupStore:
         self.clock = clock
         self.groups: dict[str, Group] = {}
         self.loaded = False
+        # offsets of transactions open when last stopped, by producer id (txn_offsets.py)
+        self.txn_pending: dict[int, dict] = {}
 
     # ------------------------------------------------------------ loading and saving
 
@@ -51,7 +53,7 @@ class GroupStore:
         if self.loaded:
             return
         self.loaded = True  # the topic itself is created by the first write to it
-        stored_groups, offsets = consumer_offsets.load(self.store)
+        stored_groups, offsets = consumer_offsets.load(self.store, self.txn_pending)
         for (group_id, topic, partition), committed in offsets.items():
             self._group(group_id).offsets[(topic, partition)] = committed
         for group_id, stored in stored_groups.items():
@@ -179,6 +181,14 @@ class GroupStore:
         group.offsets.update(offsets)
         if self.groups.get(group.group_id) is not group:
             self.groups[group.group_id] = group
+        self._forget_if_idle(group)
+
+    def apply_committed(self, group_id: str, offsets: dict[TopicPartition, Committed]) -> None:
+        """Offsets already in ``__consumer_offsets`` take effect: those of a
+        committed transaction (txn_offsets.py)."""
+        self.load()
+        group = self._group(group_id)
+        group.offsets.update(offsets)
         self._forget_if_idle(group)
 
     def commit_offset(self, group_id: str, topic: str, partition: int, offset: int) -> None:

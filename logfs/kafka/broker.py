@@ -18,8 +18,18 @@ from typing import Any
 import trio
 
 from ..core.log import Log, Store
-from ..groups import Coordinator
-from . import admin, fetch, group_api, metadata, offsets, produce, producers, protocol
+from ..groups import Coordinator, TransactionCoordinator
+from . import (
+    admin,
+    fetch,
+    group_api,
+    metadata,
+    offsets,
+    produce,
+    producers,
+    protocol,
+    transactions,
+)
 from .access import Access, Client
 from .protocol import BadRequest, Reply, Request
 
@@ -38,6 +48,7 @@ HANDLERS = {
     protocol.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
     protocol.INIT_PRODUCER_ID: producers.init_producer_id,
     **group_api.HANDLERS,
+    **transactions.HANDLERS,
 }
 
 
@@ -48,6 +59,8 @@ class Broker:
         store: the data directory's store (the mount's own, when beside a mount).
         groups: the group coordinator (the daemon's one, which the mount's
             ``groups/`` files share); its session sweep is the daemon's to run.
+        transactions: the transaction coordinator (the daemon's; its sweep too);
+            default: one over ``store`` and ``groups``.
         partitions: partitions of a topic created without a count (auto-created).
         auto_create: create a topic a Metadata request names (Kafka's
             ``auto.create.topics.enable``).
@@ -69,6 +82,7 @@ class Broker:
         store: Store,
         *,
         groups: Coordinator,
+        transactions: TransactionCoordinator | None = None,
         partitions: int = 1,
         auto_create: bool = True,
         ready: trio.Event | None = None,
@@ -88,8 +102,8 @@ class Broker:
         self.acks_all_fsync = acks_all_fsync
         self.sync = sync or self.flush_log
         self._flush_locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self.producers = producers.Producers()
         self.groups = groups
+        self.transactions = transactions or TransactionCoordinator(store, groups)
         self.appended = trio.Event()  # set (and replaced) by every produce: wakes fetchers
 
     def notify_appended(self) -> None:
@@ -122,17 +136,19 @@ class Broker:
         """The reply to ``request``; None for one Kafka does not answer.
 
         Raises:
-            BadRequest: an API Kafka's schemas do not know (nothing can answer it).
+            BadRequest: an API or version ApiVersions does not advertise: the
+                connection is closed, as Kafka's broker closes it (ApiVersions
+                itself is answered in version 0's layout with the versions served,
+                so that the client retries).
         """
         if self.ready is not None and not self.ready.is_set():
             await self.ready.wait()  # (once set, waiting would still yield to the loop)
         if request.body is None:
-            body = protocol.unsupported(request.api_key, request.version)
             if request.api_key == protocol.API_VERSIONS:
-                body = metadata.api_versions_unsupported()
-            if body is None:
-                raise BadRequest(f"unknown API key {request.api_key}")
-            return Reply(body)
+                return Reply(metadata.api_versions_unsupported())
+            raise BadRequest(
+                f"API key {request.api_key} version {request.version} is not advertised"
+            )
         result: Any = HANDLERS[request.api_key](self, request, advertised)
         if inspect.isawaitable(result):
             result = await result

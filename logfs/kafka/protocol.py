@@ -6,9 +6,8 @@ A frame is a 4-byte big-endian length and that many bytes: a request header
 (v0 for ApiVersions and non-flexible versions, else v1) and the response.
 
 Which API versions are served is `SERVED`; ApiVersions lists exactly these.
-A request for any other API or version is answered with a response of that
-API and version (when Kafka's schemas know it) whose error codes are all
-``UNSUPPORTED_VERSION``, never by dropping the connection.
+A request for any other API or version closes its connection (broker.py), as
+Kafka's broker does; only ApiVersions is answered, with the versions served.
 
 Records in a Fetch response are not serialized here: `encode_response`
 writes a marker where a partition's records go and `Reply.parts` splits the
@@ -21,7 +20,6 @@ and appends them where they arrived.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import functools
 import io
 import os
@@ -32,7 +30,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from kio._kio_native import get_field_reader  # what kio.serial.entity_reader uses (kio<0.7)
-from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.index import load_payload_module, load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
@@ -56,6 +54,8 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
+DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 
 # API key -> (lowest, highest) version served. Produce from v3 and Fetch from v4 carry
 # RecordBatch v2; Fetch v13+ and Produce v13 name topics by id, which logfs has not.
@@ -70,7 +70,7 @@ SERVED: dict[int, tuple[int, int]] = {
     CREATE_PARTITIONS: (0, 3),
     DESCRIBE_CONFIGS: (1, 4),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    INIT_PRODUCER_ID: (0, 4),
+    INIT_PRODUCER_ID: (0, 5),
     SASL_HANDSHAKE: (0, 1),
     SASL_AUTHENTICATE: (0, 2),
     # The group coordinator (group_api.py). OffsetCommit v10+ and OffsetFetch v10+
@@ -86,6 +86,16 @@ SERVED: dict[int, tuple[int, int]] = {
     LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
+    # Transactions (transactions.py). AddPartitionsToTxn v4+ is between brokers; the
+    # versions of Kafka 4's transaction version 2 (EndTxn v5, TxnOffsetCommit v5) are
+    # used only by clients told of the feature, which this node does not advertise.
+    ADD_PARTITIONS_TO_TXN: (0, 3),
+    ADD_OFFSETS_TO_TXN: (0, 4),
+    END_TXN: (0, 4),
+    TXN_OFFSET_COMMIT: (0, 4),
+    DESCRIBE_PRODUCERS: (0, 0),
+    DESCRIBE_TRANSACTIONS: (0, 0),
+    LIST_TRANSACTIONS: (0, 1),
 }
 
 _SIZE = struct.Struct(">i")
@@ -232,48 +242,6 @@ def make(cls: type, **values: Any) -> Any:
     fields the version lacks are dropped, so one handler serves every version."""
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in values.items() if k in names})
-
-
-def unsupported(api_key: int, version: int) -> Any | None:
-    """A response of ``api_key`` at ``version`` saying UNSUPPORTED_VERSION
-    everywhere it has an error code, or None when Kafka's schemas have no such
-    response."""
-    try:
-        return _filled(load_response_schema(api_key, version))
-    except Exception:  # noqa: BLE001 - kio knows no such API or version
-        return None
-
-
-def _filled(cls: type) -> Any:
-    hints = typing.get_type_hints(cls)
-    values = {}
-    for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
-            continue
-        values[f.name] = _zero(hints[f.name])
-    return cls(**values)
-
-
-def _zero(hint: Any) -> Any:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (types.UnionType, typing.Union):
-        return None if type(None) in args else _zero(args[0])
-    if origin is tuple:
-        return ()
-    if hint is ErrorCode:
-        return ErrorCode.unsupported_version
-    if isinstance(hint, type):
-        if issubclass(hint, datetime.timedelta):
-            return datetime.timedelta(0)
-        if issubclass(hint, bool):
-            return False
-        if issubclass(hint, int | float):
-            return hint(0)
-        if issubclass(hint, str | bytes):
-            return hint()
-        if dataclasses.is_dataclass(hint):
-            return _filled(hint)
-    return None
 
 
 # ---------------------------------------------------------------- encoding responses
