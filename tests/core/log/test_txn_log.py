@@ -66,7 +66,8 @@ def test_a_retry_after_a_roll_and_a_restart_is_a_duplicate(tmp_path):
     every batch retried is answered with its first offset, nothing is appended twice
     (the state comes from the roll's snapshot, then from the clean close's)."""
     data = tmp_path / "data"
-    script = KILLED_WRITER.format(tests=str(Path(__file__).resolve().parents[2] / "helpers"), data=str(data))
+    helpers = Path(__file__).resolve().parents[2] / "helpers"
+    script = KILLED_WRITER.format(tests=str(helpers), data=str(data))
     killed = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     batches = [
