@@ -299,10 +299,14 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_dump,
         "print segment files like kafka-dump-log",
         "Print the batches of .log files (offsets, positions, timestamps, sizes, codecs, "
-        "CRCs and whether they are valid) and the entries of .index and .timeindex files, "
-        "as kafka-dump-log prints them.",
+        "CRCs and whether they are valid; with --print-data-log each record and each "
+        "transaction marker) and the entries of .index, .timeindex, .txnindex and "
+        ".snapshot files, as kafka-dump-log prints them.",
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="a .log, .index or .timeindex file")
+    p.add_argument(
+        "files", nargs="+", metavar="FILE",
+        help="a .log, .index, .timeindex, .txnindex or .snapshot file",
+    )  # fmt: skip
     p.add_argument("--print-data-log", action="store_true", help="also print each record")
     p.add_argument("--index-sanity-check", action="store_true",
                    help="check that each index entry points at the batch it names")  # fmt: skip

@@ -32,7 +32,8 @@ __all__ = [
 # Kafka's internal topics: the group coordinator's log (logfs/kafka), which pattern
 # subscriptions leave out (Kafka's consumer's exclude.internal.topics=true).
 CONSUMER_OFFSETS = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS})
+TRANSACTION_STATE = "__transaction_state"  # the transaction coordinator's log (logfs/groups)
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -49,6 +49,12 @@ class KafkaCode(enum.IntEnum):
     POLICY_VIOLATION = 44
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     INVALID_PRODUCER_EPOCH = 47
+    INVALID_TXN_STATE = 48
+    INVALID_PRODUCER_ID_MAPPING = 49
+    INVALID_TRANSACTION_TIMEOUT = 50
+    CONCURRENT_TRANSACTIONS = 51
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    OPERATION_NOT_ATTEMPTED = 55
     KAFKA_STORAGE_ERROR = 56
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
@@ -59,7 +65,9 @@ class KafkaCode(enum.IntEnum):
     FENCED_INSTANCE_ID = 82
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
+    PRODUCER_FENCED = 90
     UNKNOWN_TOPIC_ID = 100
+    TRANSACTIONAL_ID_NOT_FOUND = 105
     FENCED_MEMBER_EPOCH = 110
     UNRELEASED_INSTANCE_ID = 111
     UNSUPPORTED_ASSIGNOR = 112
@@ -298,6 +306,24 @@ class FileTooLargeError(LogfsError):
 
     errno = errno.EFBIG
     kafka_code = KafkaCode.MESSAGE_TOO_LARGE
+
+
+class InvalidTxnStateError(LogfsError):
+    """A request that does not fit the state of a producer's transaction: a plain
+    batch from a producer with an open transaction, a transactional batch for a
+    partition the transaction has not added, an EndTxn with nothing to end
+    (Kafka's InvalidTxnStateException)."""
+
+    errno = errno.EINVAL
+    kafka_code = KafkaCode.INVALID_TXN_STATE
+
+
+class UnsupportedTransactionError(LogfsError):
+    """A transactional feature logfs does not build (two-phase commit across
+    clusters, KIP-939): refused, not retriable."""
+
+    errno = errno.EOPNOTSUPP
+    kafka_code = KafkaCode.INVALID_TXN_STATE
 
 
 def kafka_code_of(e: BaseException) -> int:

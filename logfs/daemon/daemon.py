@@ -1,6 +1,6 @@
 """One daemon over a data directory, the one place its parts are built and run:
-the store, one group coordinator, the flusher and the log cleaner, and the
-faces asked for: the FUSE mount (``logfs mount``), the Kafka listener
+the store, one group coordinator and one transaction coordinator, the flusher
+and the log cleaner, and the faces asked for: the FUSE mount (``logfs mount``), the Kafka listener
 (``-o kafka=``, or ``logfs serve`` without a mount), or both, sharing all of it.
 
 Each part is built whole and handed what it needs: the coordinator goes to
@@ -12,8 +12,10 @@ recovery's ``ready`` event to both faces (their requests wait for it).
 `Daemon.run`, in one nursery: the listener (bound at construction, so a taken
 port fails before anything is mounted) and the coordinator's session sweep,
 the partitions' recovery in a worker thread (meanwhile the mount's root says
-"recovering" in ``user.logfs.health``), then the flusher, the log cleaner and
-the mount's own background work, then the mount record (while a writable
+"recovering" in ``user.logfs.health``), then the transaction coordinator (which
+completes the transactions a stop left prepared, and aborts those past their
+timeout), the flusher, the log cleaner and the mount's own background work,
+then the mount record (while a writable
 daemon runs, ``DATA/logfs-mount.json`` says where it is mounted, by which
 process and on which Kafka address, so that producers on the same machine
 hand their batches to it). It runs until SIGINT/SIGTERM or an external
@@ -35,7 +37,7 @@ import trio
 
 from ..core.client import mountinfo
 from ..core.log import Store
-from ..groups import Coordinator
+from ..groups import Coordinator, TransactionCoordinator
 from ..mount import FuseMount
 from .cleaner_task import Cleaner
 from .flusher import Flusher
@@ -80,6 +82,7 @@ class Daemon:
         if not writable or not store.has_unopened():
             self.ready.set()
         self.groups = Coordinator(store, settings=options.groups)
+        self.transactions = TransactionCoordinator(store, self.groups)
         self.flusher = Flusher(store, **options.tasks["flusher"]) if writable else None
         self.cleaner = Cleaner(store, **options.tasks["cleaner"]) if writable else None
         sync = None if self.flusher is None else self.flusher.flush_log
@@ -99,6 +102,7 @@ class Daemon:
         self.listener = kafka_listener(
             store,
             self.groups,
+            self.transactions,
             options,
             self.ready,
             None if self.mount is None else self.mount.forget_topic,
@@ -163,6 +167,8 @@ class Daemon:
         self.ready.set()
         if time.monotonic() - started > 1:
             logger.info("recovered %s in %.1f s", self.store.path, time.monotonic() - started)
+        if not self.options.read_only:
+            await nursery.start(self.transactions.run)
         if self.flusher is not None:
             await nursery.start(self.flusher.run)
         if self.cleaner is not None:

@@ -12,7 +12,7 @@ import trio
 
 from ..core.errors import LogfsError
 from ..core.log import Log, Store
-from ..groups import Coordinator
+from ..groups import Coordinator, TransactionCoordinator
 from ..kafka import (
     MAX_CONNECTIONS,
     MAX_REQUEST_BYTES,
@@ -33,6 +33,7 @@ from .options import MountOptions
 def kafka_listener(
     store: Store,
     groups: Coordinator,
+    transactions: TransactionCoordinator,
     options: MountOptions,
     ready: trio.Event | None = None,
     topic_deleted: Callable[[str], None] | None = None,
@@ -40,8 +41,8 @@ def kafka_listener(
     cleaner: Cleaner | None = None,
 ) -> Listener | None:
     """The bound listener ``options`` ask for, or None. Binding now makes a taken
-    port fail the mount before it is made. ``groups`` (the daemon's one
-    coordinator), ``ready``, ``topic_deleted`` and ``sync`` (the flusher's
+    port fail the mount before it is made. ``groups`` and ``transactions`` (the
+    daemon's coordinators), ``ready``, ``topic_deleted`` and ``sync`` (the flusher's
     `Flusher.flush_log`): see `Broker`; ``cleaner``: the log cleaner, whose
     throttle and back-off are the broker's dynamic settings (broker_settings.py).
 
@@ -69,6 +70,7 @@ def kafka_listener(
         broker = Broker(
             store,
             groups=groups,
+            transactions=transactions,
             partitions=options.partitions,
             auto_create=settings.get("kafka.auto.create.topics", True),
             ready=ready,

@@ -10,6 +10,10 @@ core's rooms export and trio; never a face and never kio: a refusal is a
 `GroupError` carrying Kafka's error code as an int (`KafkaCode`, from the one
 table of errors in core). The Kafka listener's group requests and the mount's
 ``groups/`` files are two faces of one `Coordinator`, built by the daemon.
+
+The transaction coordinator's state lives here too (transactions.py): transactional
+ids, their producer ids and epochs, ``__transaction_state`` (txn_log.py) and the
+offsets committed inside transactions (txn_offsets.py).
 """
 
 from .consumer_offsets import Committed
@@ -21,6 +25,8 @@ from .settings import OPTIONS as GROUP_OPTIONS
 from .settings import GroupSettings
 from .state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Group, GroupError, Member, Round
 from .store import MAX_METADATA
+from .transactions import TransactionCoordinator
+from .txn_state import ProducerIds, TransactionError, Txn
 
 __all__ = [
     "COMPLETING",
@@ -30,6 +36,7 @@ __all__ = [
     "MAX_GROUP_SIZE",
     "MAX_METADATA",
     "PREPARING",
+    "ProducerIds",
     "STABLE",
     "Committed",
     "ConsumerGroup",
@@ -42,5 +49,8 @@ __all__ = [
     "HeartbeatAnswer",
     "Member",
     "Round",
+    "TransactionCoordinator",
+    "TransactionError",
+    "Txn",
     "describe_groups",
 ]

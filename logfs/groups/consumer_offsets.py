@@ -19,6 +19,12 @@ A string is an int16 length (-1 for null) and UTF-8 bytes. A deleted
 group's or offset's key gets a tombstone (no value), which compaction keeps
 only until ``delete.retention.ms``. Consumer groups of KIP-848 keep their
 records here too, under key versions 3 to 8 (modern_records.py).
+
+Offsets committed inside a transaction (TxnOffsetCommit, txn_offsets.py) are
+transactional batches of the producer's id and epoch, as Kafka's coordinator
+writes them: they take effect at the producer's COMMIT marker in this topic and
+never after an ABORT; read back, those whose transaction is still open are
+pending (`load`'s ``pending``).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import NamedTuple
 
 from ..core.config import CONSUMER_OFFSETS as TOPIC
 from ..core.errors import ReadOnlyError
+from ..core.format import control, decode_records
 from ..core.log import Store
 from . import modern_records
 
@@ -236,15 +243,20 @@ class Loaded(NamedTuple):
     modern: dict[tuple[int, str, str | None], bytes]
 
 
-def load(store: Store) -> Loaded:
-    """Every key's latest record in the topic (a tombstone removes its key)."""
+def load(store: Store, pending: dict | None = None) -> Loaded:
+    """Every key's latest record in the topic (a tombstone removes its key), a
+    transaction's records from its COMMIT marker on; ``pending`` gets the offsets
+    of transactions still open, by producer id."""
     loaded = Loaded({}, {}, {})
+    open_txns: dict[int, list] = {}
     for p in range(store.topics().get(TOPIC, 0)):
-        for record in store.log(TOPIC, p).scan():
-            try:
-                _replay(loaded, record.key or b"", record.value)
-            except (ValueError, struct.error, UnicodeDecodeError, IndexError):
-                continue  # a record of a newer or foreign layout: not ours to read
+        for records in _decided(store.log(TOPIC, p), open_txns):
+            _read_records(records, loaded)
+    if pending is not None:
+        for producer_id, records in open_txns.items():
+            found = Loaded({}, {}, {})
+            _read_records(records, found)
+            pending[producer_id] = found.offsets
     return loaded
 
 
@@ -270,6 +282,28 @@ def _replay(loaded: Loaded, key: bytes, value: bytes | None) -> None:
         loaded.groups[kind[1]] = read_group_value(value)
 
 
+def _decided(log, open_txns: dict[int, list]):
+    """The records of ``log`` in the order they take effect: plain ones as they
+    come, a transaction's at its COMMIT marker; ``open_txns`` keeps the rest."""
+    for header, batch in log.raw_batches():
+        if header.is_control:
+            records = open_txns.pop(header.producer_id, [])
+            if records and control.marker_type(batch, header) == control.COMMIT:
+                yield records
+        elif header.is_transactional:
+            open_txns.setdefault(header.producer_id, []).extend(decode_records(batch, header))
+        else:
+            yield decode_records(batch, header)
+
+
+def _read_records(records, loaded: Loaded) -> None:
+    for record in records:
+        try:
+            _replay(loaded, record.key or b"", record.value)
+        except (ValueError, struct.error, UnicodeDecodeError, IndexError):
+            continue  # a record of a newer or foreign layout: not ours to read
+
+
 def append(store: Store, records: list[tuple[bytes, bytes | None]]) -> None:
     """Append (key, value-or-tombstone) records as one batch: a commit of many
     partitions is all in the topic or none of it is.
@@ -284,3 +318,22 @@ def append(store: Store, records: list[tuple[bytes, bytes | None]]) -> None:
         raise ReadOnlyError(f"{TOPIC} cannot be created in a read-only store")
     keys = [k for k, _ in records]
     store.log(TOPIC, 0).append([v for _, v in records], keys=keys)
+
+
+def append_transactional(
+    store: Store, records: list[tuple[bytes, bytes]], producer_id: int, epoch: int, now: int
+) -> None:
+    """Append offset commits of a producer's transaction as one transactional
+    batch of its id and epoch (they take effect at its COMMIT marker).
+
+    Raises:
+        LogfsError, OSError: the store or the producer state refused it (an
+            epoch that is fenced: `InvalidProducerEpochError`).
+    """
+    ensure_topic(store)
+    if TOPIC not in store.topics():
+        raise ReadOnlyError(f"{TOPIC} cannot be created in a read-only store")
+    batch = control.transactional_batch(
+        [v for _, v in records], [k for k, _ in records], producer_id, epoch, now
+    )
+    store.log(TOPIC, 0).append_batches([batch], transactional=True)

@@ -55,6 +55,8 @@ class GroupStore:
         self.settings = settings
         self.groups: dict[str, Group | ConsumerGroup] = {}
         self.loaded = False
+        # offsets of transactions open when last stopped, by producer id (txn_offsets.py)
+        self.txn_pending: dict[int, dict] = {}
 
     # ------------------------------------------------------------ loading and saving
 
@@ -63,7 +65,7 @@ class GroupStore:
         if self.loaded:
             return
         self.loaded = True  # the topic itself is created by the first write to it
-        loaded = consumer_offsets.load(self.store)
+        loaded = consumer_offsets.load(self.store, self.txn_pending)
         try:
             deadline = trio.current_time() + self.settings.consumer_session_ms / 1000
         except RuntimeError:  # outside a trio run (a tool): no session runs out
@@ -236,6 +238,14 @@ class GroupStore:
         group.offsets.update(offsets)
         if self.groups.get(group.group_id) is not group:
             self.groups[group.group_id] = group
+        self.forget_if_idle(group)
+
+    def apply_committed(self, group_id: str, offsets: dict[TopicPartition, Committed]) -> None:
+        """Offsets already in ``__consumer_offsets`` take effect: those of a
+        committed transaction (txn_offsets.py)."""
+        self.load()
+        group = self.groups.get(group_id) or self._group(group_id)
+        group.offsets.update(offsets)
         self.forget_if_idle(group)
 
     def commit_offset(self, group_id: str, topic: str, partition: int, offset: int) -> None:

@@ -78,10 +78,8 @@ def delete_topics(broker, request, advertised):
             broker.store.delete_topic(name)
 
         code, message = _outcome(delete)
-        if code == ErrorCode.none:
-            broker.producers.forget(name)
-            if broker.topic_deleted is not None:
-                broker.topic_deleted(name)
+        if code == ErrorCode.none and broker.topic_deleted is not None:
+            broker.topic_deleted(name)
         results.append(
             make(m.DeletableTopicResult, name=name, error_code=code, error_message=message)
         )

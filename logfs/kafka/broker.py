@@ -18,7 +18,7 @@ from typing import Any
 import trio
 
 from ..core.log import Log, Store
-from ..groups import Coordinator
+from ..groups import Coordinator, TransactionCoordinator
 from . import (
     admin,
     configs,
@@ -31,6 +31,7 @@ from . import (
     produce,
     producers,
     protocol,
+    transactions,
 )
 from .access import Access, Client
 from .broker_configs import BrokerConfigs
@@ -51,11 +52,11 @@ HANDLERS = {
     protocol.ALTER_CONFIGS: configs.alter_configs,
     protocol.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
     protocol.INIT_PRODUCER_ID: producers.init_producer_id,
-    protocol.DESCRIBE_PRODUCERS: producers.describe_producers,
     protocol.DESCRIBE_CLUSTER: metadata.describe_cluster,
     **group_api.HANDLERS,
     **consumer_group_api.HANDLERS,
     **log_admin.HANDLERS,
+    **transactions.HANDLERS,
 }
 
 
@@ -66,6 +67,8 @@ class Broker:
         store: the data directory's store (the mount's own, when beside a mount).
         groups: the group coordinator (the daemon's one, which the mount's
             ``groups/`` files share); its session sweep is the daemon's to run.
+        transactions: the transaction coordinator (the daemon's; its sweep too);
+            default: one over ``store`` and ``groups``.
         partitions: partitions of a topic created without a count (auto-created).
         auto_create: create a topic a Metadata request names (Kafka's
             ``auto.create.topics.enable``).
@@ -89,6 +92,7 @@ class Broker:
         store: Store,
         *,
         groups: Coordinator,
+        transactions: TransactionCoordinator | None = None,
         partitions: int = 1,
         auto_create: bool = True,
         ready: trio.Event | None = None,
@@ -110,8 +114,8 @@ class Broker:
         self.sync = sync or self.flush_log
         self.configs = configs or BrokerConfigs({}, store.defaults, {}, store.set_defaults)
         self._flush_locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self.producers = producers.Producers()
         self.groups = groups
+        self.transactions = transactions or TransactionCoordinator(store, groups)
         self.appended = trio.Event()  # set (and replaced) by every produce: wakes fetchers
 
     def notify_appended(self) -> None:

@@ -11,8 +11,12 @@ partition and the connection sends it with ``sendfile`` (server.py).
 
 Long poll: while fewer than ``min_bytes`` are ready and ``max_wait_ms`` has
 not passed, the request waits for an append (through this listener or, polled
-every few milliseconds, through the mount). High watermark and last stable
-offset are the log end offset (one replica, no transactions).
+every few milliseconds, through the mount). The high watermark is the log end
+offset (one replica); the last stable offset is the partition's (the first
+offset of its oldest open transaction). With isolation level 1
+(``read_committed``) no batch at or past the last stable offset is sent, and the
+answer lists the aborted transactions of the range (the segments' ``.txnindex``),
+which the client leaves out, as Kafka's broker answers.
 """
 
 from __future__ import annotations
@@ -29,7 +33,10 @@ from .protocol import FETCH, ErrorCode, Region, Reply, make, schema
 POLL_SECONDS = 0.01  # appends through the mount wake nobody: look again this often
 
 
-def _gather(broker, client, topics, max_bytes: int) -> tuple[list, int, bool]:
+READ_COMMITTED = 1
+
+
+def _gather(broker, client, topics, max_bytes: int, committed: bool) -> tuple[list, int, bool]:
     """Per topic, per partition: (index, error, log, region); the bytes found;
     whether any partition has an error (answered at once, as Kafka does).
 
@@ -46,7 +53,8 @@ def _gather(broker, client, topics, max_bytes: int) -> tuple[list, int, bool]:
                 require(broker, client, READ, topic.topic)
                 log = broker.store.log(topic.topic, p.partition)
                 limit = max(0, min(p.partition_max_bytes, max_bytes - total))
-                located = log.file_region(p.fetch_offset, limit, min_one_batch=min_one)
+                end = log.last_stable_offset if committed else None
+                located = log.file_region(p.fetch_offset, limit, end, min_one_batch=min_one)
                 region = Region(*located) if located else None
             except (LogfsError, OSError) as e:
                 code = error_code(e)
@@ -64,14 +72,16 @@ async def fetch(broker, request, advertised):
     m = schema(FETCH, request.version)
     max_bytes = body.max_bytes if hasattr(body, "max_bytes") else 2**31 - 1
     deadline = trio.current_time() + max(0.0, body.max_wait.total_seconds())
+    committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     while True:
-        found, total, failed = _gather(broker, advertised, body.topics, max_bytes)
+        found, total, failed = _gather(broker, advertised, body.topics, max_bytes, committed)
         if failed or total >= body.min_bytes or trio.current_time() >= deadline:
             break
         with trio.move_on_after(min(POLL_SECONDS, deadline - trio.current_time())):
             await broker.appended.wait()
     reply = Reply(None)
     topics = []
+    offsets = {(t.topic, p.partition): p.fetch_offset for t in body.topics for p in t.partitions}
     for name, parts in found:
         partitions = []
         for index, code, log, region in parts:
@@ -79,15 +89,22 @@ async def fetch(broker, request, advertised):
                 # The segment may be closed by retention while the frame is sent.
                 region = region._replace(fd=os.dup(region.fd))
             end = log.next_offset if log is not None else -1
+            stable = log.last_stable_offset if log is not None else -1
+            aborted = None
+            if committed and log is not None:
+                aborted = tuple(
+                    make(m.AbortedTransaction, producer_id=pid, first_offset=first)
+                    for pid, first, *_ in log.aborted_transactions(offsets[(name, index)], stable)
+                )
             partitions.append(
                 make(
                     m.PartitionData,
                     partition_index=index,
                     error_code=code,
                     high_watermark=end,
-                    last_stable_offset=end,
+                    last_stable_offset=stable,
                     log_start_offset=log.log_start_offset if log is not None else -1,
-                    aborted_transactions=None,
+                    aborted_transactions=aborted,
                     preferred_read_replica=-1,
                     records=reply.records(region),
                 )

@@ -3,8 +3,8 @@ Heartbeat, LeaveGroup, ListGroups, DescribeGroups and DeleteGroups, translated
 to the groups room's `Coordinator` (`Broker.groups`) and its answers back to
 Kafka's messages; the offset requests are in group_offsets.py.
 
-This node coordinates every group. Transactions have no coordinator here:
-FindCoordinator for a transactional id answers COORDINATOR_NOT_AVAILABLE.
+This node coordinates every group and every transactional id (FindCoordinator
+with key type 1; the transaction coordinator's requests are transactions.py's).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from .protocol import (
     schema,
 )
 
-GROUP_KEY = 0
+GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
 def _ms(value) -> int:
@@ -44,14 +44,14 @@ def find_coordinator(broker, request, advertised):
     key_type = getattr(body, "key_type", GROUP_KEY)
 
     def entry(key: str) -> dict:
-        if key_type != GROUP_KEY:
+        if key_type not in (GROUP_KEY, TRANSACTION_KEY):  # KIP-848's share groups: none here
             return dict(
                 key=key,
                 node_id=-1,
                 host="",
                 port=-1,
-                error_code=ErrorCode.coordinator_not_available,
-                error_message="logfs has no transaction coordinator",
+                error_code=ErrorCode.invalid_request,
+                error_message=f"coordinator key type {key_type} is not served",
             )
         return dict(
             key=key,

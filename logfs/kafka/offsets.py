@@ -1,5 +1,9 @@
 """ListOffsets: the earliest (-2) and latest (-1) offsets, the first offset
-at or after a timestamp, and the offset of the largest timestamp (-3)."""
+at or after a timestamp, and the offset of the largest timestamp (-3).
+
+With isolation level 1 (``read_committed``) the latest offset is the last stable
+offset, and a lookup by time answers only a committed record below it, as
+Kafka's broker answers."""
 
 from __future__ import annotations
 
@@ -28,15 +32,15 @@ def _max_timestamp(log) -> tuple[int, int]:
     return best.max_timestamp, best.last_offset
 
 
-def _lookup(log, timestamp: int) -> tuple[int, int]:
+def _lookup(log, timestamp: int, committed: bool) -> tuple[int, int]:
     """(timestamp, offset) answering a ListOffsets query."""
     if timestamp == LATEST:
-        return -1, log.next_offset
+        return -1, log.last_stable_offset if committed else log.next_offset
     if timestamp == EARLIEST:
         return -1, log.log_start_offset
     if timestamp == MAX_TIMESTAMP:
         return _max_timestamp(log)
-    offset = log.offset_for_time(timestamp)
+    offset = log.offset_for_time(timestamp, committed=committed)
     if offset is None:
         return -1, -1
     return log.read(offset).timestamp, offset
@@ -44,6 +48,7 @@ def _lookup(log, timestamp: int) -> tuple[int, int]:
 
 def list_offsets(broker, request, advertised):
     m = schema(LIST_OFFSETS, request.version)
+    committed = getattr(request.body, "isolation_level", 0) == 1
     topics = []
     for topic in request.body.topics:
         partitions = []
@@ -52,7 +57,7 @@ def list_offsets(broker, request, advertised):
             try:
                 require(broker, advertised, READ, topic.name)
                 timestamp, offset = _lookup(
-                    broker.store.log(topic.name, p.partition_index), p.timestamp
+                    broker.store.log(topic.name, p.partition_index), p.timestamp, committed
                 )
             except (LogfsError, OSError) as e:
                 code = error_code(e)

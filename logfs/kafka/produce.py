@@ -14,8 +14,12 @@ fsyncs run in a worker thread (`Broker.sync`), never on the event loop.
 The success path does no more than the append needs: the batches are cut by
 their length fields and handed to the log in the request's own buffer (the
 records are views of the received frame, protocol.py), which the log checks
-and patches in place instead of copying; only batches that carry a producer
-id have their headers read for the idempotence checks.
+and patches in place instead of copying; batches that carry a producer id go
+through the partition's producer state (retries answered with the offset they
+got, sequences and epochs checked: core/log/producer_state.py). A
+transactional batch is taken only from a producer whose ongoing transaction
+holds the partition (the transaction coordinator's `verify`, as Kafka's
+broker verifies since KIP-890).
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from ..core.errors import (
     LogfsError,
     NotEnoughReplicasError,
 )
-from ..core.format import decode_records, idempotent, read_header, split_batches
+from ..core.format import decode_records, read_header, split_batches, transactional
+from ..groups import TransactionError
 from .access import WRITE, require
 from .codes import NO_THROTTLE, NODE_ID, error_code
 from .protocol import PRODUCE, ErrorCode, make, schema
@@ -69,12 +74,12 @@ def _append(broker, client, topic: str, partition: int, records: bytes | None, a
         batches, used = split_batches(records)
         if used != len(records):
             raise InvalidBatchError(f"{len(records) - used} bytes after the last whole batch")
-        if not idempotent(batches):  # append as they are
-            # the request's own bytes (views of the received frame, protocol.py) are
-            # appended where they arrived, without a copy, when they are writable
-            own = isinstance(records, memoryview) and not records.readonly
-            return ErrorCode.none, log.append_batches(batches, records if own else None), None, log
-        return ErrorCode.none, _append_idempotent(broker.producers, log, batches), None, log
+        transactional = _verify(broker, topic, partition, batches)
+        # the request's own bytes (views of the received frame, protocol.py) are
+        # appended where they arrived, without a copy, when they are writable
+        own = isinstance(records, memoryview) and not records.readonly
+        base = log.append_batches(batches, records if own else None, transactional=transactional)
+        return ErrorCode.none, base, None, log
     except InvalidBatchError as e:
         error: LogfsError = e
         if log is not None and log.config.compact and _keyless(batches):
@@ -96,23 +101,24 @@ def _append_time(log, base: int) -> datetime.datetime | None:
     return EPOCH + datetime.timedelta(milliseconds=stamped)
 
 
-def _append_idempotent(producers, log, batches) -> int:
-    """Append the batches an idempotent producer has not appended yet; the
-    offset of the first batch (the one it got the first time, for a retry).
+def _verify(broker, topic: str, partition: int, batches) -> bool:
+    """Whether the batches are transactional, once the coordinator says their
+    producer's transaction holds the partition.
 
     Raises:
-        InvalidProducerEpochError, OutOfOrderSequenceError: a batch's epoch is
-            fenced or its sequence out of order (see `Producers.check`).
+        TransactionError: it does not (Kafka's code: a fenced epoch, an unknown
+            producer id, or a partition not added to the transaction).
     """
-    headers = [read_header(batch) for batch in batches]
-    known = [producers.check(log, header) for header in headers]
-    fresh = [(b, h) for b, h, k in zip(batches, headers, known, strict=True) if k is None]
-    base = log.append_batches([b for b, _ in fresh]) if fresh else None
-    offset = base
-    for _, header in fresh:
-        producers.appended(log, header, offset)
-        offset += header.last_offset_delta + 1
-    return base if known[0] is None else known[0]
+    if not transactional(batches):  # read no more of plain batches
+        return False
+    for header in map(read_header, batches):
+        if header.is_transactional:
+            code = broker.transactions.verify(
+                header.producer_id, header.producer_epoch, topic, partition
+            )
+            if code:
+                raise TransactionError(code)
+    return True
 
 
 def produce(broker, request, advertised):

@@ -57,7 +57,8 @@ LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_LOG_DIRS = 21, 23, 35
-DESCRIBE_CLUSTER, DESCRIBE_PRODUCERS = 60, 61
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
+DESCRIBE_CLUSTER, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 60, 61, 65, 66
 
 # API key -> (lowest, highest) version served. Produce from v3 and Fetch from v4 carry
 # RecordBatch v2; Fetch v13+ and Produce v13 name topics by id, which logfs has not.
@@ -73,7 +74,7 @@ SERVED: dict[int, tuple[int, int]] = {
     DESCRIBE_CONFIGS: (1, 4),
     ALTER_CONFIGS: (0, 2),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    INIT_PRODUCER_ID: (0, 4),
+    INIT_PRODUCER_ID: (0, 5),
     SASL_HANDSHAKE: (0, 1),
     SASL_AUTHENTICATE: (0, 2),
     # The group coordinator (group_api.py). OffsetCommit v10+ and OffsetFetch v10+
@@ -92,13 +93,22 @@ SERVED: dict[int, tuple[int, int]] = {
     # KIP-848's consumer group protocol (consumer_group_api.py)
     CONSUMER_GROUP_HEARTBEAT: (0, 1),
     CONSUMER_GROUP_DESCRIBE: (0, 1),
-    # The logs for administrators (log_admin.py), the cluster and the producers. Kafka 4
+    # The logs for administrators (log_admin.py), the cluster. Kafka 4
     # serves OffsetForLeaderEpoch and DescribeLogDirs from v2 and v1 up, as here.
     DELETE_RECORDS: (0, 2),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     DESCRIBE_LOG_DIRS: (1, 4),
     DESCRIBE_CLUSTER: (0, 2),
+    # Transactions (transactions.py). AddPartitionsToTxn v4+ is between brokers; the
+    # versions of Kafka 4's transaction version 2 (EndTxn v5, TxnOffsetCommit v5) are
+    # used only by clients told of the feature, which this node does not advertise.
+    ADD_PARTITIONS_TO_TXN: (0, 3),
+    ADD_OFFSETS_TO_TXN: (0, 4),
+    END_TXN: (0, 4),
+    TXN_OFFSET_COMMIT: (0, 4),
     DESCRIBE_PRODUCERS: (0, 0),
+    DESCRIBE_TRANSACTIONS: (0, 0),
+    LIST_TRANSACTIONS: (0, 1),
 }
 
 _SIZE = struct.Struct(">i")

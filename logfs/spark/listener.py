@@ -68,11 +68,13 @@ class Listener:
             "client_id": self.client_id,
         }
 
-    def store(self) -> RemoteStore:
-        """A read-only view of the listener's topics (connects on first use)."""
+    def store(self, read_committed: bool = False) -> RemoteStore:
+        """A read-only view of the listener's topics (connects on first use), as a
+        ``read_committed`` consumer sees them if asked."""
         return RemoteStore(
-            self.address, timeout=self.timeout, api_timeout=self.api_timeout, **self._security()
-        )
+            self.address, timeout=self.timeout, api_timeout=self.api_timeout,
+            read_committed=read_committed, **self._security(),
+        )  # fmt: skip
 
     def producer(self, **options: Any) -> Producer:
         return Producer(self.address, mount_timeout=self.timeout, **self._security(), **options)

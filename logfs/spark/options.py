@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, TypeVar
 from ..core.config import parse_bool, parse_int
 from ..core.errors import InvalidConfigError, LogfsError
 from .errors import SparkOptionError
+from .isolation import read_committed
 from .listener import Listener, parse_location
 
 EARLIEST, LATEST = -2, -1
@@ -109,6 +110,7 @@ class SourceOptions:
     min_partitions: int | None = None
     max_records_per_partition: int | None = None  # Kafka's default: ranges are not cut
     listener: Listener | None = None
+    read_committed: bool = False  # kafka.isolation.level (isolation.py)
 
 
 def parse_options(options: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:
@@ -188,6 +190,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None) -> Sour
         include_headers=_option(opts, "includeheaders", parse_bool, False),
         min_partitions=_option(opts, "minpartitions", _POSITIVE),
         max_records_per_partition=_option(opts, "maxrecordsperpartition", _POSITIVE),
+        read_committed=read_committed(opts),
     )
 
 

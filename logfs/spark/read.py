@@ -29,6 +29,7 @@ from ..core.client import RemoteStore
 from ..core.config import now_ms
 from ..core.errors import UnknownTopicError
 from ..core.log import Store
+from .isolation import Committed
 from .options import OffsetRange, PartitionOffsets, SourceOptions
 from .plan import (
     batch_ranges,
@@ -53,10 +54,12 @@ class RangePartition(InputPartition):
         self.late_end = late_end
 
 
-def _open(options: SourceOptions) -> Store | RemoteStore:
-    if options.listener is not None:
-        return options.listener.store()
-    return Store(options.path, read_only=True)
+def _open(options: SourceOptions) -> Store | RemoteStore | Committed:
+    """The store a query reads, as ``kafka.isolation.level`` says (isolation.py)."""
+    if options.listener is not None:  # it reads as asked itself
+        return options.listener.store(read_committed=options.read_committed)
+    store = Store(options.path, read_only=True)
+    return Committed(store) if options.read_committed else store
 
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator:

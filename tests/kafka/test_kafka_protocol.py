@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 from logfs.core.log import Store
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
-LIST_TRANSACTIONS = 66
+LIST_TRANSACTIONS, WRITE_TXN_MARKERS = 66, 27
 
 
 def batch(values, *, producer_id=-1, epoch=-1, sequence=-1, timestamp=None) -> bytes:
@@ -88,17 +88,16 @@ def served(tmp_path):
         yield s
 
 
-def test_api_versions_lists_what_is_served_and_others_close_the_connection(served):
+def test_api_versions_lists_what_is_served_and_an_unadvertised_request_closes(served):
     with connect(served.address) as sock:
         versions = call(served.address, API_VERSIONS, 3, _api_versions_request(3), sock)
         served_keys = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
         assert served_keys[PRODUCE] == (3, 12) and served_keys[FETCH] == (4, 12)
-        assert LIST_TRANSACTIONS not in served_keys  # transactions: not served
+        assert served_keys[LIST_TRANSACTIONS] == (0, 1)  # transactions are served
+        assert WRITE_TXN_MARKERS not in served_keys  # between brokers only
         # An API that is not advertised closes the connection, as Kafka's broker does.
-        t = load_request_schema(LIST_TRANSACTIONS, 0)
-        sock.sendall(
-            encode_request(LIST_TRANSACTIONS, 0, t(state_filters=(), producer_id_filters=()))
-        )
+        t = load_request_schema(WRITE_TXN_MARKERS, 1)
+        sock.sendall(encode_request(WRITE_TXN_MARKERS, 1, t(markers=())))
         assert closed(sock)
     with connect(served.address) as sock:
         # A served API at a version beyond the range, too.

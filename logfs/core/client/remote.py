@@ -10,6 +10,12 @@ that offset planning and batch reading use (the Spark source's).
 - `RemoteLog.raw_batches` reads whole batches with Fetch requests in a loop, at
   most `FETCH_BYTES` per request.
 
+With ``read_committed`` (Spark's ``kafka.isolation.level=read_committed``) it reads as a
+``read_committed`` Kafka consumer does: ListOffsets and Fetch at isolation level 1 (the
+latest offset is the last stable offset), and the records of the aborted
+transactions each Fetch answer lists are left out, as Kafka's consumer leaves them out
+(`Aborted`).
+
 Error codes become the errors the store raises: ``UNKNOWN_TOPIC_OR_PARTITION``
 `UnknownTopicError`, ``OFFSET_OUT_OF_RANGE`` `OffsetOutOfRangeError` (offsets
 deleted by retention while they were being read).
@@ -31,6 +37,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 from ..config import INTERNAL_TOPICS
 from ..errors import CorruptRecordError
+from ..format.control import ABORT, marker_type
 from ..format.record import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header, verify_crc
 from .security import AuthenticationError, Security
 from .wire import FETCH, LIST_OFFSETS, METADATA, NONE, UNKNOWN_TOPIC, Wire, WireError, _error
@@ -72,6 +79,7 @@ class RemoteStore:
         ssl_check_hostname: bool = True,
         client_id: str = "logfs-reader",
         api_timeout: float = 60.0,
+        read_committed: bool = False,
     ) -> None:
         security = Security.of(
             security_protocol, sasl_mechanism, sasl_plain_username, sasl_plain_password,
@@ -79,6 +87,7 @@ class RemoteStore:
         )  # fmt: skip
         self._wire = Wire(address, timeout, security=security, client_id=client_id)
         self.api_timeout = api_timeout
+        self.read_committed = read_committed
         self.internal_topics: frozenset[str] = INTERNAL_TOPICS  # grows with is_internal
 
     def _call(self, api_key: int, **fields):
@@ -144,7 +153,7 @@ class RemoteStore:
         Raises:
             UnknownTopicError: no such topic or partition.
         """
-        return RemoteLog(self._wire, self._call, topic, int(partition))
+        return RemoteLog(self._wire, self._call, topic, int(partition), self.read_committed)
 
     def close(self) -> None:
         self._wire.close()
@@ -160,11 +169,14 @@ class RemoteLog:
     """One partition of a `RemoteStore`: its log start and next offset when it was
     opened, offsets by time and the batches of a range."""
 
-    def __init__(self, wire: Wire, call: Callable, topic: str, partition: int) -> None:
+    def __init__(
+        self, wire: Wire, call: Callable, topic: str, partition: int, committed: bool = False
+    ) -> None:
         self._wire = wire
         self._call = call  # the store's: tried again while the listener cannot be reached
         self.topic = topic
         self.partition = partition
+        self.isolation = 1 if committed else 0  # read_committed: the last stable offset
         self.log_start_offset = self._list_offsets(EARLIEST)
         self.next_offset = self._list_offsets(LATEST)
 
@@ -183,7 +195,7 @@ class RemoteLog:
         answer = self._call(
             LIST_OFFSETS,
             replica_id=-1,
-            isolation_level=0,  # read_uncommitted, as Spark's Kafka source reads
+            isolation_level=self.isolation,
             topics=(
                 m.ListOffsetsTopic(
                     name=self.topic,
@@ -212,13 +224,17 @@ class RemoteLog:
         position = self.log_start_offset if start is None else max(start, self.log_start_offset)
         end = self.next_offset if end is None else min(end, self.next_offset)
         limit = FETCH_BYTES
+        aborted = Aborted()
         while position < end:
-            records, high_watermark = self._fetch(position, limit)
+            records, high_watermark = self._fetch(position, limit, aborted)
             got = False
             for header, batch in whole_batches(records):
                 if header.base_offset >= end:
                     return
                 if header.last_offset < position:  # a batch holding offsets before start
+                    continue
+                if aborted.skips(header, batch):
+                    position, got = header.next_offset, True
                     continue
                 try:
                     verify_crc(batch, header)
@@ -238,15 +254,17 @@ class RemoteLog:
                     f"({len(records)} bytes, high watermark {high_watermark})"
                 )
 
-    def _fetch(self, offset: int, limit: int) -> tuple[memoryview, int]:
-        """The record bytes of one Fetch at ``offset`` and the high watermark."""
+    def _fetch(self, offset: int, limit: int, aborted: Aborted) -> tuple[memoryview, int]:
+        """The record bytes of one Fetch at ``offset`` and the high watermark (the last
+        stable offset, read_committed); the aborted transactions it lists go to
+        ``aborted``."""
         m = self._wire.module(FETCH)
         answer = self._call(
             FETCH,
             max_wait=FETCH_WAIT,
             min_bytes=1,
             max_bytes=limit,
-            isolation_level=0,
+            isolation_level=self.isolation,
             session_id=0,
             session_epoch=-1,  # no fetch session: every request names its partition
             topics=(
@@ -266,7 +284,33 @@ class RemoteLog:
         [part] = answer.responses[0].partitions
         if part.error_code != NONE:
             raise _error(part.error_code, f"{self.name} at offset {offset}", None)
+        if self.isolation:
+            aborted.add((t.producer_id, t.first_offset) for t in part.aborted_transactions or ())
+            return memoryview(part.records or b""), int(part.last_stable_offset)
         return memoryview(part.records or b""), int(part.high_watermark)
+
+
+class Aborted:
+    """Kafka's consumer's rule for the aborted transactions a Fetch lists (its
+    ``CompletedFetch``): once a batch reaches an aborted transaction's first offset,
+    that producer's transactional batches are skipped until its ABORT marker; control
+    batches are never records."""
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[int, int]] = []  # (first offset, producer id), sorted
+        self.producers: set[int] = set()
+
+    def add(self, listed) -> None:
+        self.waiting = sorted({*self.waiting, *((first, pid) for pid, first in listed)})
+
+    def skips(self, header: BatchHeader, batch: memoryview) -> bool:
+        while self.waiting and self.waiting[0][0] <= header.last_offset:
+            self.producers.add(self.waiting.pop(0)[1])
+        if header.is_control:
+            if header.producer_id in self.producers and marker_type(batch, header) == ABORT:
+                self.producers.discard(header.producer_id)
+            return True
+        return header.is_transactional and header.producer_id in self.producers
 
 
 def whole_batches(records: memoryview) -> Iterator[tuple[BatchHeader, memoryview]]:

@@ -4,12 +4,12 @@ binary.pxd), the column-wise codec, cutting appends into batches, and the
 broker's checks of a producer's batches. No files: everything here takes and
 returns bytes."""
 
-from . import compression
+from . import compression, control
 from ._columns import gather, line_lengths
 from .batching import BatchInfo, max_record_bytes
 from .columnar import decode
 from .decoding import decode_records
-from .record import BatchHeader, Record, idempotent, read_header
+from .record import BatchHeader, Record, idempotent, read_header, transactional
 from .validate import split_batches
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "BatchInfo",
     "Record",
     "compression",
+    "control",
     "decode",
     "decode_records",
     "gather",
@@ -25,4 +26,5 @@ __all__ = [
     "max_record_bytes",
     "read_header",
     "split_batches",
+    "transactional",
 ]

@@ -14,7 +14,8 @@ from . import compression, record
 cdef HeaderLayout H = header_layout(record.FIELD_OFFSETS, record.HEADER_SIZE)
 cdef int MAGIC = record.MAGIC
 cdef int CODEC_MASK = record.CODEC_MASK
-cdef int REFUSED_BITS = record.TRANSACTIONAL_BIT | record.CONTROL_BIT
+TRANSACTIONAL_BIT = record.TRANSACTIONAL_BIT
+CONTROL_BIT = record.CONTROL_BIT
 cdef int LAST_CODEC = max(compression.NAMES)  # the codecs compression.py knows
 
 # check_batches' own problems, beyond the walker's `Problem`.
@@ -31,11 +32,13 @@ def check_batches(
     int64_t max_message_bytes,
     bint keys_required,
     int64_t[:, ::1] out,
+    int refused_bits=TRANSACTIONAL_BIT | CONTROL_BIT,
 ):
     """Check the batches ``data[starts[i]:starts[i] + sizes[i]]`` a producer
     sent, as Kafka's broker does: header (length field, magic, size within
     ``max_message_bytes``, CRC-32C by ``crc32c`` over ``view``, the same bytes,
-    no control or transactional bit, a known codec, at least one record, the
+    none of the ``refused_bits`` (control, and transactional but from a producer
+    in a transaction: validate.py), a known codec, at least one record, the
     last offset delta) and, for uncompressed batches, every record as
     `walker.walk_records` with ``strict``.
 
@@ -63,7 +66,7 @@ def check_batches(
             return HEADER_PROBLEM, i, 0, 0, 0
         attributes = <int16_t>get_be(h + H.attributes, 2)
         count = <int32_t>get_be(h + H.records_count, 4)
-        if attributes & REFUSED_BITS or (attributes & CODEC_MASK) > LAST_CODEC:
+        if attributes & refused_bits or (attributes & CODEC_MASK) > LAST_CODEC:
             return HEADER_PROBLEM, i, 0, 0, 0
         if count < 1 or <int32_t>get_be(h + H.last_offset_delta, 4) != count - 1:
             return HEADER_PROBLEM, i, 0, 0, 0

@@ -162,6 +162,13 @@ def idempotent(batches: Sequence[bytes | memoryview]) -> bool:
     return any(producer >= 0 for (producer,) in ids)
 
 
+def transactional(batches: Sequence[bytes | memoryview]) -> bool:
+    """Whether a batch of ``batches`` has the transactional bit, read without
+    parsing the rest of the headers."""
+    low = ATTRIBUTES_OFFSET + 1  # the attributes' low byte (a big-endian int16)
+    return any(batch[low] & TRANSACTIONAL_BIT for batch in batches)
+
+
 def read_header(buf: bytes | memoryview, pos: int = 0, position: int | None = None) -> BatchHeader:
     """Parse and sanity-check the header at ``buf[pos:]`` (not the CRC).
 

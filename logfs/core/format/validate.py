@@ -7,8 +7,10 @@ batch of one call is checked before any is appended (`prepare_batches`):
 
 - framing: the length field covers exactly the bytes given, at least the 49
   header bytes after it; magic 2; CRC-32C over attributes..end;
-- attributes: a known codec; neither a control batch nor a transactional one
-  (logfs has no transaction coordinator to commit or abort them);
+- attributes: a known codec; never a control batch (only the transaction
+  coordinator writes markers, core/format/control.py); a transactional batch only
+  from a producer whose transaction the coordinator knows (``transactional``: the
+  Kafka listener's Produce, after its checks), never through ``append.batches``;
 - at least one record and ``last offset delta == records count - 1``;
 - every record well-formed, after decompressing a compressed batch: the record
   lengths add up to exactly the records section, each record's fields fill
@@ -17,8 +19,9 @@ batch of one call is checked before any is appended (`prepare_batches`):
   every record has a key;
 - the batch is at most the topic's ``max.message.bytes``.
 
-Producer id, epoch and base sequence are kept as they are: idempotence and
-sequence numbers are not enforced. The partition leader epoch is kept too.
+Producer id, epoch and base sequence are kept as they are (the partition's
+producer state checks them: core/log/producer_state.py). The partition leader
+epoch is kept too.
 
 Then each batch is prepared, as Kafka's broker does:
 
@@ -48,7 +51,7 @@ import numpy as np
 from ..config import TopicConfig
 from ..errors import BatchTooLargeError, CorruptRecordError, InvalidBatchError
 from . import compression
-from ._checks import HEADER_PROBLEM, TIMESTAMP_RANGE, check_batches
+from ._checks import CONTROL_BIT, HEADER_PROBLEM, TIMESTAMP_RANGE, TRANSACTIONAL_BIT, check_batches
 from .batching import BatchInfo
 from .decoding import decode_records
 from .record import (
@@ -136,6 +139,8 @@ def prepare_batches(
     base_offset: int,
     now: int,
     buffer: bytearray | memoryview | None = None,
+    *,
+    transactional: bool = False,
 ) -> tuple[list[tuple[memoryview | bytearray, BatchInfo]], int]:
     """Check ``batches`` and make them ready to append from ``base_offset``:
     each batch's bytes with its `BatchInfo`, and the number of records.
@@ -155,7 +160,7 @@ def prepare_batches(
         data, starts, sizes = _joined(batches)  # one copy, patched in place below
     else:
         data, starts, sizes = _in_place(batches, buffer)
-    facts = _check(data, starts, sizes, config)
+    facts = _check(data, starts, sizes, config, transactional)
     view = memoryview(data)
     codec = None
     if config.compression_type != "producer":
@@ -192,6 +197,15 @@ def prepare_batches(
         out.append((batch, BatchInfo(len(batch), last, new_max, fact.stream_bytes)))
         offset = last + 1
     return out, offset - base_offset
+
+
+def set_base_offset(batch: bytearray | memoryview, offset: int) -> None:
+    """Give a whole batch its base offset (outside the CRC)."""
+    _BASE_OFFSET.pack_into(batch, 0, offset)
+
+
+def max_timestamp_of(batch: bytes | bytearray | memoryview) -> int:
+    return read_header(batch).max_timestamp
 
 
 def _recompressed(batch: memoryview, codec: int) -> tuple[bytearray, BatchHeader]:
@@ -238,7 +252,11 @@ def _in_place(
 
 
 def _check(
-    data: bytearray | memoryview, starts: np.ndarray, sizes: np.ndarray, config: TopicConfig
+    data: bytearray | memoryview,
+    starts: np.ndarray,
+    sizes: np.ndarray,
+    config: TopicConfig,
+    transactional: bool = False,
 ) -> list[BatchFacts]:
     """`_checks.check_batches` over the batches in ``data``, compressed
     batches' records checked here; what it found of each batch.
@@ -248,13 +266,15 @@ def _check(
     """
     rows = np.zeros((len(BatchFacts._fields), len(sizes)), np.int64)
     keys_required = "compact" in config.cleanup_policy
+    refused = CONTROL_BIT if transactional else CONTROL_BIT | TRANSACTIONAL_BIT
     code, i, n, found, wanted = check_batches(
         data, memoryview(data), starts, sizes, crc32c, config.max_message_bytes,
-        keys_required, rows,
+        keys_required, rows, refused,
     )  # fmt: skip
     if code == HEADER_PROBLEM:  # the Python check words it
         start = int(starts[i])
-        _check_header(memoryview(data)[start : start + int(sizes[i])], start, config)
+        batch = memoryview(data)[start : start + int(sizes[i])]
+        _check_header(batch, start, config, transactional)
         raise AssertionError(f"batch at position {start}: refused, but no header problem found")
     if code == TIMESTAMP_RANGE:
         raise InvalidBatchError(
@@ -274,7 +294,9 @@ def _check(
     return facts
 
 
-def _check_header(batch: bytes | memoryview, position: int, config: TopicConfig) -> BatchHeader:
+def _check_header(
+    batch: bytes | memoryview, position: int, config: TopicConfig, transactional: bool = False
+) -> BatchHeader:
     """The header of one batch, checked with everything it alone tells."""
     where = f"batch at position {position}"
     try:
@@ -294,9 +316,11 @@ def _check_header(batch: bytes | memoryview, position: int, config: TopicConfig)
     except CorruptRecordError as e:
         raise InvalidBatchError(str(e)) from None
     if header.is_control:
-        raise InvalidBatchError(f"{where}: a control batch; logfs has no transactions")
-    if header.is_transactional:
-        raise InvalidBatchError(f"{where}: a transactional batch; logfs has no transactions")
+        raise InvalidBatchError(f"{where}: a control batch; only the coordinator writes markers")
+    if header.is_transactional and not transactional:
+        raise InvalidBatchError(
+            f"{where}: a transactional batch; transactions go through the Kafka listener"
+        )
     if header.codec not in compression.NAMES:
         raise InvalidBatchError(f"{where}: unknown compression codec {header.codec}")
     if header.records_count < 1:

@@ -20,7 +20,8 @@ the mount can answer the writer between them (mount/fuse/_lines.pyx):
 
 `write` declines (None, nothing written) whenever the general path has more
 to decide: a roll due, a compacted or compressed topic, an offline or
-read-only log, live keys kept, a record near the size limit. A failed write
+read-only log, live keys kept, a record near the size limit, a transaction
+open in the partition (the record's stream bytes wait for the last stable offset). A failed write
 fails as in `Log.append` (`Failure.write_failed`).
 
 It works over the partition's `PartitionState` (state.py), as `Log`'s other
@@ -116,6 +117,7 @@ cdef class LineWriter:
             or state.failure.reason is not None
             or "compact" in config.cleanup_policy
             or not state.keys.quiet
+            or state.held_from >= 0
             or length > MAX_VALUE
             or length >= max_record_bytes(config)
             or BY_NAME[config.compression_type] != NONE

@@ -13,6 +13,11 @@ partition offline unless it failed cleanly (`Failure.write_failed`).
 
 The one-line fast path (_line.pyx) encodes and writes in C, and keeps the
 same books through the same owners.
+
+While a transaction is open in the partition, batches at or past the last stable
+offset (``state.held_from``) are written with their stream bytes held: the
+transactional part (transactions.py) notes them once their transactions are
+decided, so the mount's ``stream`` shows committed records only, in offset order.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from ..format import batching, compression, validate
 from ..format.batching import BatchInfo
 from ..format.record import NO_TIMESTAMP
 from ..storage import LogSegment, preallocate
+from .snapshots import take_snapshot
 from .state import PartitionState
 from .timestamps import check_timestamps
 
@@ -101,7 +107,11 @@ class LogAppends:
         return first
 
     def append_batches(
-        self, batches: Sequence[bytes | memoryview], buffer: bytearray | memoryview | None = None
+        self,
+        batches: Sequence[bytes | memoryview],
+        buffer: bytearray | memoryview | None = None,
+        *,
+        transactional: bool = False,
     ) -> int:
         """Append whole RecordBatch v2 batches a producer built, checked and given
         their offsets as Kafka's broker does (validate.py): all are checked
@@ -110,6 +120,8 @@ class LogAppends:
         ``buffer``: a writable buffer holding exactly ``batches`` back to back,
         which the caller gives up: they are patched and written from there
         instead of from a copy (the Kafka listener's received requests).
+        ``transactional``: transactional batches are taken (the transactional
+        part's, after the producer state's checks: transactions.py).
 
         Raises:
             ReadOnlyError: the log was opened read-only.
@@ -121,10 +133,21 @@ class LogAppends:
         """
         first = self._start_append()
         now = self.state.clock()
-        encoded, _ = validate.prepare_batches(batches, self.state.config, first, now, buffer)
+        encoded, _ = validate.prepare_batches(
+            batches, self.state.config, first, now, buffer, transactional=transactional
+        )
         check_timestamps(self.state.config, encoded, now)
         if encoded:
             self._write(encoded, now)
+        return first
+
+    def append_control(self, batch: bytearray) -> int:
+        """Append a control batch the log built (a transaction marker,
+        format/control.py), its base offset set here; returns its offset."""
+        first = self._start_append()
+        validate.set_base_offset(batch, first)
+        info = BatchInfo(len(batch), first, validate.max_timestamp_of(batch), 0)
+        self._write([(batch, info)], self.state.clock())
         return first
 
     def _start_append(self) -> int:
@@ -164,9 +187,16 @@ class LogAppends:
         flush and its keys for the live keys."""
         if encoded:
             before = segment.next_offset
-            segment.append([b for b, _ in encoded], [info for _, info in encoded])
+            infos = [info for _, info in encoded]
+            held = self.state.held_from
+            if held >= 0:  # past the last stable offset: noted once decided
+                infos = [i._replace(stream_bytes=-1) if i.last_offset >= held else i for i in infos]
+            segment.append([b for b, _ in encoded], infos)
             self.state.unflushed.appended(segment, segment.next_offset - before)
-            self.state.keys.appended(batch for batch, _ in encoded)
+            if held >= 0:  # not committed yet: the live keys are built again when asked
+                self.state.keys.drop()
+            else:
+                self.state.keys.appended(batch for batch, _ in encoded)
 
     def roll(self) -> LogSegment:
         """Close the active segment to appends and start one at next_offset."""
@@ -180,4 +210,5 @@ class LogAppends:
         segment = state.new_segment(state.next_offset)
         state.add_segment(segment)
         state.unflushed.directory_changed()
+        take_snapshot(state, segment.base_offset)
         return segment

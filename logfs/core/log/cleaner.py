@@ -7,7 +7,8 @@ in ``DATA/cleaner-offset-checkpoint``, Kafka's checkpoint format). Cleaning
 one partition:
 
 1. `plan`: the cleanable segments are the non-active ones, oldest first, up
-   to the first whose newest record is younger than min.compaction.lag.ms.
+   to the first whose newest record is younger than min.compaction.lag.ms or
+   that reaches the last stable offset (an undecided transaction is never cleaned).
    A cleaning is due when the dirty ones are at least
    min.cleanable.dirty.ratio of their bytes, or the oldest dirty record is
    older than max.compaction.lag.ms. ``logfs compact`` forces it, even with
@@ -39,7 +40,8 @@ from ..config import now_ms as wall_clock_ms
 from ..storage.segment import LogSegment
 from ..storage.swap import swap_in
 from ._keymap import OffsetMap
-from .compaction import offset_map, write_cleaned
+from .compaction import TxnCleaning, offset_map, write_cleaned
+from .isolation import Visibility
 
 if TYPE_CHECKING:
     from .partition import Log
@@ -79,8 +81,11 @@ def plan(log: Log, first_dirty: int, now_ms: int, *, force: bool = False) -> Pla
     if not config.compact:
         return None
     cleanable = []
+    stable = log.last_stable_offset
     for segment in log.segments[:-1]:  # never the active segment
         if segment.max_timestamp > now_ms - config.min_compaction_lag_ms:
+            break
+        if segment.next_offset > stable:
             break
         cleanable.append(segment)
     if not cleanable:
@@ -146,10 +151,16 @@ class Cleaning:
         self.fds = [os.dup(s.fileno()) for s in work.segments]
         self.latest = OffsetMap()
         self.records = self.kept = 0
+        start = work.segments[0].base_offset
+        aborted = log.aborted_transactions(start, work.end)
+        entries = {t.last_offset: t for s in work.segments for t in s.txn_index.entries}
+        self.txns = TxnCleaning(Visibility(work.end, aborted), entries)
 
     def map(self) -> None:
         """Step 2 (any thread)."""
-        self.latest = offset_map(self.plan.segments, self.fds, self.plan.first_dirty)
+        self.latest = offset_map(
+            self.plan.segments, self.fds, self.plan.first_dirty, self.txns.view
+        )
 
     def write(self, i: int) -> LogSegment | None:
         """Step 3 for group ``i`` (any thread): its cleaned segment, written
@@ -158,7 +169,7 @@ class Cleaning:
         first = sum(len(g) for g in self.groups[:i])
         cleaned = write_cleaned(
             str(self.log.dir), self.log.config, group, self.fds[first : first + len(group)],
-            self.latest, self.now_ms, self.throttle,
+            self.latest, self.now_ms, self.throttle, self.txns,
         )  # fmt: skip
         self.records += cleaned.records_read
         self.kept += cleaned.records_kept

@@ -11,8 +11,15 @@ header over the kept records' bytes, unchanged (so their offsets,
 timestamps, keys, values and headers are), with the batch's codec, base
 offset, base timestamp and last offset; a batch with none left goes. The
 per-record work is compiled (`_keymap.OffsetMap`, `_keymap.keep_records`).
-Offsets never change: cleaning leaves gaps. Control and transactional
-batches are copied as they are.
+Offsets never change: cleaning leaves gaps.
+
+Transactions, as Kafka's cleaner treats them (`TxnCleaning`): the cleaned range
+is below the last stable offset, so every transaction in it is decided. Records
+of aborted transactions are left out of the key map and of the cleaned segment;
+committed transactional records are compacted like any others; a marker goes
+once it is older than delete.retention.ms and no record of its transaction is
+left (an ABORT marker's never are), else it is copied, with its
+``.txnindex`` entry for an ABORT.
 
 Both read the old segments through descriptors of their own and touch
 nothing else of the log, so they can run in a worker thread.
@@ -38,7 +45,9 @@ from ..format.record import (
 from ..storage.logfile import iter_batches
 from ..storage.segment import LogSegment
 from ..storage.swap import aside
+from ..storage.txnindex import AbortedTxn
 from ._keymap import OffsetMap, keep_records
+from .isolation import Visibility
 
 INT64_MIN = -(1 << 63)
 
@@ -52,15 +61,35 @@ class Cleaned(NamedTuple):
     records_kept: int
 
 
-def offset_map(segments: list[LogSegment], fds: list[int], first_dirty: int) -> OffsetMap:
+class TxnCleaning:
+    """What one cleaning knows of transactions as it walks the groups in offset
+    order: the aborted ones of its range (``view``), their index entries, and per
+    producer whether a record of its current transaction was kept."""
+
+    def __init__(self, view: Visibility, entries: dict[int, AbortedTxn]) -> None:
+        self.view = view
+        self.entries = entries  # by marker offset
+        self.kept: dict[int, bool] = {}
+
+    def keep_marker(self, header: BatchHeader, horizon: int) -> bool:
+        """Whether the marker ``header`` stays (module docstring)."""
+        aborted = header.base_offset in self.entries
+        kept = self.kept.pop(header.producer_id, False) and not aborted
+        return kept or header.max_timestamp >= horizon
+
+
+def offset_map(
+    segments: list[LogSegment], fds: list[int], first_dirty: int, view: Visibility | None = None
+) -> OffsetMap:
     """Each key's latest offset among the records at or after ``first_dirty``
-    (``fds``: the segments' descriptors to read)."""
+    (``fds``: the segments' descriptors to read), aborted transactions' left out."""
     latest = OffsetMap()
     for segment, fd in zip(segments, fds, strict=True):
         if segment.next_offset <= first_dirty:
             continue
         for _, header, batch in iter_batches(fd, 0, segment.size, path=segment.log_path):
-            if header.is_control or header.last_offset < first_dirty:
+            aborted = view is not None and view.aborted(header)
+            if header.is_control or aborted or header.last_offset < first_dirty:
                 continue
             body = records_section(batch, header)
             bad = latest.map(body, header.records_count, header.base_offset, first_dirty)
@@ -77,12 +106,14 @@ def write_cleaned(
     latest: OffsetMap,
     now_ms: int,
     throttle: Callable[[int], None] = lambda n: None,
+    txns: TxnCleaning | None = None,
 ) -> Cleaned:
     """Write the cleaned segment of ``group`` aside in ``directory``
     (``B.*.cleaned``, fsynced, closed: storage/swap.py); returns it (None
     when nothing is left), records read and kept. Reads the group's segments
-    through ``fds``."""
+    through ``fds``; ``txns``: the cleaning's transactions (`TxnCleaning`)."""
     horizon = now_ms - config.delete_retention_ms
+    txns = txns or TxnCleaning(Visibility.everything(0), {})
     cleaned = aside(directory, group[0].base_offset, config)
     read = kept = 0
     try:
@@ -91,9 +122,17 @@ def write_cleaned(
             infos: list[BatchInfo] = []
             for _, header, batch in iter_batches(fd, 0, segment.size, path=segment.log_path):
                 throttle(header.size)
-                if header.is_control or header.is_transactional:
-                    pending.append(bytes(batch))
-                    infos.append(BatchInfo(header.size, header.last_offset, header.max_timestamp))
+                if header.is_control:
+                    if txns.keep_marker(header, horizon):
+                        pending.append(bytes(batch))
+                        info = BatchInfo(header.size, header.last_offset, header.max_timestamp)
+                        infos.append(info)
+                        entry = txns.entries.get(header.base_offset)
+                        if entry is not None:
+                            cleaned.txn_index.append(entry)
+                    continue
+                if header.is_transactional and txns.view.aborted(header):
+                    read += header.records_count
                     continue
                 log_append = header.timestamp_type == LOG_APPEND_TIME
                 kept_here, section, max_delta = keep_records(
@@ -107,6 +146,8 @@ def write_cleaned(
                 kept += kept_here
                 if not kept_here:
                     continue
+                if header.is_transactional:
+                    txns.kept[header.producer_id] = True
                 max_ts = header.max_timestamp
                 if section is not None:
                     if not log_append:

@@ -5,7 +5,10 @@ from each live key (its latest record is not a tombstone) to that record's
 offset; `index_batches` keeps it current with batches as they are appended.
 A partition's `LiveKeys` holds it (built on first use, dropped when retention
 deletes segments; cleaning never removes a key's latest record, so it stays
-right), and the keys appended to since a watcher last took them.
+right), and the keys appended to since a watcher last took them. With
+transactions the keys are those of committed records below the last stable
+offset (isolation.py): while a transaction is open appends drop the map, and a
+marker does too; it is built again on the next use.
 Memory: one Python dict entry, one bytes object and one int per key.
 
 Key names (the mount's ``<topic>/keys/``), so that every key has exactly one
@@ -75,12 +78,14 @@ def index_batches(
             raise CorruptRecordError(f"batch at offset {header.base_offset}: record {bad}")
 
 
-def live_keys(segments, log_start_offset: int) -> dict[bytes, int]:
-    """The live keys of a partition's ``segments`` and their latest offsets."""
+def live_keys(segments, log_start_offset: int, view=None) -> dict[bytes, int]:
+    """The live keys of a partition's ``segments`` and their latest offsets (of
+    the records ``view`` shows, a `Visibility`: committed ones)."""
     latest: dict[bytes, int] = {}
     for segment in segments:
         for _, header, batch in segment.batches(0):
-            if header.is_control or header.last_offset < log_start_offset:
+            hidden = header.is_control if view is None else view.hides(header)
+            if hidden or header.last_offset < log_start_offset:
                 continue
             body = records_section(batch, header)
             bad = map_keys(
@@ -102,13 +107,16 @@ class LiveKeys:
         self._latest: dict[bytes, int] | None = None
         self._changed: set[bytes] | None = None  # None: nobody watches
 
-    def get(self, segments, log_start_offset: int, *, watch: bool = False) -> dict[bytes, int]:
+    def get(
+        self, segments, log_start_offset: int, *, watch: bool = False, view=None
+    ) -> dict[bytes, int]:
         """The live keys of ``segments`` from ``log_start_offset`` on (built
-        now unless kept); ``watch`` starts noting the keys appended to."""
+        now unless kept, of the records ``view`` shows); ``watch`` starts noting
+        the keys appended to."""
         if watch and self._changed is None:
             self._changed = set()
         if self._latest is None:
-            self._latest = live_keys(segments, log_start_offset)
+            self._latest = live_keys(segments, log_start_offset, view)
         return self._latest
 
     @property

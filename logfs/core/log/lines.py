@@ -1,7 +1,8 @@
 """A partition's records as lines (the mount's ``stream`` and ``from/<n>``,
 `Log.stream`): a partition's stream is its segments' streams one after
 another (`logfs.core.storage.stream`), less what lies below the log start
-offset."""
+offset. It shows what a ``read_committed`` reader sees (isolation.py): no
+record of an aborted transaction, nothing past the last stable offset."""
 
 from __future__ import annotations
 
@@ -12,14 +13,16 @@ from ..format.decoding import decode_records
 from ..storage.logfile import read_region
 from ..storage.segment import LogSegment
 from ..storage.stream import REGION_BYTES, Counted, batch_lines, count_loaded
+from .isolation import Visibility
 
 
 def lines_from(
-    segment: LogSegment, offset: int, max_bytes: int = REGION_BYTES
+    segment: LogSegment, offset: int, max_bytes: int = REGION_BYTES, view: Visibility | None = None
 ) -> tuple[bytes | memoryview, int]:
-    """Lines of ``segment``'s records from ``offset`` on, about ``max_bytes`` of
-    log at a time; returns them and the offset after the last one."""
-    end_offset = segment.next_offset
+    """Lines of ``segment``'s records from ``offset`` on (those ``view`` shows),
+    about ``max_bytes`` of log at a time; returns them and the offset after the
+    last one."""
+    end_offset = segment.next_offset if view is None else min(segment.next_offset, view.end)
     if offset >= end_offset:
         return b"", max(offset, end_offset)
     found = segment.find(offset)
@@ -28,24 +31,26 @@ def lines_from(
     region, positions, headers = read_region(
         segment.fileno(), found.position, segment.size, max_bytes, path=segment.log_path
     )
-    lines = batch_lines(region, positions, headers, start=offset)
-    return lines, headers[-1].next_offset
+    hides = None if view is None else view.hides
+    lines = batch_lines(region, positions, headers, start=offset, hides=hides)
+    return lines, min(headers[-1].next_offset, end_offset)
 
 
-def count_from(segment: LogSegment, start: int) -> int:
-    """Stream bytes of ``segment``'s records from offset ``start`` to its end:
-    the lines of the batch holding ``start``, then the others counted
-    column-wise (no lines built)."""
+def count_from(segment: LogSegment, start: int, view: Visibility | None = None) -> int:
+    """Stream bytes of ``segment``'s records from offset ``start`` to its end (those
+    ``view`` shows): the lines of the batch holding ``start``, then the others
+    counted column-wise (no lines built)."""
     found = segment.find(start) if start < segment.next_offset else None
     if found is None:
         return 0
-    total = len(lines_from(segment, start, found.header.size)[0])
+    total = len(lines_from(segment, start, found.header.size, view)[0])
     position = found.position + found.header.size
+    hides = None if view is None else view.hides
     while position < segment.size:
         region, starts, headers = read_region(
             segment.fileno(), position, segment.size, REGION_BYTES, path=segment.log_path
         )
-        total += sum(batch_lines(region, starts, headers, count_only=True))
+        total += sum(batch_lines(region, starts, headers, count_only=True, hides=hides))
         position += sum(h.size for h in headers)
     return total
 
@@ -68,6 +73,11 @@ class Partition(Protocol):
     def stream(self) -> PartitionStream: ...
 
     def segment_for(self, offset: int) -> LogSegment | None: ...
+
+    @property
+    def loaded_stable_offset(self) -> int: ...
+
+    def visibility(self, start: int | None, end: int | None = None) -> Visibility: ...
 
 
 def _origin(log: Partition) -> int:
@@ -141,7 +151,7 @@ class FromStream:
         self.log = log
         self.start = start
         self.first = log.segment_for(start) if start < log.next_offset else log.active_segment
-        self.head = count_from(self.first, start)
+        self.head = count_from(self.first, start, log.visibility(start))
         self.head_appended = self.first.stream.appended
 
     def _later(self) -> list[LogSegment]:
@@ -189,13 +199,16 @@ class FromStream:
 
 class Uncounted(NamedTuple):
     """A segment whose part loaded from disk has no stream count yet: the path
-    and size a worker thread needs to count it (`PartitionStream.count`) and the
-    segment to give the count to (`PartitionStream.set_counted`). Equal for one
-    segment (segments compare by identity), so it can key "being counted"."""
+    and size a worker thread needs to count it (`PartitionStream.count`), what
+    it hides (``view``: from the last stable offset at open, and aborted
+    transactions) and the segment to give the count to
+    (`PartitionStream.set_counted`). Equal for one segment (segments compare by
+    identity), so it can key "being counted"."""
 
     segment: LogSegment
     log_path: str
     loaded_size: int
+    view: Visibility | None = None
 
 
 class PartitionStream:
@@ -227,14 +240,18 @@ class PartitionStream:
                 f"offset {offset} is below the first segment of "
                 f"{self.log.topic}-{self.log.partition}"
             )
-        return lines_from(segment, offset, max_bytes)
+        return lines_from(segment, offset, max_bytes, self.log.visibility(offset))
 
     def uncounted(self) -> list[Uncounted]:
         """The segments whose stream bytes loaded from disk are still to be counted."""
-        return [
-            Uncounted(segment, segment.log_path, segment.stream.loaded_size)
-            for segment in uncounted(self.log)
-        ]
+        out = []
+        for segment in uncounted(self.log):
+            view = self.log.visibility(segment.base_offset, segment.next_offset)
+            held = self.log.loaded_stable_offset  # later batches are noted as decided
+            if held >= 0:
+                view = Visibility(held, view.aborted_list)
+            out.append(Uncounted(segment, segment.log_path, segment.stream.loaded_size, view))
+        return out
 
     @staticmethod
     def count(segment: Uncounted) -> Counted:
@@ -244,7 +261,10 @@ class PartitionStream:
         Raises:
             FileNotFoundError: the segment was deleted meanwhile.
         """
-        return count_loaded(segment.log_path, segment.loaded_size)
+        hides = None if segment.view is None or segment.view.plain else segment.view.hides
+        if segment.view is not None and segment.view.end < segment.segment.next_offset:
+            hides = segment.view.hides
+        return count_loaded(segment.log_path, segment.loaded_size, hides)
 
     def set_counted(self, segment: Uncounted, counted: Counted) -> None:
         """Record what `count` found (on the thread that owns the log)."""

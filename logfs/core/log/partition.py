@@ -17,36 +17,39 @@ moves again and only records below it are served.
 
 `Log` is built of parts over one `PartitionState` (state.py), which it makes
 and hands to each: `LogReads` (reads.py), `LogAppends` (appends.py),
-`LineWriter` (the one-line fast path, _line.pyx) and `LogFlushing`
-(flushing.py). Here are what is the whole log's — loading, configuration,
+`LineWriter` (the one-line fast path, _line.pyx), `LogFlushing`
+(flushing.py) and `LogTransactions` (producers, markers, the last stable
+offset: transactions.py). Here are what is the whole log's — loading, configuration,
 retention, the cleaner's swaps, closing — and the log's public names, each
 given to the part that does it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..config import TopicConfig, now_ms, segments_to_delete
-from ..errors import OffsetOutOfRangeError, PolicyViolationError
-from ..format.record import BatchHeader, Record
+from ..config import TopicConfig, now_ms
+from ..format.record import BatchHeader, Record, idempotent
 from ..storage import LogSegment
-from ..storage.recovery import load_segments
-from . import lines
+from ..storage.txnindex import AbortedTxn
+from . import lines, retention
 from ._line import LineWriter
 from .appends import LogAppends
 from .flushing import LogFlushing
+from .isolation import TxnSummary, Visibility
+from .loading import load_log
+from .producer_state import PRODUCER_ID_EXPIRATION_MS, ProducerEntry
 from .reads import LogReads
+from .snapshots import take_snapshot
 from .state import PartitionState
+from .transactions import LogTransactions
 from .unflushed import FlushTicket
 
 logger = logging.getLogger(__name__)
-
 
 class Log:
     """A topic-partition's segments, appends, flushes and retention.
@@ -66,50 +69,24 @@ class Log:
         log_start_offset: int = 0,
         writable: bool = True,
         clock: Callable[[], int] = now_ms,
+        producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
-        state = PartitionState(directory, topic, partition, config, writable=writable, clock=clock)
+        state = PartitionState(
+            directory, topic, partition, config, writable=writable, clock=clock,
+            producer_id_expiration_ms=producer_id_expiration_ms,
+        )  # fmt: skip
         self._state = state
         self._reads = LogReads(state)
         self._appends = LogAppends(state)
         self._lines = LineWriter(state)
         self._flushing = LogFlushing(state)
-        self._load(recovery_point, log_start_offset)
+        self._txn = LogTransactions(state, self._appends)
+        load_log(state, recovery_point, log_start_offset, self._flushing, self._txn)
 
     def __repr__(self) -> str:
         return f"Log({self._state.name}, {self.log_start_offset}..{self.next_offset})"
 
     # ------------------------------------------------------------ loading and recovery
-
-    def _load(self, recovery_point: int, log_start_offset: int) -> None:
-        state = self._state
-        loaded = load_segments(
-            state.dir, state.config, recovery_point, writable=state.writable,
-            created_ms=state.clock(),
-        )  # fmt: skip
-        for segment in loaded.segments:
-            state.add_segment(segment)
-        state.truncated_bytes = loaded.truncated_bytes
-        if loaded.deleted_files:
-            state.unflushed.directory_changed()
-        if not state.segments and state.writable:
-            state.add_segment(state.new_segment(log_start_offset))
-            state.unflushed.directory_changed()
-        # Retention moves the log start; cleaning does not, though it may leave
-        # nothing of the first segments (Kafka's compacted logs start at 0).
-        first_base = state.bases[0] if state.bases and not state.config.compact else 0
-        state.log_start_offset = max(log_start_offset, first_base)
-        state.log_start_offset = min(state.log_start_offset, state.next_offset)
-        state.recovery_point = min(recovery_point, state.next_offset)
-        state.epochs.load(state.log_start_offset, state.writable)
-        if state.writable:
-            state.removal.found(state.clock())
-            # What recovery validated past the recovery point may still be only in
-            # the page cache (a process crash): make it durable before trusting it.
-            for segment in state.segments[loaded.first_recovered :]:
-                if segment.next_offset > recovery_point or state.truncated_bytes:
-                    state.unflushed.appended(segment)
-            with contextlib.suppress(OSError):  # if so, it opens offline (`fail` logged why)
-                self.flush()  # advances the recovery point to next_offset
 
     def fail(self, action: str, error: OSError) -> None:
         """Take the partition offline after ``error`` while ``action`` (the
@@ -218,26 +195,38 @@ class Log:
     def segment_for(self, offset: int) -> LogSegment | None:
         return self._reads.segment_for(offset)
 
-    def read(self, offset: int) -> Record:
-        return self._reads.read(offset)
+    # Reads with ``committed`` see what a ``read_committed`` Kafka consumer sees (isolation.py).
+
+    def read(self, offset: int, *, committed: bool = False) -> Record:
+        view = self._txn.visibility(offset, offset + 1) if committed else None
+        return self._reads.read(offset, view)
 
     def batches(
-        self, start: int | None = None, end: int | None = None
+        self, start: int | None = None, end: int | None = None, *, committed: bool = False
     ) -> Iterator[tuple[BatchHeader, list[Record]]]:
-        return self._reads.batches(start, end)
+        view = self.visibility(start, end) if committed else None
+        return self._reads.batches(start, end, view)
 
     def raw_batches(
         self, start: int | None = None, end: int | None = None
     ) -> Iterator[tuple[BatchHeader, memoryview]]:
         return self._reads.raw_batches(start, end)
 
-    def scan(self, start: int | None = None, end: int | None = None) -> Iterator[Record]:
-        return self._reads.scan(start, end)
+    def scan(
+        self, start: int | None = None, end: int | None = None, *, committed: bool = False
+    ) -> Iterator[Record]:
+        view = self.visibility(start, end) if committed else None
+        return self._reads.scan(start, end, view)
 
     def file_region(
-        self, offset: int, max_bytes: int, *, min_one_batch: bool = True
+        self,
+        offset: int,
+        max_bytes: int,
+        end: int | None = None,
+        *,
+        min_one_batch: bool = True,
     ) -> tuple[int, int, int] | None:
-        return self._reads.file_region(offset, max_bytes, min_one_batch=min_one_batch)
+        return self._reads.file_region(offset, max_bytes, end, min_one_batch=min_one_batch)
 
     @property
     def leader_epoch(self) -> int:
@@ -246,11 +235,45 @@ class Log:
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         return self._reads.end_offset_for_epoch(epoch)
 
-    def offset_for_time(self, timestamp_ms: int) -> int | None:
-        return self._reads.offset_for_time(timestamp_ms)
+    def offset_for_time(self, timestamp_ms: int, *, committed: bool = False) -> int | None:
+        view = self.visibility(None) if committed else None
+        return self._reads.offset_for_time(timestamp_ms, view)
+
+    # ------------------------------------------------------------ transactions (transactions.py)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the oldest open transaction, else the log end."""
+        return self._txn.last_stable_offset
+
+    def visibility(self, start: int | None, end: int | None = None) -> Visibility:
+        """What a ``read_committed`` reader of [start, end) sees (isolation.py)."""
+        return self._txn.visibility(self.log_start_offset if start is None else start, end)
+
+    @property
+    def loaded_stable_offset(self) -> int:
+        """The LSO when the log was opened if a transaction was open then, else -1:
+        the stream's count of what was on disk stops there (lines.py)."""
+        return self._state.held_at_open
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        return self._txn.aborted(start, end)
+
+    def open_transactions(self) -> list[TxnSummary]:
+        return self._txn.open_transactions()
+
+    def producer_entries(self) -> dict[int, ProducerEntry]:
+        """The producers this partition knows (DescribeProducers), by id."""
+        return dict(self._txn.producers.producers)
+
+    def append_marker(
+        self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int = 0
+    ) -> int:
+        return self._txn.append_marker(producer_id, epoch, commit, coordinator_epoch)
 
     def live_keys(self, *, watch: bool = False) -> dict[bytes, int]:
-        return self._reads.live_keys(watch=watch)
+        """The live keys of committed records (keys.py, isolation.py)."""
+        return self._reads.live_keys(watch=watch, view=self.visibility(None))
 
     def take_changed_keys(self) -> set[bytes]:
         return self._reads.take_changed_keys()
@@ -276,8 +299,16 @@ class Log:
         return self._appends.append_packed(packed, lengths)
 
     def append_batches(
-        self, batches: Sequence[bytes | memoryview], buffer: bytearray | memoryview | None = None
+        self,
+        batches: Sequence[bytes | memoryview],
+        buffer: bytearray | memoryview | None = None,
+        *,
+        transactional: bool = False,
     ) -> int:
+        """`LogAppends.append_batches`; batches with a producer id go through the
+        producer state's checks (`LogTransactions.append_batches`)."""
+        if transactional or idempotent(batches):
+            return self._txn.append_batches(batches, transactional=transactional)
         return self._appends.append_batches(batches, buffer)
 
     def write_line(self, data: bytes, length: int):
@@ -332,68 +363,21 @@ class Log:
 
     def enforce_retention(self, now_ms: int | None = None) -> int:
         """Delete whole non-active segments past retention.ms or beyond
-        retention.bytes, oldest first (`segments_to_delete` decides); returns
-        how many were deleted. Files deleted earlier whose file.delete.delay.ms
-        has passed go from the disk now."""
-        state = self._state
-        now = state.clock() if now_ms is None else now_ms
-        if state.writable:
-            state.removal.remove_due(now)
-        if not state.writable or state.failure.reason is not None or not state.config.delete:
-            return 0
-        count = segments_to_delete(
-            state.config,
-            sizes=[s.size for s in state.segments],
-            max_timestamps=[s.largest_timestamp for s in state.segments],
-            now_ms=now,
-        )
-        self._drop_oldest(count, "retention", now)
+        retention.bytes, oldest first (retention.py); returns how many were deleted.
+        Files deleted earlier whose file.delete.delay.ms has passed go from the disk now."""
+        count = retention.enforce_retention(self._state, now_ms)
+        if count:
+            self._txn.log_start_moved()
         return count
 
     def delete_records(self, offset: int) -> int:
-        """Kafka's DeleteRecords: the log starts at ``offset`` (-1: the log end) from now
-        on, the segments wholly below it are deleted; never moves it back. Returns the log
-        start offset, which the caller checkpoints (``log-start-offset-checkpoint``).
-
-        Raises:
-            ReadOnlyError, LogFailedError: as an append.
-            OffsetOutOfRangeError: ``offset`` is past the log end.
-            PolicyViolationError: the topic's cleanup.policy has no ``delete``.
-        """
-        state = self._state
-        state.require_appendable()
-        if not state.config.delete:
-            why = f"Records of partition {state.name} can not be deleted"
-            raise PolicyViolationError(f"{why} due to the configured policy")
-        offset = state.next_offset if offset == -1 else offset
-        if not 0 <= offset <= state.next_offset:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} is past the end ({state.next_offset}) of {state.name}"
-            )
-        if offset > state.log_start_offset:
-            state.log_start_offset = offset
-            below = sum(1 for s in state.segments[1:] if s.base_offset <= offset)
-            self._drop_oldest(below, "records deleted", state.clock())
-            state.keys.drop()
-            state.epochs.start_moved(offset)
-        return state.log_start_offset
-
-    def _drop_oldest(self, count: int, why: str, now: int) -> None:
-        """Take the ``count`` oldest segments out of the log; their files go after
-        file.delete.delay.ms (delayed.py)."""
-        state = self._state
-        for _ in range(count):
-            oldest = state.remove_oldest()
-            state.log_start_offset = max(state.log_start_offset, state.bases[0])
-            try:
-                state.removal.remove(oldest, state.config.file_delete_delay_ms, now)
-            except OSError as e:
-                state.fail(f"deleting segment {oldest.base_offset} ({why})", e)
-                raise
-        if count:
-            state.unflushed.directory_changed()
-            state.keys.drop()  # some keys' latest records may be gone: rebuilt on use
-            state.epochs.start_moved(state.log_start_offset)
+        """Kafka's DeleteRecords (`retention.delete_records`): returns the log start
+        offset, which the caller checkpoints (``log-start-offset-checkpoint``)."""
+        start = self.log_start_offset
+        new_start = retention.delete_records(self._state, offset)
+        if new_start != start:
+            self._txn.log_start_moved()
+        return new_start
 
     # ------------------------------------------------------------ lifecycle
 
@@ -401,6 +385,7 @@ class Log:
         state = self._state
         if state.writable and state.segments and state.failure.reason is None:
             self.flush()
+            take_snapshot(state, state.next_offset, sync=True)  # the next open replays nothing
         for segment in state.segments:
             try:
                 segment.close()

@@ -4,6 +4,10 @@ batches by offset and by time, the live keys.
 `LogReads` is a part of `Log` (partition.py): it reads the partition's
 `PartitionState` (state.py) — its segments in offset order, the log's offset
 range and its failure state — and changes nothing in it but the live keys.
+
+A read given a `Visibility` (isolation.py: ``read_committed``, made by the
+transactional part) leaves out what it hides: records at or past the last stable
+offset, records of aborted transactions. Control batches are never data.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..format.decoding import decode_records, record_at
 from ..format.record import BatchHeader, Record
 from ..storage import LogSegment
+from .isolation import Visibility
 from .state import PartitionState
 
 
@@ -40,7 +45,10 @@ class LogReads:
         """Every segment's log, offset index and time index: file name -> absolute path."""
         files = {}
         for segment in self.state.segments:
-            for path in (segment.log_path, segment.index_path, segment.timeindex_path):
+            paths = [segment.log_path, segment.index_path, segment.timeindex_path]
+            if len(segment.txn_index):
+                paths.append(segment.txn_index.path)
+            for path in paths:
                 files[os.path.basename(path)] = os.path.abspath(path)
         return files
 
@@ -68,11 +76,11 @@ class LogReads:
                 f"of {state.name}"
             )
 
-    def read(self, offset: int) -> Record:
-        """The record at ``offset``.
+    def read(self, offset: int, view: Visibility | None = None) -> Record:
+        """The record at ``offset`` (and visible in ``view``).
 
         Raises:
-            OffsetOutOfRangeError: no record has that offset.
+            OffsetOutOfRangeError: no (visible) record has that offset.
             CorruptRecordError: the batch holding it fails validation.
         """
         self._check_range(offset)
@@ -82,19 +90,22 @@ class LogReads:
             found = segment.find(offset) if segment else None
         except CorruptRecordError as e:
             raise self._corrupt(offset, e) from None
-        if found is not None and not found.header.is_control:
+        visible = found is not None and (
+            view.shows(offset, found.header) if view is not None else not found.header.is_control
+        )
+        if visible:
             record = record_at(found.batch, found.header, offset)
             if record is not None:
                 return record
         raise OffsetOutOfRangeError(f"no record at offset {offset} of {self.state.name}")
 
     def batches(
-        self, start: int | None = None, end: int | None = None
+        self, start: int | None = None, end: int | None = None, view: Visibility | None = None
     ) -> Iterator[tuple[BatchHeader, list[Record]]]:
-        """Decoded data batches overlapping [start, end); the first and last
-        may hold records outside the range. Control batches are skipped."""
+        """Decoded data batches overlapping [start, end) (visible in ``view``); the
+        first and last may hold records outside the range. Control batches are skipped."""
         for header, batch in self.raw_batches(start, end):
-            if not header.is_control:
+            if not (header.is_control if view is None else view.hides(header)):
                 yield header, decode_records(batch, header)
 
     def raw_batches(
@@ -140,17 +151,26 @@ class LogReads:
         where = f"{self.state.name} at offset {offset}"
         return CorruptRecordError(f"{where}: {error.args[0]}")
 
-    def scan(self, start: int | None = None, end: int | None = None) -> Iterator[Record]:
-        """Records from ``start`` (default: the log start) up to ``end``."""
+    def scan(
+        self, start: int | None = None, end: int | None = None, view: Visibility | None = None
+    ) -> Iterator[Record]:
+        """Records from ``start`` (default: the log start) up to ``end`` (visible in ``view``)."""
         low = self.state.log_start_offset if start is None else start
         high = self.state.next_offset if end is None else end
-        for _, records in self.batches(low, high):
+        if view is not None:
+            high = min(high, view.end)
+        for _, records in self.batches(low, high, view):
             for record in records:
                 if low <= record.offset < high:
                     yield record
 
     def file_region(
-        self, offset: int, max_bytes: int, *, min_one_batch: bool = True
+        self,
+        offset: int,
+        max_bytes: int,
+        end: int | None = None,
+        *,
+        min_one_batch: bool = True,
     ) -> tuple[int, int, int] | None:
         """The bytes a fetcher at ``offset`` gets, as Kafka's broker slices a
         segment for it (its ``LogSegment.read``): ``(fd, position, size)`` of the
@@ -158,9 +178,10 @@ class LogReads:
         last batch may be cut short: Kafka's clients drop a trailing partial
         batch), or with ``min_one_batch`` at least that first batch whole, so
         that one larger than the limit still gets through. Never past the
-        segment's end. None when no record is at or after ``offset`` or the
-        slice is empty. The fd is the segment's own: duplicate it before the
-        loop may run retention.
+        segment's end nor into a batch at or past ``end`` (a ``read_committed``
+        fetch's last stable offset). None when no record is at or after ``offset``
+        (before ``end``) or the slice is empty. The fd is the segment's own:
+        duplicate it before the loop may run retention.
 
         Raises:
             OffsetOutOfRangeError: ``offset`` is below the log start or past the end.
@@ -169,14 +190,21 @@ class LogReads:
         state = self.state
         if not state.log_start_offset <= offset <= state.next_offset:
             self._check_range(offset)
-        if offset == state.next_offset:
+        end = state.next_offset if end is None else min(end, state.next_offset)
+        if offset >= end:
             return None
         self.check_readable(offset)
         for segment in state.segments[max(0, state.segment_index(offset)) :]:
-            position, first = segment.extent(max(offset, segment.base_offset), 1)
+            if end is not None and segment.base_offset >= end:
+                return None
+            start = max(offset, segment.base_offset)
+            position, first = segment.extent(start, 1, end)
             if first:
+                stop = segment.size
+                if end is not None:  # the slice stops where the LSO's batch starts
+                    stop = position + segment.extent(start, segment.size, end)[1]
                 limit = max(max_bytes, first) if min_one_batch else max(max_bytes, 0)
-                size = min(segment.size - position, limit)
+                size = min(stop - position, limit)
                 return (segment.fileno(), position, size) if size > 0 else None
         return None
 
@@ -190,9 +218,11 @@ class LogReads:
         (`LeaderEpochs.end_offset_for`)."""
         return self.state.epochs.end_offset_for(epoch, self.state.next_offset)
 
-    def offset_for_time(self, timestamp_ms: int) -> int | None:
+    def offset_for_time(self, timestamp_ms: int, view: Visibility | None = None) -> int | None:
         """The first offset whose timestamp is >= ``timestamp_ms`` (Kafka's
-        offsetsForTimes), or None when every record is older."""
+        offsetsForTimes), or None when every record is older; with ``view``, the
+        first such record it shows (None if that is past its end, as Kafka's
+        ``read_committed`` lookups answer)."""
         start = self.state.log_start_offset
         for segment in list(self.state.segments):
             if segment.max_timestamp < timestamp_ms:
@@ -200,17 +230,32 @@ class LogReads:
             found = segment.first_batch_at_time(timestamp_ms)
             if found is None:
                 continue
+            if view is not None:
+                return self._visible_at_time(timestamp_ms, found.header.base_offset, view)
             for record in decode_records(found.batch, found.header):
                 if record.timestamp >= timestamp_ms and record.offset >= start:
                     return record.offset
         return None
 
-    def live_keys(self, *, watch: bool = False) -> dict[bytes, int]:
+    def _visible_at_time(self, timestamp_ms: int, start: int, view: Visibility) -> int | None:
+        """The first record from ``start`` on that ``view`` shows, stamped at or
+        after ``timestamp_ms``."""
+        start = max(start, self.state.log_start_offset)
+        for header, records in self.batches(start, view.end, view):
+            if header.max_timestamp < timestamp_ms:
+                continue
+            for record in records:
+                if record.timestamp >= timestamp_ms and start <= record.offset < view.end:
+                    return record.offset
+        return None
+
+    def live_keys(self, *, watch: bool = False, view: Visibility | None = None) -> dict[bytes, int]:
         """Each live key of a compacted partition and its latest record's
-        offset (keys.py); built on first use, then kept current by appends.
-        ``watch``: from now on note the keys appended to, for `take_changed_keys`."""
+        offset (keys.py) among the records ``view`` shows; built on first use,
+        then kept current by appends. ``watch``: from now on note the keys
+        appended to, for `take_changed_keys`."""
         state = self.state
-        return state.keys.get(state.segments, state.log_start_offset, watch=watch)
+        return state.keys.get(state.segments, state.log_start_offset, watch=watch, view=view)
 
     def take_changed_keys(self) -> set[bytes]:
         """The keys appended to since the last call, once someone watches

@@ -3,11 +3,13 @@
 `Log` (partition.py) is built of parts, each given this state when the log is
 built, none reaching into another: its reads (`LogReads`, reads.py), its
 appends (`LogAppends`, appends.py, and the compiled line path, `LineWriter`
-in _line.pyx) and its flushes (`LogFlushing`, flushing.py). The collaborators
-it holds keep their own books: `Unflushed` (what the next flush syncs),
-`Failure` (the offline state), `LiveKeys` (a compacted partition's keys),
-`DelayedRemoval` (deleted segments' files, gone after file.delete.delay.ms),
-`LeaderEpochs` (the leader-epoch-checkpoint).
+in _line.pyx), its flushes (`LogFlushing`, flushing.py) and its transactions
+(`LogTransactions`, transactions.py). The collaborators it holds keep their own
+books: `Unflushed` (what the next flush syncs), `Failure` (the offline state),
+`LiveKeys` (a compacted partition's keys), `ProducerState` (its producers and
+open transactions, producer_state.py; loaded when first needed), `DelayedRemoval`
+(deleted segments' files, gone after file.delete.delay.ms), `LeaderEpochs` (the
+leader-epoch-checkpoint).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .delayed import DelayedRemoval
 from .epochs import LeaderEpochs
 from .failure import Failure
 from .keys import LiveKeys
+from .producer_state import PRODUCER_ID_EXPIRATION_MS, ProducerState
 from .unflushed import Unflushed
 
 
@@ -38,10 +41,14 @@ class PartitionState:
         "dir",
         "epochs",
         "failure",
+        "held_at_open",
+        "held_from",
         "keys",
         "log_start_offset",
         "name",
         "partition",
+        "producer_id_expiration_ms",
+        "producers",
         "recovery_point",
         "removal",
         "rewrites",
@@ -61,6 +68,7 @@ class PartitionState:
         *,
         writable: bool,
         clock: Callable[[], int],
+        producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.dir = Path(directory)
         self.topic = topic
@@ -80,6 +88,13 @@ class PartitionState:
         self.keys = LiveKeys()
         self.removal = DelayedRemoval(self.dir)  # file.delete.delay.ms (delayed.py)
         self.epochs = LeaderEpochs(self.dir)  # leader-epoch-checkpoint (epochs.py)
+        self.producers: ProducerState | None = None  # loaded when first needed
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        # The first offset whose stream bytes wait for their transactions to be decided
+        # (the last stable offset while a transaction is open), -1 for none; and what
+        # it was when the log was opened (the loaded part's count stops there).
+        self.held_from = -1
+        self.held_at_open = -1
 
     @property
     def next_offset(self) -> int:

@@ -112,6 +112,11 @@ cdef class SegmentStream:
         self.appended += stream_bytes
         return 0
 
+    def release(self, int64_t first_offset, int64_t stream_bytes):
+        """A batch held past the last stable offset is decided: its stream bytes
+        (0 for an aborted or control batch) follow the others', in offset order."""
+        self.note(first_offset, stream_bytes)
+
     @property
     def size(self):
         """Stream bytes of the whole segment; None until the loaded part is counted."""
@@ -198,10 +203,13 @@ cdef class SegmentTail:
     cdef int grew(
         self, int64_t size, int64_t last_offset, int64_t max_timestamp, int64_t stream_bytes
     ) except -1:
-        """The segment's end moves past a batch: stream marks, size, next offset."""
+        """The segment's end moves past a batch: stream marks, size, next offset.
+        ``stream_bytes`` -1: the batch is past the last stable offset, its stream
+        bytes are noted once its transactions are decided (`SegmentStream.release`)."""
         if self.size == 0:  # the segment's first batch: its age counts from it
             self.rolling_timestamp, self.rolling_known = max_timestamp, True
-        self.stream.note(self.next_offset, stream_bytes)
+        if stream_bytes >= 0:
+            self.stream.note(self.next_offset, stream_bytes)
         self.size += size
         self.next_offset = last_offset + 1
         return 0

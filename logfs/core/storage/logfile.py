@@ -25,6 +25,7 @@ from ._scan import scan_batches
 
 SCAN_CHUNK = 1 << 20
 KINDS = (".log", ".index", ".timeindex")  # a segment's files; the .log first
+TXN_INDEX = ".txnindex"  # and its transaction index, once it has an entry (txnindex.py)
 DELETED = ".deleted"  # a file about to be removed
 
 
@@ -43,7 +44,10 @@ def segment_paths(directory: str, base_offset: int, suffix: str = "") -> tuple[s
 
 
 def remove_segment_files(
-    directory: str | os.PathLike, base_offset: int, suffix: str = "", kinds: tuple[str, ...] = KINDS
+    directory: str | os.PathLike,
+    base_offset: int,
+    suffix: str = "",
+    kinds: tuple[str, ...] = (*KINDS, TXN_INDEX),
 ) -> None:
     """Remove a segment's files (those of ``kinds`` that exist), each renamed
     to ``*.deleted`` first, as Kafka does; a crash can leave a ``.deleted``

@@ -6,6 +6,7 @@ File names are the segment's base offset (the first offset it may hold) as
     00000000000000368769.log         batches, back to back, nothing else
     00000000000000368769.index       sparse offset index (see index.py)
     00000000000000368769.timeindex   sparse time index
+    00000000000000368769.txnindex    aborted transactions whose marker is here (txnindex.py)
 
 Invariants: the ``.log`` file is a sequence of complete, CRC-valid batches
 whose offsets strictly increase, from ``base_offset`` up to ``next_offset``.
@@ -42,13 +43,16 @@ from .descriptors import DESCRIPTORS
 from .index import OffsetIndex, TimeIndex
 from .logfile import (
     SCAN_CHUNK,
+    TXN_INDEX,
     BatchAt,
     find_batch,
     iter_batches,
     remove_segment_files,
+    segment_name,
     segment_paths,
 )
 from .opening import Opening
+from .txnindex import TransactionIndex
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +87,10 @@ class LogSegment(Opening):
         )
         self.time_index = TimeIndex(
             self.timeindex_path, base_offset, config.segment_index_bytes, writable=writable
+        )
+        self.txn_index = TransactionIndex(
+            os.path.join(directory, segment_name(base_offset, TXN_INDEX + suffix)),
+            writable=writable,
         )
         # Files are open only while the descriptor budget allows (descriptors.py);
         # a segment written aside (by the cleaner, in a thread) is outside it.
@@ -180,6 +188,21 @@ class LogSegment(Opening):
         buf = os.pread(self._file(), HEADER_SIZE, position)
         return read_header(buf, 0, position)
 
+    def headers(self, offset: int = -1) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from the one holding ``offset`` (the
+        first, for -1) to the end, one small read per header: the record bytes
+        are not read (the producer state's replay)."""
+        position = self._position_of(offset)[0] if offset > self.base_offset else 0
+        end = self.size
+        while end - position >= HEADER_SIZE:
+            header = self._header_at(position)
+            yield position, header
+            position += header.size
+
+    def batch_at(self, position: int, header: BatchHeader) -> memoryview:
+        """The whole batch whose header is ``header`` at ``position`` (not CRC-checked)."""
+        return memoryview(os.pread(self._file(), header.size, position))
+
     def batches(
         self, position: int = 0, *, verify: bool = True, chunk: int = SCAN_CHUNK
     ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
@@ -225,17 +248,22 @@ class LogSegment(Opening):
                 return BatchAt(pos, header, batch)
         return None
 
-    def extent(self, offset: int, max_bytes: int) -> tuple[int, int]:
+    def extent(self, offset: int, max_bytes: int, end_offset: int | None = None) -> tuple[int, int]:
         """(position, size) of the whole batches from the one holding ``offset``
         on: at least that batch, then more while the total stays within
-        ``max_bytes`` (Kafka's fetch sizing). Headers only: the record bytes are
+        ``max_bytes`` (Kafka's fetch sizing), none from ``end_offset`` (a batch's
+        first offset: the last stable offset) on. Headers only: the record bytes are
         never read, so a caller can hand the range to ``sendfile``. Size 0 when
         no batch at or after ``offset`` is in this segment."""
         position, _ = self._position_of(offset)
         end, size = position, self.size
+        if end_offset is not None and end_offset < self.next_offset:
+            size = self._position_of(end_offset)[0]
+            if position >= size:
+                return position, 0
         # The offset index points at batch starts: jump to the last one within the limit,
         # then walk the few headers after it.
-        end = max(end, self.offset_index.position_at_most(position + max_bytes))
+        end = max(end, min(size, self.offset_index.position_at_most(position + max_bytes)))
         while size - end >= HEADER_SIZE:
             batch = self._header_at(end).size
             if end > position and end - position + batch > max_bytes:
@@ -294,8 +322,10 @@ class LogSegment(Opening):
         return self._file()
 
     def sync_fds(self) -> list[int]:
-        """Write pending index entries; the fds whose fsync makes this durable."""
+        """Write pending index entries; the fds whose fsync makes this durable
+        (the transaction index is synced here too: it holds no descriptor)."""
         self.flush_indexes()
+        self.txn_index.sync()
         return [self._file(), self.offset_index.fileno(), self.time_index.fileno()]
 
     def sync_paths(self) -> list[str]:
@@ -304,7 +334,8 @@ class LogSegment(Opening):
         self.flush_indexes()
         self.offset_index.fileno()  # the index files exist from the first flush on
         self.time_index.fileno()
-        return [self.log_path, self.index_path, self.timeindex_path]
+        paths = [self.log_path, self.index_path, self.timeindex_path]
+        return paths + [self.txn_index.path] if len(self.txn_index) else paths
 
     def close(self, *, write: bool = True) -> None:
         """Close the files, writing pending index entries first (``write``)."""

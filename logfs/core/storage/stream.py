@@ -15,7 +15,10 @@ per record):
 
 Marks ``(offset, stream position)`` at batch boundaries, at least every
 `MARK_BYTES` of stream, let a reader start anywhere after decoding at most one
-mark interval. Control batches add nothing (readers skip them).
+mark interval. Control batches add nothing (readers skip them), nor do records of
+aborted transactions; records past the last stable offset are counted once their
+transactions are decided (core/log/transactions.py), so the stream holds
+committed records only, in offset order.
 
 `SegmentStream` is compiled (books.pyx), beside the rest of a segment's books:
 appends note their stream bytes and marks from the line path's C as much as
@@ -25,6 +28,7 @@ from `LogSegment.append`.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from ..format import compression
 from ..format.columnar import decode, decode_region, stream_bytes, value_lines
@@ -44,10 +48,14 @@ def batch_lines(
     *,
     start: int = -1,
     count_only: bool = False,
+    hides: Callable[[BatchHeader], bool] | None = None,
 ):
     """The stream lines (or per-batch stream byte counts) of a region's data batches,
-    leaving out records below ``start``."""
-    data = [(p, h) for p, h in zip(positions, headers, strict=True) if not h.is_control]
+    leaving out records below ``start`` and the batches ``hides`` (default: control
+    batches)."""
+    hidden = hides or (lambda h: h.is_control)
+    shown = [not hidden(h) for h in headers]
+    data = [(p, h) for p, h, s in zip(positions, headers, shown, strict=True) if s]
     if not data:
         return [0] * len(headers) if count_only else b""
     if all(h.codec == compression.NONE for _, h in data):
@@ -56,14 +64,18 @@ def batch_lines(
         cols = decode([(h, memoryview(region)[p : p + h.size]) for p, h in data])
     if count_only:
         counts = iter(stream_bytes(cols, len(data)).tolist())
-        return [0 if h.is_control else next(counts) for h in headers]
+        return [next(counts) if s else 0 for s in shown]
     keep = cols.offset >= start if start > data[0][1].base_offset else None
     return value_lines(cols, keep)
 
 
-def count_loaded(path: str, loaded_size: int) -> Counted:
+def count_loaded(
+    path: str, loaded_size: int, hides: Callable[[BatchHeader], bool] | None = None
+) -> Counted:
     """Count the stream bytes of ``path``'s first ``loaded_size`` bytes (whole
-    batches), with marks; runs in a worker thread."""
+    batches), with marks, leaving out the batches ``hides`` (control batches, and
+    those of aborted transactions or past the last stable offset); runs in a worker
+    thread."""
     fd = os.open(path, os.O_RDONLY)
     try:
         total, offsets, positions, last_mark = 0, [], [], -MARK_BYTES
@@ -72,7 +84,7 @@ def count_loaded(path: str, loaded_size: int) -> Counted:
             region, starts, headers = read_region(
                 fd, position, loaded_size, REGION_BYTES, path=path
             )
-            sizes = batch_lines(region, starts, headers, count_only=True)
+            sizes = batch_lines(region, starts, headers, count_only=True, hides=hides)
             for header, size in zip(headers, sizes, strict=True):
                 if total - last_mark >= MARK_BYTES:
                     offsets.append(header.base_offset)

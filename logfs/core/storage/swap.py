@@ -3,8 +3,9 @@
 A group of consecutive segments is replaced by one segment of base offset B
 (the group's first), the renames being the steps:
 
-a. ``B.log.cleaned``, ``B.index.cleaned``, ``B.timeindex.cleaned`` are
-   written and fsynced (`aside` names them; the writer is the cleaner);
+a. ``B.log.cleaned``, ``B.index.cleaned``, ``B.timeindex.cleaned`` (and
+   ``B.txnindex.cleaned`` when the cleaned segment keeps aborted transactions'
+   markers) are written and fsynced (`aside` names them; the writer is the cleaner);
 b. every file of the group's old segments is renamed to ``*.deleted`` and the
    directory fsynced;
 c. the cleaned index files, then ``B.log.cleaned`` (the commit), are renamed
@@ -57,7 +58,8 @@ def swap_in(
     """
     renamed = []
     for segment in old:
-        for path in (segment.log_path, segment.index_path, segment.timeindex_path):
+        paths = (segment.log_path, segment.index_path, segment.timeindex_path)
+        for path in (*paths, segment.txn_index.path):
             if os.path.exists(path):
                 os.rename(path, path + DELETED)
                 renamed.append(path + DELETED)
@@ -65,6 +67,8 @@ def swap_in(
     if new is not None:
         os.rename(new.index_path, new.index_path.removesuffix(CLEANED))
         os.rename(new.timeindex_path, new.timeindex_path.removesuffix(CLEANED))
+        if os.path.exists(new.txn_index.path):
+            os.rename(new.txn_index.path, new.txn_index.path.removesuffix(CLEANED))
         os.rename(new.log_path, new.log_path.removesuffix(CLEANED))  # the commit
     fsync_dir(directory)
     for segment in old:

@@ -2,8 +2,10 @@
 
 `dump` prints what ``kafka-dump-log.sh`` prints for the same files: one line
 per batch (offsets, count, position, create time, size, magic, codec, CRC and
-whether it is valid), optionally one line per record, and index entries with
-an optional check that each points where it should.
+whether it is valid), optionally one line per record (a control batch's: its
+transaction marker), index entries with an optional check that each points
+where it should, the aborted transactions of a ``.txnindex`` and the producers
+of a ``.snapshot`` (txncheck.py).
 
 `check` reads each segment's ``.log`` once, in chunks, and finds:
 
@@ -16,12 +18,16 @@ an optional check that each points where it should.
 - what loading the segment would refuse: either index file failing to load
   (a size that is not whole entries, entries out of order), an offset index
   entry pointing outside the log, or a time index entry for an offset past
-  the log's last.
+  the log's last;
+- a transaction index (``.txnindex``) that disagrees with the markers of the
+  log (txncheck.py).
 
 The time index (``.timeindex``) is only loaded and sanity-checked like that,
 not compared with the log's timestamps. `check(repair=True)` forgets the
-recovery points, so opening the store validates everything, truncates at the
-first bad batch and rebuilds every index.
+recovery points and the producer state snapshots, so opening the store
+validates everything, truncates at the first bad batch, rebuilds every index and
+replays every partition's producer state from its start (writing its
+``.txnindex`` files again).
 
 While DATA is mounted, `check` also reports the partitions the mount holds
 offline after an I/O error (its root's ``user.logfs.failures``).
@@ -46,6 +52,7 @@ from ..log.store import RECOVERY_POINT_FILE, Store, read_checkpoint
 from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.logfile import base_offset_of, iter_batches, segment_name
 from ..storage.recovery import segment_bases
+from .txncheck import TxnCheck, dump_snapshot, dump_txn_index, marker_line
 
 
 def _batches(path: Path) -> Iterator[tuple[int, BatchHeader | None, memoryview, str]]:
@@ -95,7 +102,9 @@ def dump_log(path: Path, *, print_data: bool = False) -> Iterator[str]:
         if problem:
             yield f"Found truncated data at position {position}: {problem}"
             return
-        if print_data and valid:
+        if print_data and valid and header.is_control:
+            yield marker_line(header, batch)
+        elif print_data and valid:
             for record in decode_records(batch, header):
                 yield (
                     f"| offset: {record.offset} "
@@ -148,8 +157,19 @@ def dump(
             yield from dump_log(path, print_data=print_data)
         elif path.suffix in (".index", ".timeindex") and base_offset_of(path.name) is not None:
             yield from dump_index(path, verify=verify_index)
+        elif path.suffix == ".txnindex":
+            yield from _readable(dump_txn_index, path)
+        elif path.suffix == ".snapshot":
+            yield from _readable(dump_snapshot, path)
         else:
-            raise LogfsError(f"{name}: not a .log, .index or .timeindex file")
+            raise LogfsError(f"{name}: not a .log, .index, .timeindex, .txnindex or .snapshot file")
+
+
+def _readable(dumper, path: Path) -> Iterator[str]:
+    try:
+        yield from dumper(path)
+    except CorruptIndexError as e:
+        raise LogfsError(str(e)) from None
 
 
 # Called after each partition: its name, segments, bytes and seconds.
@@ -176,6 +196,8 @@ def check(
         # that recovers a partition a failed fsync took offline.
         if problems:
             (path / RECOVERY_POINT_FILE).unlink(missing_ok=True)
+            for snapshot in path.glob("*-*/*.snapshot"):  # producer state: replayed
+                snapshot.unlink()
         Store(path).close()
         return _problems(path)
     return problems
@@ -221,16 +243,19 @@ def _problems(path: Path, progress: Progress | None = None) -> list[str]:
         name = f"{topic}-{partition}"
         next_offset, found = None, False
         started, size, count = time.monotonic(), 0, 0
+        txns = TxnCheck()
         for base in segment_bases(directory):
             log_path = directory / segment_name(base, ".log")
             if not compact and not found:  # after a bad batch, its own problem says it
                 problems += _missing(log_path, next_offset, base)
-            walked = _walk_log(log_path, base, base if next_offset is None else next_offset)
+            first = base if next_offset is None else next_offset
+            walked = _walk_log(log_path, base, first, txns)
             if walked.problem:
                 problems.append(f"{log_path}: {walked.problem}")
                 found = True
             next_offset = walked.next_offset
             problems += _index_problems(log_path, base, walked, name)
+            problems += txns.segment_problems(log_path, base, walked.end_offset)
             size, count = size + log_path.stat().st_size, count + 1
         recovery_point = recovery_points.get((topic, partition), 0)
         if not found and next_offset is not None and next_offset < recovery_point:
@@ -250,7 +275,9 @@ def _missing(log_path: Path, next_offset: int | None, base: int) -> list[str]:
     return [f"{log_path}: offsets {next_offset}..{base - 1} are missing before this segment"]
 
 
-def _walk_log(log_path: Path, base: int, next_offset: int | None) -> _Walked:
+def _walk_log(
+    log_path: Path, base: int, next_offset: int | None, txns: TxnCheck | None = None
+) -> _Walked:
     """Walk a ``.log`` once: its first problem (bad CRC, offsets going back
     from ``next_offset``, an unreadable batch) and where its batches are.
 
@@ -260,13 +287,16 @@ def _walk_log(log_path: Path, base: int, next_offset: int | None) -> _Walked:
     """
     problem, end_offset, positions = "", base, {}
     for position, header, batch, unusable in _batches(log_path):
+        intact = not unusable and crc_matches(batch, header)
         if not unusable:
             positions[header.last_offset] = position
             end_offset = header.next_offset
+            if txns is not None and intact:
+                txns.batch(header, batch)
         if problem:
             continue
         problem = unusable
-        if not problem and not crc_matches(batch, header):
+        if not problem and not intact:
             problem = f"batch at position {position}: crc mismatch"
         if header is not None and next_offset is not None and header.base_offset < next_offset:
             problem = f"batch at position {position}: offset {header.base_offset} goes backwards"

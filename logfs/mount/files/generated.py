@@ -334,6 +334,11 @@ def state_text(log: Log) -> bytes:
         "last_offset": log.next_offset - 1 if log.next_offset > log.log_start_offset else None,
         "records": log.next_offset - log.log_start_offset,
         "recovery_point": log.recovery_point,
+        "last_stable_offset": log.last_stable_offset,
+        "open_transactions": [
+            {"producer_id": pid, "producer_epoch": epoch, "first_offset": first}
+            for pid, epoch, first in log.open_transactions()
+        ],
         "unflushed_messages": log.unflushed_messages,
         "last_flush_ms": log.last_flush_ms,
         "segments": log.segment_count,

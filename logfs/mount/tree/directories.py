@@ -109,8 +109,9 @@ class OffsetDir(Numbered):
 
     def entries(self, view: View) -> list[str]:
         log = view.log(self)
-        first = max(log.log_start_offset, log.next_offset - OFFSET_LISTING)
-        return [str(n) for n in range(first, log.next_offset)]
+        end = log.last_stable_offset  # nothing past it is shown
+        first = max(log.log_start_offset, end - OFFSET_LISTING)
+        return [str(n) for n in range(first, end)]
 
 
 class SegmentDir(Directory):

@@ -172,7 +172,7 @@ class Time(Link):
     timeout = 0
 
     def refresh(self, view: View) -> None:
-        offset = view.log(self).offset_for_time(int(self.path[3]))
+        offset = view.log(self).offset_for_time(int(self.path[3]), committed=True)
         if offset is None:
             raise fail(errno.ENOENT)
         self.target = f"../{names.OFFSET}/{offset}"

@@ -44,7 +44,7 @@ def cached_record(view: View, log: Log, offset: int) -> Record:
     or read and put there."""
     record = view.records.get((log, offset))
     if record is None:
-        record = log.read(offset)
+        record = log.read(offset, committed=True)  # what a read_committed consumer sees
         view.records.put((log, offset), record)
     return record
 
