@@ -11,7 +11,7 @@ from ..core.config import parse_int
 from ..core.errors import InvalidConfigError
 from ..core.log import Store
 from ..kafka import MAX_CONNECTIONS, MAX_REQUEST_BYTES, BrokerConfigs
-from .cleaning import Cleaner
+from .cleaner_task import Cleaner
 from .options import MountOptions
 
 KAFKA_MAX_DOUBLE = 1.7976931348623157e308  # Kafka's "no bound" for the cleaner's I/O

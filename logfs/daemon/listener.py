@@ -26,7 +26,7 @@ from ..kafka import (
     server_context,
 )
 from .broker_settings import broker_configs
-from .cleaning import Cleaner
+from .cleaner_task import Cleaner
 from .options import MountOptions
 
 
