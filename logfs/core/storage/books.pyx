@@ -164,7 +164,7 @@ cdef class SegmentTail:
         self.offset_index, self.time_index, self.stream = offset_index, time_index, stream
         self.read_first_timestamp = read_first_timestamp
         self.created_ms = created_ms
-        self.roll_jitter_ms = 0  # segment.jitter.ms is not a setting yet: no jitter
+        self.roll_jitter_ms = config.random_segment_jitter()  # drawn once per segment
         self.configure(config)
         self.reset(size)
 

@@ -101,6 +101,24 @@ def test_a_segment_whose_first_batch_has_no_timestamp_rolls_on_the_clock(tmp_pat
     log.close()
 
 
+def test_segment_jitter_rolls_each_segment_sooner_by_its_own_draw(tmp_path):
+    """segment.jitter.ms: each segment rolls segment.ms less its own random share
+    (below min(segment.jitter.ms, segment.ms)) after its first batch, as Kafka's
+    ``rollJitterMs``; without it, exactly at segment.ms."""
+    log = log_of(tmp_path, segment_ms=1000, segment_jitter_ms=600)
+    rolled_at = []
+    for stamp in range(0, 200_000, 10):  # a batch every 10 ms of message time
+        before = log.segment_count
+        log.append([b"x"], timestamp=stamp)
+        if log.segment_count > before:
+            rolled_at.append(stamp)
+    firsts = [0, *rolled_at]
+    waits = [b - a for a, b in zip(firsts, firsts[1:], strict=False)]
+    assert all(400 < w <= 1010 for w in waits), waits  # segment.ms less a jitter below 600
+    assert len(set(waits)) > 1  # drawn per segment, not once
+    log.close()
+
+
 def test_the_first_timestamp_of_a_reopened_segment_is_read_from_its_file(tmp_path):
     log = log_of(tmp_path, segment_ms=1000)
     log.append([b"a"], timestamp=5000)
