@@ -182,7 +182,7 @@ def test_nonsense_is_answered_with_error_codes_on_the_same_connection(served):
         parts = call(served.address, PRODUCERS, 0, body, sock).topics[0].partitions
         assert [p.error_code.name for p in parts] == ["unknown_topic_or_partition"] * 2
         # still the same connection, and an API not advertised closes it
-        t, m = schema(66, 0)  # ListTransactions
-        sock.sendall(encode_request(66, 0, t(state_filters=(), producer_id_filters=())))
+        t, m = schema(27, 1)  # WriteTxnMarkers: between brokers only
+        sock.sendall(encode_request(27, 1, t(markers=())))
         assert closed(sock)
     assert "Traceback" not in served.output() and "internal error" not in served.output()
