@@ -1,4 +1,5 @@
-"""Mounting logfs and the null file system for benchmarks, and always cleaning up.
+"""Mounting logfs and the null file systems (pyfuse3's nullfs.py, and cnullfs.c on
+libfuse's low-level API, compiled here) for benchmarks, and always cleaning up.
 
 The same rules as the test helpers (tests/helpers/mount_helpers.py, which this reuses):
 daemons run in their own session with output to a file, readiness comes from

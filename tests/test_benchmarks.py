@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,11 @@ def test_the_recorded_figures_are_read_and_written_back_in_place(tmp_path):
 def test_every_check_has_a_goal_and_a_band_in_the_docs(check):
     _, band = bench_floor.recorded_checks()[check]
     assert 0 < band < 1
+
+
+def test_a_daemons_cpu_is_counted_to_the_nanosecond_while_its_threads_stay():
+    start, counter = time.process_time(), bench_floor.DaemonCpu(os.getpid())
+    while time.process_time() - start < 0.2:
+        pass
+    spent, expected = counter.since(), time.process_time() - start
+    assert abs(spent - expected) < 0.005  # a clock tick is 0.01 s: not counted in ticks
