@@ -58,7 +58,7 @@ def test_a_check_that_fell_past_its_noise_band_is_flagged():
     table, keep, fell = bench_floor.check_rows(figures, recorded)
     # 0.50 < 0.8 x 0.75: fell; CPU 10/20 = 0.50 >= 0.55 x 0.75: within the band
     assert fell == ["line: logfs / C null"]
-    assert "| line: logfs / C null | 0.50 | 0.80 | 0.25 | 0.8 | not met, **fell**" in "\n".join(
+    assert "| line: logfs / C null | 0.50 | 0.80 | 0.25 | 0.8 | not met; **fell**" in "\n".join(
         table
     )
     assert "| line CPU: C null / logfs | 0.50 | 0.55 | 0.25 | 0.8 | not met |" in table
