@@ -1,4 +1,5 @@
-"""Mounting logfs and the null file system for benchmarks, and always cleaning up.
+"""Mounting logfs and the null file systems (pyfuse3's nullfs.py, and cnullfs.c on
+libfuse's low-level API, compiled here) for benchmarks, and always cleaning up.
 
 The same rules as the test helpers (tests/helpers/mount_helpers.py, which this reuses):
 daemons run in their own session with output to a file, readiness comes from
@@ -22,7 +23,10 @@ from mount_helpers import Daemon, force_unmount, mount_type, wait_mounted  # noq
 
 
 class NullDaemon:
-    """benchmarks/nullfs.py on ``mountpoint`` as a child process."""
+    """benchmarks/nullfs.py (the pyfuse3 null file system) on ``mountpoint`` as a child
+    process."""
+
+    fs_type = "fuse.nullfs"
 
     def __init__(
         self,
@@ -39,22 +43,30 @@ class NullDaemon:
         self.copy_to = copy_to
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> NullDaemon:
+    def command(self) -> list[str]:
         cmd = [sys.executable, str(HERE / "nullfs.py"), str(self.mountpoint)]
         cmd += ["--source-bytes", str(self.source_bytes)]
         if self.copy_to is not None:
             cmd += ["--copy-to", str(self.copy_to)]
         if self.writeback:
             cmd.append("--writeback")
+        return cmd
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def __enter__(self) -> NullDaemon:
+        cmd = self.command()
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
             )
         deadline = time.monotonic() + 30
-        while mount_type(self.mountpoint) != "fuse.nullfs":
+        while mount_type(self.mountpoint) != self.fs_type:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.__exit__()
-                raise RuntimeError(f"nullfs did not mount; see {self.log}")
+                raise RuntimeError(f"{self.fs_type} did not mount; see {self.log}")
             time.sleep(0.02)
         return self
 
@@ -68,6 +80,33 @@ class NullDaemon:
         force_unmount(self.mountpoint, self.proc.pid if self.proc.poll() is None else None)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
+
+
+def build_cnullfs(directory: Path) -> Path:
+    """Compile benchmarks/cnullfs.c (gcc, libfuse3-dev's pkg-config) into ``directory``;
+    the program's path. Built afresh for every run, so it is always this source's."""
+    flags = subprocess.run(
+        ["pkg-config", "--cflags", "--libs", "fuse3"], check=True, capture_output=True, text=True
+    ).stdout.split()
+    program = Path(directory) / "cnullfs"
+    subprocess.run(
+        ["gcc", "-O2", "-Wall", "-Werror", str(HERE / "cnullfs.c"), "-o", str(program), *flags],
+        check=True,
+    )
+    return program
+
+
+class CNullDaemon(NullDaemon):
+    """benchmarks/cnullfs.c, built by `build_cnullfs`: the floor of the transport."""
+
+    fs_type = "fuse.cnullfs"
+
+    def __init__(self, program: Path, mountpoint: Path, log: Path, source_bytes: int) -> None:
+        super().__init__(mountpoint, log, source_bytes)
+        self.program = program
+
+    def command(self) -> list[str]:
+        return [str(self.program), str(self.mountpoint), str(self.source_bytes)]
 
 
 def logfs_mount(data: Path, mountpoint: Path, log: Path, *options: str) -> Daemon:

@@ -1,0 +1,400 @@
+"""logfs at the transport's floor: every data path beside a do-nothing file system
+written in C on libfuse's low-level API (benchmarks/cnullfs.c, compiled by this
+script), the pyfuse3 one (nullfs.py) and a plain file, side by side in one run.
+
+Every figure runs its targets once per round in rotating order; the table gives
+medians (range) and, for each daemon, its CPU per unit of work from
+/proc/<pid>/stat (user + system, every thread: the machine's load moves it less
+than the rates). Figures:
+
+    line       one 100-byte line per write(): logfs (default mode), logfs -o acks=0,
+               C null, pyfuse3 null, plain file
+    nginx      nginx's access_log, ab -k -c 16: the same five targets
+    append     cat of 100-byte lines into append (C null, pyfuse3 null: sink)
+    batches    16 KiB producer batches in 1 MiB write()s into append.batches
+    stream     cat stream of those lines vs cat of the plain file (and the nulls' source)
+    segments   cat segments/*.log vs cat of the same files in DATA
+    fetch      Kafka Fetch of 1 MiB per partition vs sendfile of the segment
+
+Then the checks: each ratio the targets of docs/benchmarks.md name, against the goal and
+against the figure recorded there (the table between the ``floor-checks`` marks). A
+check that fell below its recorded figure by more than its noise band is flagged and
+makes the command exit 1; ``--record`` writes this run's ratios as the new figures.
+
+    python benchmarks/bench_floor.py [--rounds 3] [--lines 1000000] [--writes 20000]
+        [--requests 20000] [--fetch-mib 128] [--only line,nginx,...] [--record]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import bench_kafka  # noqa: E402
+from bench_legacy import LINE_WRITER, Nginx, count_lines, cpu_seconds, timed  # noqa: E402
+from mounts import CNullDaemon, NullDaemon, build_cnullfs, logfs_mount  # noqa: E402
+from run import CHUNK_WRITER, make_batches, make_lines, sh, sh_out  # noqa: E402
+
+from logfs.core.client import mountinfo  # noqa: E402
+from logfs.core.log import Store  # noqa: E402
+
+DOCS = HERE.parent / "docs" / "benchmarks.md"
+FIGURES = ("line", "nginx", "append", "batches", "stream", "segments", "fetch")
+# (check, figure, numerator, denominator, goal or None); "cpu:" compares CPU per unit,
+# the anchor's over logfs's, so that higher is better for every check.
+CHECKS = (
+    ("line: logfs / C null", "line", "logfs", "C null", 0.8),
+    ("line CPU: C null / logfs", "cpu:line", "C null", "logfs", 0.8),
+    ("line, acks=0: logfs / plain", "line", "logfs acks=0", "plain file", 0.8),
+    ("nginx: logfs / C null", "nginx", "logfs", "C null", 0.8),
+    ("nginx, acks=0: logfs / plain", "nginx", "logfs acks=0", "plain file", 0.8),
+    ("append: logfs / C null", "append", "logfs", "C null", 0.6),
+    ("append CPU: C null / logfs", "cpu:append", "C null", "logfs", None),
+    ("batches: logfs / C null", "batches", "logfs", "C null", 0.5),
+    ("batches CPU: C null / logfs", "cpu:batches", "C null", "logfs", None),
+    ("stream: logfs / plain", "stream", "logfs", "plain file", 0.5),
+    ("stream CPU: C null / logfs", "cpu:stream", "C null", "logfs", None),
+    ("segments: logfs / plain", "segments", "logfs", "plain file", 0.9),
+    ("fetch: logfs / sendfile", "fetch", "logfs", "sendfile", 0.8),
+)
+
+
+class Figure:
+    """One figure: its targets' runs (each returns seconds), the amount of work of
+    a run in ``unit``, and the daemons whose CPU is counted."""
+
+    def __init__(self, label: str, unit: str, amount: float, cpu_unit: str, per: float):
+        self.label, self.unit, self.amount = label, unit, amount
+        self.cpu_unit, self.per = cpu_unit, per  # CPU seconds x per / amount
+        self.runs: dict[str, object] = {}
+        self.pids: dict[str, int] = {}
+        self.rates: dict[str, list[float]] = {}
+        self.cpu: dict[str, list[float]] = {}
+
+    def target(self, name: str, run, pid: int | None = None) -> None:
+        self.runs[name] = run
+        if pid is not None:
+            self.pids[name] = pid
+
+    def measure(self, rounds: int) -> Figure:
+        names = list(self.runs)
+        for r in range(rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                pid = self.pids.get(name)
+                before = DaemonCpu(pid) if pid else None
+                seconds = self.runs[name]()
+                self.rates.setdefault(name, []).append(self.amount / seconds)
+                if before is not None:
+                    spent = before.since()
+                    self.cpu.setdefault(name, []).append(spent * self.per / self.amount)
+        return self
+
+    def median(self, name: str, cpu: bool = False) -> float:
+        return statistics.median((self.cpu if cpu else self.rates)[name])
+
+    def rows(self) -> list[str]:
+        out = [f"| {self.label} | {self.unit} | daemon CPU, {self.cpu_unit} |", "|---|---|---|"]
+        for name, values in self.rates.items():
+            rate = f"{statistics.median(values):,.0f} ({min(values):,.0f}–{max(values):,.0f})"
+            cpu = self.cpu.get(name)
+            spent = f"{statistics.median(cpu):.2f} ({min(cpu):.2f}–{max(cpu):.2f})" if cpu else ""
+            out.append(f"| {name} | {rate} | {spent} |")
+        return out
+
+
+class DaemonCpu:
+    """The CPU time a daemon spends from now to `since`. In nanoseconds from each
+    thread's /proc/<pid>/task/<tid>/schedstat when the same threads lived at both
+    ends; else (a thread came or went, and took its time with it) in clock ticks
+    from /proc/<pid>/stat, which counts exited threads too."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.threads, self.ticks = self.per_thread(), cpu_seconds(pid)
+
+    def per_thread(self) -> dict[str, int]:
+        out = {}
+        for tid in os.listdir(f"/proc/{self.pid}/task"):
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                out[tid] = int(
+                    Path(f"/proc/{self.pid}/task/{tid}/schedstat").read_text().split()[0]
+                )
+        return out
+
+    def since(self) -> float:
+        ticks, threads = cpu_seconds(self.pid), self.per_thread()
+        if threads.keys() == self.threads.keys():
+            return sum(threads.values()) / 1e9 - sum(self.threads.values()) / 1e9
+        return ticks - self.ticks
+
+
+def recorded_checks(path: Path = DOCS) -> dict[str, tuple[float | None, float]]:
+    """check -> (recorded ratio or None, noise band) from the ``floor-checks`` table."""
+    text = path.read_text()
+    block = text.split("<!-- floor-checks -->")[1].split("<!-- /floor-checks -->")[0]
+    recorded = {}
+    for line in block.splitlines()[3:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3:
+            recorded[cells[0]] = (float(cells[1]) if cells[1] else None, float(cells[2]))
+    return recorded
+
+
+def check_rows(figures: dict[str, Figure], recorded) -> tuple[list[str], list[str], list[str]]:
+    """The checks' table, the table to record, and the checks that fell."""
+    table = ["| check | this run | recorded | band | goal | verdict |", "|---|---|---|---|---|---|"]
+    keep = ["| check | recorded | band | goal |", "|---|---|---|---|"]
+    fell = []
+    for check, figure, top, bottom, goal in CHECKS:
+        on_cpu, aim = figure.startswith("cpu:"), "" if goal is None else goal
+        old, band = recorded.get(check, (None, 0.25))
+        try:
+            fig = figures[figure.removeprefix("cpu:")]
+            ratio = fig.median(top, on_cpu) / fig.median(bottom, on_cpu)
+        except KeyError:  # not measured in this run
+            keep.append(f"| {check} | {old if old is not None else ''} | {band} | {aim} |")
+            continue
+        verdict = [] if goal is None else ["met" if ratio >= goal else "not met"]
+        if old is not None and ratio < old * (1 - band):
+            verdict.append(f"**fell** below {old * (1 - band):.2f}")
+            fell.append(check)
+        shown = f"{old:.2f}" if old is not None else "none"
+        table.append(f"| {check} | {ratio:.2f} | {shown} | {band} | {aim} | {'; '.join(verdict)} |")
+        keep.append(f"| {check} | {ratio:.2f} | {band} | {aim} |")
+    return table, keep, fell
+
+
+def record(keep: list[str], path: Path = DOCS) -> None:
+    """The ``floor-checks`` table replaced by ``keep``; the rest of ``path`` as it was."""
+    head, rest = path.read_text().split("<!-- floor-checks -->")
+    tail = rest.split("<!-- /floor-checks -->")[1]
+    path.write_text(
+        f"{head}<!-- floor-checks -->\n" + "\n".join(keep) + f"\n<!-- /floor-checks -->{tail}"
+    )
+
+
+def fresh(path: Path) -> Path:
+    """``path``, emptied (the plain-file targets start from nothing every run)."""
+    path.unlink(missing_ok=True)
+    path.touch()
+    return path
+
+
+class Bench:
+    """The mounted targets of one run: logfs in the default mode (``m1``, its data in
+    ``d1``, its Kafka listener on), logfs with acks=0 (``m0``), the C null file
+    system (``cn``) and the pyfuse3 one (``pn``); ``pids``, each daemon's."""
+
+    def __init__(self, tmp: Path, args) -> None:
+        self.tmp, self.args = tmp, args
+        self.lines = tmp / "lines100"
+        self.mb = self.lines.stat().st_size / 1e6
+        self.d1, self.m1, self.m0 = tmp / "d1", tmp / "m1", tmp / "m0"
+        self.cn, self.pn = tmp / "cnull", tmp / "pynull"
+        self.pids: dict[str, int] = {}
+
+    def sinks(self, topic: str) -> dict[str, str]:
+        """Where each file system takes writes: ``topic``'s partition 0, the sinks."""
+        return {
+            "logfs": f"{self.m1}/{topic}/0/append",
+            "logfs acks=0": f"{self.m0}/{topic}/0/append",
+            "C null": f"{self.cn}/sink",
+            "pyfuse3 null": f"{self.pn}/sink",
+        }
+
+    def line(self) -> Figure:
+        n = self.args.writes
+        f = Figure("one 100-byte line per write()", "writes/s", n, "µs/write", 1e6)
+        for name, sink in self.sinks("line").items():
+            f.target(name, lambda s=sink: timed(LINE_WRITER, s, str(n)), self.pids[name])
+        plain = self.tmp / "plain-line.out"
+        f.target("plain file", lambda: timed(LINE_WRITER, str(fresh(plain)), str(n)))
+        f.measure(self.args.rounds)
+        expect(self.m1 / "line", self.args.rounds * n)
+        return f
+
+    def nginx(self) -> Figure:
+        n = self.args.requests
+        f = Figure("nginx access_log, ab -k -c 16", "req/s", n, "µs/request", 1e6)
+        targets = {**self.sinks("web"), "plain file": str(self.tmp / "plain-access.log")}
+        servers = {
+            name: Nginx(self.tmp / f"nginx-{i}", path)
+            for i, (name, path) in enumerate(targets.items())
+        }
+        with contextlib.ExitStack() as running:
+            for server in servers.values():
+                running.enter_context(server)
+                server.ab(1000, 16)  # warm up: connections, the page cache
+            for name, server in servers.items():
+                f.target(name, lambda s=server: n / s.ab(n, 16), self.pids.get(name))
+            f.measure(self.args.rounds)
+        expect(self.m1 / "web", self.args.rounds * n + 1000)
+        return f
+
+    def append(self) -> Figure:
+        lines = self.lines
+        f = Figure(f"cat of {self.args.lines:,} 100-byte lines into append", "MB/s", self.mb,
+                   "ms/MB", 1e3)  # fmt: skip
+        sinks = self.sinks("t")
+        for name in ("logfs", "C null", "pyfuse3 null"):
+            f.target(name, lambda t=sinks[name]: sh(f"cat {lines} > {t}"), self.pids[name])
+        plain = self.tmp / "plain-append.out"
+        f.target("plain file", lambda: sh(f"cat {lines} > {fresh(plain)}"))
+        f.measure(self.args.rounds)
+        expect(self.m1 / "t", self.args.rounds * self.args.lines)
+        return f
+
+    def batches(self) -> Figure:
+        path = self.tmp / "batches100"
+        count, writes = make_batches(path, self.args.lines, 100)
+        sizes = ",".join(map(str, writes))
+        f = Figure(f"{count:,} 16 KiB batches into append.batches, 1 MiB write()s", "MB/s",
+                   path.stat().st_size / 1e6, "ms/MB", 1e3)  # fmt: skip
+        targets = {"logfs": f"{self.m1}/b/0/append.batches", "C null": f"{self.cn}/sink",
+                   "pyfuse3 null": f"{self.pn}/sink"}  # fmt: skip
+        for name, target in targets.items():
+            f.target(
+                name, lambda t=target: timed(CHUNK_WRITER, t, str(path), sizes), self.pids[name]
+            )
+        plain = self.tmp / "plain-batches.out"
+        f.target("plain file", lambda: timed(CHUNK_WRITER, str(fresh(plain)), str(path), sizes))
+        f.measure(self.args.rounds)
+        records = json.loads(sh_out(f"cat {self.m1}/b/0/state"))["records"]
+        if records != self.args.rounds * self.args.lines:
+            raise RuntimeError(f"append.batches: {records} records, {self.args.rounds} x sent")
+        return f
+
+    def stream(self) -> Figure:
+        f = Figure("cat stream of those lines", "MB/s", self.mb, "ms/MB", 1e3)
+        sources = {"logfs": f"{self.m1}/r/0/stream", "C null": f"{self.cn}/source",
+                   "pyfuse3 null": f"{self.pn}/source", "plain file": self.lines}  # fmt: skip
+        for name, source in sources.items():
+            f.target(name, lambda s=source: sh(f"cat {s} > /dev/null"), self.pids.get(name))
+        return f.measure(self.args.rounds)
+
+    def segments(self) -> Figure:
+        m1, d1 = self.m1, self.d1
+        mb = sum(p.stat().st_size for p in (d1 / "r-0").glob("*.log")) / 1e6
+        f = Figure("cat segments/*.log", "MB/s", mb, "ms/MB", 1e3)
+        f.target(
+            "logfs", lambda: sh(f"cat {m1}/r/0/segments/*.log > /dev/null"), self.pids["logfs"]
+        )
+        f.target("plain file", lambda: sh(f"cat {d1}/r-0/*.log > /dev/null"))
+        return f.measure(self.args.rounds)
+
+
+def measure(tmp: Path, args) -> dict[str, Figure]:
+    """Build the C null file system, mount the four file systems, run the figures
+    ``args.only`` names; always unmounts."""
+    make_lines(tmp / "lines100", args.lines, 100)
+    bench = Bench(tmp, args)
+    d0 = tmp / "d0"
+    for d in (bench.d1, bench.m1, d0, bench.m0, bench.cn, bench.pn):
+        d.mkdir()
+    fetch_end = 0
+    if "fetch" in args.only:
+        bench_kafka.fill(bench.d1, "fetched", bench_kafka.one_batch(), args.fetch_mib << 20)
+        with Store(bench.d1) as store:
+            fetch_end = store.log("fetched", 0).next_offset
+    program = build_cnullfs(tmp)
+    size = bench.lines.stat().st_size
+    figures: dict[str, Figure] = {}
+    with contextlib.ExitStack() as stack:
+        mounted = {
+            "logfs": logfs_mount(bench.d1, bench.m1, tmp / "logfs.log", "kafka=127.0.0.1:0"),
+            "logfs acks=0": logfs_mount(d0, bench.m0, tmp / "acks0.log", "acks=0"),
+            "C null": CNullDaemon(program, bench.cn, tmp / "cnull.log", size),
+            "pyfuse3 null": NullDaemon(bench.pn, tmp / "pynull.log", size),
+        }
+        for name, daemon in mounted.items():
+            bench.pids[name] = stack.enter_context(daemon).pid
+        for m in (bench.m1, bench.m0):
+            for topic in ("line", "web", "t", "b", "r"):
+                (m / topic).mkdir()
+        for name in ("line", "nginx", "append", "batches"):
+            if name in args.only:
+                figures[name] = getattr(bench, name)()
+        if {"stream", "segments"} & args.only:
+            sh(f"cat {bench.lines} > {bench.m1}/r/0/append")
+        for name in ("stream", "segments"):
+            if name in args.only:
+                figures[name] = getattr(bench, name)()
+        if "fetch" in args.only:
+            figures["fetch"] = measure_fetch(bench.d1, bench.pids["logfs"], fetch_end, args.rounds)
+    return figures
+
+
+def measure_fetch(data: Path, pid: int, end: int, rounds: int) -> Figure:
+    """Fetch of the partition ``fetched`` to ``end`` through the listener vs sendfile
+    of its segment."""
+    deadline = time.monotonic() + 30
+    while (found := mountinfo.read_record(data)) is None or not found.kafka:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the Kafka listener did not start")
+        time.sleep(0.05)
+    host, _, port = found.kafka.rpartition(":")
+    address = (host, int(port))
+    segment = next((data / "fetched-0").glob("*.log"))
+    bench_kafka.fetch_all(address, "fetched", end)  # warm up: the page cache, the imports
+    f = Figure("Kafka Fetch, 1 MiB per partition", "MiB/s", segment.stat().st_size / 2**20,
+               "ms/MiB", 1e3)  # fmt: skip
+    f.target("logfs", lambda: timed_fn(bench_kafka.fetch_all, address, "fetched", end), pid)
+    f.target("sendfile", lambda: timed_fn(bench_kafka.sendfile_limit, segment))
+    return f.measure(rounds)
+
+
+def timed_fn(fn, *args) -> float:
+    t = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t
+
+
+def expect(partition_dir: Path, count: int) -> None:
+    """Every line written is in the partition, once."""
+    logged = count_lines(partition_dir / "0" / "stream")
+    if logged != count:
+        raise RuntimeError(f"{partition_dir}: {logged} records of {count}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--lines", type=int, default=1_000_000, help="100-byte lines for cat")
+    parser.add_argument("--writes", type=int, default=20_000, help="one-line write()s per run")
+    parser.add_argument("--requests", type=int, default=20_000, help="nginx requests per run")
+    parser.add_argument("--fetch-mib", type=int, default=128)
+    parser.add_argument("--only", default=",".join(FIGURES))
+    parser.add_argument("--record", action="store_true", help="write the ratios into the docs")
+    args = parser.parse_args()
+    args.only = set(args.only.split(","))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")])
+    )
+    with tempfile.TemporaryDirectory(prefix="logfs-floor-", dir=Path.home()) as name:
+        figures = measure(Path(name), args)
+    print(f"\nlogfs at the transport's floor: {args.rounds} interleaved rounds, medians (range)")
+    for figure in figures.values():
+        print("\n" + "\n".join(figure.rows()))
+    table, keep, fell = check_rows(figures, recorded_checks())
+    print("\n" + "\n".join(table))
+    if args.record:
+        record(keep)
+        print(f"\nrecorded in {DOCS}")
+    elif fell:
+        print(f"\n{len(fell)} check(s) fell below the recorded figures: {', '.join(fell)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

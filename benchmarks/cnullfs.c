@@ -1,0 +1,131 @@
+/*
+ * The floor of the FUSE transport: a do-nothing file system on libfuse's low-level
+ * API, one thread (fuse_session_loop), compiled by the benchmark that mounts it
+ * (benchmarks/mounts.py, build_cnullfs: gcc and libfuse3-dev's pkg-config).
+ *
+ * The root holds `sink`, which answers every write() with its size and keeps nothing
+ * (as /dev/null), and `source`, SOURCE_BYTES of 100-byte lines. Both are opened with
+ * direct_io and report st_blksize = 1 MiB, as logfs's `append` and `stream` are, so a
+ * request costs what FUSE costs and nothing more.
+ *
+ *     cnullfs MOUNTPOINT [SOURCE_BYTES]     (foreground; SIGTERM unmounts)
+ */
+#define FUSE_USE_VERSION 34
+#include <fuse_lowlevel.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { ROOT = 1, SINK = 2, SOURCE = 3, BLOCK = 1 << 20 };
+static off_t source_bytes = 100 << 20;
+static char line_block[BLOCK + 100];
+
+static void attrs_of(fuse_ino_t ino, struct stat *st)
+{
+    memset(st, 0, sizeof *st);
+    st->st_ino = ino;
+    st->st_uid = getuid();
+    st->st_gid = getgid();
+    st->st_blksize = BLOCK;
+    st->st_nlink = ino == ROOT ? 2 : 1;
+    st->st_mode = ino == ROOT ? S_IFDIR | 0755 : S_IFREG | 0644;
+    st->st_size = ino == SOURCE ? source_bytes : 0;
+}
+
+static void null_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fuse_entry_param e = {0};
+    if (parent != ROOT || (strcmp(name, "sink") != 0 && strcmp(name, "source") != 0)) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    e.ino = strcmp(name, "sink") == 0 ? SINK : SOURCE;
+    attrs_of(e.ino, &e.attr);
+    fuse_reply_entry(req, &e);
+}
+
+static void null_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct stat st;
+    attrs_of(ino, &st);
+    fuse_reply_attr(req, &st, 0);
+}
+
+static void null_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int set,
+                         struct fuse_file_info *fi)
+{
+    (void)attr, (void)set;
+    null_getattr(req, ino, fi);
+}
+
+static void null_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    fi->direct_io = 1;
+    fuse_reply_open(req, fi);
+}
+
+static void null_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                      struct fuse_file_info *fi)
+{
+    (void)fi;
+    if (ino != SOURCE || off >= source_bytes) {
+        fuse_reply_buf(req, NULL, 0);
+        return;
+    }
+    if (size > BLOCK)
+        size = BLOCK;
+    if ((off_t)size > source_bytes - off)
+        size = source_bytes - off;
+    fuse_reply_buf(req, line_block + off % 100, size);
+}
+
+static void null_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+                       off_t off, struct fuse_file_info *fi)
+{
+    (void)ino, (void)buf, (void)off, (void)fi;
+    fuse_reply_write(req, size);
+}
+
+static void null_ok(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino, (void)fi;
+    fuse_reply_err(req, 0);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+    .lookup = null_lookup,
+    .getattr = null_getattr,
+    .setattr = null_setattr,
+    .open = null_open,
+    .read = null_read,
+    .write = null_write,
+    .flush = null_ok,
+    .release = null_ok,
+};
+
+int main(int argc, char *argv[])
+{
+    if (argc < 2) {
+        fputs("usage: cnullfs MOUNTPOINT [SOURCE_BYTES]\n", stderr);
+        return 2;
+    }
+    if (argc > 2)
+        source_bytes = strtoll(argv[2], NULL, 10);
+    for (size_t i = 0; i < sizeof line_block; i++)
+        line_block[i] = i % 100 == 99 ? '\n' : 'x';
+    char *fuse_argv[] = {argv[0], "-o", "fsname=cnullfs,subtype=cnullfs", NULL};
+    struct fuse_args args = FUSE_ARGS_INIT(3, fuse_argv);
+    struct fuse_session *se = fuse_session_new(&args, &ops, sizeof ops, NULL);
+    if (se == NULL || fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, argv[1]) != 0)
+        return 1;
+    int res = fuse_session_loop(se);
+    fuse_session_unmount(se);
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return res ? 1 : 0;
+}

@@ -1,0 +1,98 @@
+"""The benchmark suite's own parts: the C null file system it builds and mounts as the
+transport's floor (benchmarks/cnullfs.c), and the regression check of bench_floor.py
+against the figures recorded in docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import bench_floor  # noqa: E402
+from mount_helpers import mount_type  # noqa: E402
+from mounts import CNullDaemon, build_cnullfs  # noqa: E402
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+
+
+def test_the_c_null_file_system_is_built_and_answers_as_the_floor(tmp_path):
+    program = build_cnullfs(tmp_path)
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    with CNullDaemon(program, mountpoint, tmp_path / "cnull.log", 1000) as daemon:
+        assert daemon.pid > 0
+        fd = os.open(mountpoint / "sink", os.O_WRONLY | os.O_APPEND)
+        try:
+            assert os.write(fd, b"x" * 99 + b"\n") == 100
+            assert os.write(fd, b"y" * 5000) == 5000
+        finally:
+            os.close(fd)
+        assert os.stat(mountpoint / "sink").st_size == 0  # it keeps nothing
+        source = (mountpoint / "source").read_bytes()
+        assert source == (b"x" * 99 + b"\n") * 10
+        assert os.stat(mountpoint / "source").st_blksize == 1 << 20
+        assert not (mountpoint / "other").exists()
+    assert mount_type(mountpoint) is None
+
+
+class Run:
+    """A figure with fixed medians, as `Figure.measure` leaves them."""
+
+    def __init__(self, rates: dict[str, float], cpu: dict[str, float] | None = None):
+        self.rates, self.cpu = rates, cpu or {}
+
+    def median(self, name: str, cpu: bool = False) -> float:
+        return (self.cpu if cpu else self.rates)[name]
+
+
+def test_a_check_that_fell_past_its_noise_band_is_flagged():
+    figures = {"line": Run({"logfs": 50.0, "C null": 100.0}, {"logfs": 20.0, "C null": 10.0})}
+    recorded = {"line: logfs / C null": (0.8, 0.25), "line CPU: C null / logfs": (0.55, 0.25)}
+    table, keep, fell = bench_floor.check_rows(figures, recorded)
+    # 0.50 < 0.8 x 0.75: fell; CPU 10/20 = 0.50 >= 0.55 x 0.75: within the band
+    assert fell == ["line: logfs / C null"]
+    assert "| line: logfs / C null | 0.50 | 0.80 | 0.25 | 0.8 | not met; **fell**" in "\n".join(
+        table
+    )
+    assert "| line CPU: C null / logfs | 0.50 | 0.55 | 0.25 | 0.8 | not met |" in table
+    # checks of figures not run keep what was recorded
+    assert "| append: logfs / C null |  | 0.25 | 0.6 |" in keep
+    assert "| line: logfs / C null | 0.50 | 0.25 | 0.8 |" in keep
+
+
+def test_the_recorded_figures_are_read_and_written_back_in_place(tmp_path):
+    docs = tmp_path / "benchmarks.md"
+    shutil.copy(DOCS, docs)
+    recorded = bench_floor.recorded_checks(docs)
+    assert set(recorded) == {check for check, *_ in bench_floor.CHECKS}
+    figures = {"stream": Run({"logfs": 300.0, "plain file": 1000.0})}
+    _, keep, _ = bench_floor.check_rows(figures, recorded)
+    bench_floor.record(keep, docs)
+    again = bench_floor.recorded_checks(docs)
+    assert again["stream: logfs / plain"] == (0.3, recorded["stream: logfs / plain"][1])
+    del again["stream: logfs / plain"], recorded["stream: logfs / plain"]
+    assert again == recorded
+    before, after = DOCS.read_text(), docs.read_text()
+    assert before.split("<!-- floor-checks -->")[0] == after.split("<!-- floor-checks -->")[0]
+    assert before.split("<!-- /floor-checks -->")[1] == after.split("<!-- /floor-checks -->")[1]
+
+
+@pytest.mark.parametrize("check", [c for c, *_ in bench_floor.CHECKS])
+def test_every_check_has_a_goal_and_a_band_in_the_docs(check):
+    _, band = bench_floor.recorded_checks()[check]
+    assert 0 < band < 1
+
+
+def test_a_daemons_cpu_is_counted_to_the_nanosecond_while_its_threads_stay():
+    start, counter = time.process_time(), bench_floor.DaemonCpu(os.getpid())
+    while time.process_time() - start < 0.2:
+        pass
+    spent, expected = counter.since(), time.process_time() - start
+    assert abs(spent - expected) < 0.005  # a clock tick is 0.01 s: not counted in ticks
