@@ -46,6 +46,17 @@ class Histogram:
         self.sum += value
         self.count += 1
 
+    def plus(self, other: Histogram | None) -> Histogram:
+        """This histogram and ``other`` (the same bounds) added, as a new one."""
+        total = Histogram(self.bounds)
+        total.counts = list(self.counts)
+        total.sum, total.count = self.sum, self.count
+        if other is not None:
+            total.counts = [a + b for a, b in zip(total.counts, other.counts, strict=True)]
+            total.sum += other.sum
+            total.count += other.count
+        return total
+
     def cumulative(self) -> list[tuple[str, int]]:
         """``(le, observations at or below it)`` per bucket, +Inf last: Prometheus's form."""
         found, total = [], 0
@@ -68,6 +79,19 @@ class Histograms:
             histogram = self.by_labels[labels] = Histogram(self.bounds)
         histogram.observe(value)
 
+    def copy(self) -> Histograms:
+        """A copy, which observations made here later do not change."""
+        total = Histograms(self.bounds)
+        total.by_labels = {labels: h.plus(None) for labels, h in self.by_labels.items()}
+        return total
+
+    def plus(self, labels: tuple[str, ...], more: Histogram) -> Histograms:
+        """These histograms with ``more`` added to the one of ``labels``, as new ones."""
+        total = self.copy()
+        if more.count:
+            total.by_labels[labels] = more.plus(self.by_labels.get(labels))
+        return total
+
     def __iter__(self) -> Iterator[tuple[tuple[str, ...], Histogram]]:
         return iter(list(self.by_labels.items()))
 
@@ -84,6 +108,14 @@ class Counters:
 
     def get(self, labels: tuple[str, ...]) -> float:
         return self.by_labels.get(labels, 0)
+
+    def plus(self, more: dict[tuple[str, ...], float]) -> Counters:
+        """These counts and ``more`` added, as a new `Counters`."""
+        total = Counters()
+        total.by_labels = dict(self.by_labels)
+        for labels, amount in more.items():
+            total.add(labels, amount)
+        return total
 
     def forget(self, first: str) -> None:
         for labels in [k for k in self.by_labels if k and k[0] == first]:

@@ -3,7 +3,8 @@ daemon's event loop, ``GET /metrics`` answered with the text format
 `prometheus_client` renders, anything else with 404 or 405.
 
 On the loop, not in a thread of its own, so that a scrape reads the daemon's
-books and open partitions while nothing changes them (families.py). Bounded as
+books and open partitions while nothing changes them (families.py; the text
+is then made in a worker thread, service.py). Bounded as
 every face is: at most `MAX_CONNECTIONS` at once (more are closed at once), a
 request head of at most `MAX_HEAD` bytes, whole within `TIMEOUT` seconds, one
 request per connection. Without authentication: it listens on 127.0.0.1
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -46,7 +47,7 @@ class Endpoint:
     Args:
         host: the address to listen on.
         port: the port (0: any free one).
-        render: the exposition's bytes, made on the loop at each scrape.
+        render: the exposition's bytes at each scrape (its numbers read on the loop).
         refused: called with a reason for each refused request (the metrics' books).
         timeout: seconds a connection has to send its request head.
         max_connections: connections served at once; more are closed at once.
@@ -56,7 +57,7 @@ class Endpoint:
         self,
         host: str,
         port: int,
-        render: Callable[[], bytes],
+        render: Callable[[], Awaitable[bytes]],
         refused: Callable[[str, str], None] | None = None,
         *,
         timeout: float = TIMEOUT,
@@ -114,7 +115,7 @@ class Endpoint:
         elif target != b"/metrics":
             await stream.send_all(_response(404, b"the metrics are at /metrics\n"))
         else:
-            body = self.render()
+            body = await self.render()
             await stream.send_all(_response(200, b"" if method == b"HEAD" else body, len(body)))
 
 

@@ -35,7 +35,11 @@ async def ask(address, data: bytes, *, close: bool = False) -> bytes:
 
 async def serving(nursery, **kwargs) -> tuple[Endpoint, Metrics]:
     metrics = Metrics()
-    endpoint = Endpoint("127.0.0.1", 0, lambda: b"up 1\n", metrics.refused, **kwargs)
+
+    async def render() -> bytes:
+        return b"up 1\n"
+
+    endpoint = Endpoint("127.0.0.1", 0, render, metrics.refused, **kwargs)
     await nursery.start(endpoint.run)
     return endpoint, metrics
 
