@@ -111,19 +111,23 @@ class Daemon:
                 metrics=books,
                 recovery=self.recovery.state,
             )
+        # A topic deleted over Kafka: the mount forgets its inodes, the metrics its series.
+        forget = None if self.mount is None else self.mount.forget_topic
+        if self.metrics is not None:
+            forget = self.topic_deleted
         self.listener = kafka_listener(
             store,
             self.groups,
             self.transactions,
             options,
             self.ready,
-            self._topic_deleted,
+            forget,
             sync,
             self.cleaner,
             books,
         )
 
-    def _topic_deleted(self, topic: str) -> None:
+    def topic_deleted(self, topic: str) -> None:
         """A topic deleted over Kafka: the mount forgets its inodes, the metrics its series."""
         if self.mount is not None:
             self.mount.forget_topic(topic)

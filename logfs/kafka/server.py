@@ -260,7 +260,10 @@ class Connection:
                 finally:
                     reply.close()
             if broker.metrics is not None:  # Kafka's TotalTimeMs: read to answer sent
-                name = type(request.body).__name__.removesuffix("Request")
+                # kio's class names are Kafka's; a body-less request here is an
+                # ApiVersions of a version not served (answered with its error).
+                kind = type(request.body).__name__.removesuffix("Request")
+                name = "ApiVersions" if request.body is None else kind
                 broker.metrics.request(name, (time.perf_counter() - started) * 1000)
             if refused:
                 raise BadRequest(refused)
