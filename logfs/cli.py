@@ -194,7 +194,7 @@ def cmd_mount(args) -> int:
     options: dict[str, str] = {}
     for item in args.options or []:
         options.update(_key_values(item))
-    return mount(args.data, args.mountpoint, options, foreground=args.foreground)
+    return mount(args.data, args.mountpoint, options, foreground=args.foreground, quiet=args.quiet)
 
 
 def cmd_serve(args) -> int:
@@ -244,6 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("data", metavar="DATA", help=DATA_HELP + "; created if missing")
     p.add_argument("mountpoint", metavar="MOUNTPOINT", help="an existing empty directory")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached, log to stderr")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress of the recovery on stderr while waiting")  # fmt: skip
     p.add_argument("-o", dest="options", action="append", metavar="KEY=VALUE,...",
                    help="mount options and topic-setting defaults (listed below)")  # fmt: skip
 

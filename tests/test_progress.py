@@ -143,3 +143,27 @@ def test_the_mounts_root_tells_how_far_the_recovery_went(tmp_path):
             assert time.monotonic() < deadline, state
             time.sleep(0.05)
         assert state["partitions"] == state["recovered"] == 5
+
+
+@pytest.mark.mount
+def test_logfs_mount_shows_the_recovery_while_it_waits(tmp_path):
+    make_data(tmp_path / "data", 6)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    for quiet in ([], ["-q"]):
+        done = subprocess.run(
+            [*LOGFS, "mount", *quiet, tmp_path / "data", mnt], capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        try:
+            assert done.returncode == 0, done.stderr
+            if quiet:
+                assert done.stderr == ""
+            else:
+                assert f"recovering {tmp_path / 'data'}: 6 partitions of 6 partitions (100%)" in (
+                    done.stderr
+                )
+            assert done.stdout == ""
+        finally:
+            umount = subprocess.run([*LOGFS, "umount", mnt], capture_output=True, text=True)
+            assert umount.returncode == 0, umount.stderr

@@ -52,7 +52,8 @@ logger = logging.getLogger("logfs")
 
 class Daemon:
     """The daemon of ``data``: a mount on ``mountpoint`` when there is one, a
-    Kafka listener when ``options`` ask for one (``kafka=``).
+    Kafka listener when ``options`` ask for one (``kafka=``); ``progress(done,
+    total, name)`` is told of the recovery at the start, from its worker thread.
 
     Raises:
         LogfsError: DATA cannot be opened (its lock is held, a bad setting) or
@@ -60,9 +61,16 @@ class Daemon:
         OSError: DATA cannot be read or created.
     """
 
-    def __init__(self, data: str, options: MountOptions, mountpoint: str | None = None) -> None:
+    def __init__(
+        self,
+        data: str,
+        options: MountOptions,
+        mountpoint: str | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+    ) -> None:
         self.data = data
         self.options = options
+        self.recovery = RecoveryProgress(data, progress)
         # Partitions are recovered once the faces answer, in a worker thread (`_recover`).
         self.store = Store(
             data,
@@ -85,7 +93,6 @@ class Daemon:
         store, options = self.store, self.options
         writable = not options.read_only
         self.ready = trio.Event()  # the partitions are recovered: the faces' requests go on
-        self.recovery = RecoveryProgress(self.data)
         if not writable or not store.has_unopened():
             self.ready.set()
         self.groups = Coordinator(store, settings=options.groups)

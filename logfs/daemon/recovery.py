@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 logger = logging.getLogger("logfs")
 
@@ -17,10 +18,12 @@ LOG_EVERY = 5.0  # seconds
 
 
 class RecoveryProgress:
-    """The recovery of ``data``'s partitions, as far as it went."""
+    """The recovery of ``data``'s partitions, as far as it went; ``report`` is told
+    too (``logfs mount`` shows it while it waits)."""
 
-    def __init__(self, data: str) -> None:
+    def __init__(self, data: str, report: Callable[[int, int, str], None] | None = None) -> None:
         self.data = data
+        self.report = report
         self.counts = (0, 0)  # (recovered, partitions): one tuple, replaced whole
         self.started = self.logged = time.monotonic()
         self.ended: float | None = None
@@ -28,6 +31,8 @@ class RecoveryProgress:
     def __call__(self, done: int, total: int, name: str) -> None:
         """``done`` of ``total`` partitions recovered, ``name`` the last (worker thread)."""
         self.counts = (done, total)
+        if self.report is not None:
+            self.report(done, total, name)
         now = time.monotonic()
         if now - self.logged >= LOG_EVERY and done < total:
             self.logged = now
