@@ -106,6 +106,9 @@ class Families:
         lines = {(topic,): books for topic, books in m.lines.items()}
         ready = self.ready()
         logs, lag = [], []
+        # Every topic's counters start at 0 (Prometheus's advice): a topic's first
+        # records then show as an increase, not as a series that begins high.
+        zeros = {(topic,): 0 for topic, _ in self.store.open_logs} if ready else {}
         if ready:
             for (topic, partition), log in sorted(self.store.open_logs.items()):
                 unflushed = log.unflushed_messages
@@ -122,9 +125,9 @@ class Families:
                     end = None if log is None else log.next_offset
                     lag.append((group.group_id, topic, partition, committed.offset, end))
         return Reading(
-            m.messages_in.plus({k: count for k, (count, _) in lines.items()}),
-            m.bytes_in.plus({k: size for k, (_, size) in lines.items()}),
-            m.bytes_out.plus({}),
+            m.messages_in.plus(zeros).plus({k: count for k, (count, _) in lines.items()}),
+            m.bytes_in.plus(zeros).plus({k: size for k, (_, size) in lines.items()}),
+            m.bytes_out.plus(zeros),
             m.requests.copy(),
             m.fuse.plus(("write", "AppendFile"), m.line_times),
             m.writes.plus({("line",): sum(count for count, _ in m.lines.values())}),

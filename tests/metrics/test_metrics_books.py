@@ -105,8 +105,13 @@ def test_a_scrape_shows_the_books_and_the_logs_with_kafkas_names(tmp_path):
         assert found[("logfs_log_unflushed_messages", p0)] == 0
         assert found[("logfs_log_unflushed_age_seconds", p0)] == 0
         metrics.forget_topic("orders")
+        store.delete_topic("orders")
         found = samples(registry_of(metrics, store))
         assert ("kafka_server_brokertopicmetrics_messagesin_total", topic) not in found
+        store.create_topic("orders", 1)  # a topic not written to yet: its counters at 0
+        found = samples(registry_of(metrics, store))
+        assert found[("kafka_server_brokertopicmetrics_messagesin_total", topic)] == 0
+        assert found[("kafka_server_brokertopicmetrics_bytesout_total", topic)] == 0
 
 
 def test_consumer_lag_is_the_end_offset_less_the_committed_offset(tmp_path):
