@@ -22,11 +22,16 @@ of every scenario, "baseline": before and after a change measured side by side
 in the same rounds, with a column of each target's rate over the baseline's and,
 for one line per write(), the baseline daemon's CPU per write() too.
 
+With ``--metrics`` one more mount in the default mode serves ``-o metrics=`` and is
+scraped every second for the whole run, as Prometheus would: for one line per
+write(), "acks=1, metrics" is one more target, with a column of each rate over
+acks=1's (the cost of the FUSE request histograms and the append counters).
+
 After the rounds every request and record is checked to be in the log exactly
 once (the buffered mount's files are closed, so everything has reached it).
 
     python benchmarks/bench_legacy.py [--rounds 5] [--requests 20000] [--records 200000]
-        [--only nginx,logging,line] [--baseline /path/to/other/checkout]
+        [--only nginx,logging,line] [--baseline /path/to/other/checkout] [--metrics]
 """
 
 from __future__ import annotations
@@ -41,7 +46,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -170,7 +177,7 @@ def measure(tmp: Path, args) -> list[tuple[str, str, str, str]]:
     """Mount logfs in both modes and nullfs under ``tmp``, run the scenarios
     ``args.only`` names, and return the table's rows."""
     rows: list[tuple[str, ...]] = []
-    for d in ("d1", "m1", "d0", "m0", "null", "nullwb", "db", "mb"):
+    for d in ("d1", "m1", "d0", "m0", "null", "nullwb", "db", "mb", "dm", "mm"):
         (tmp / d).mkdir()
     m1, m0, null, nullwb = tmp / "m1", tmp / "m0", tmp / "null", tmp / "nullwb"
     baseline = getattr(args, "baseline", None)
@@ -184,7 +191,14 @@ def measure(tmp: Path, args) -> list[tuple[str, str, str, str]]:
         if mb is not None:
             other = CheckoutDaemon(baseline, tmp / "db", mb, log=tmp / "baseline.log")
             pids["baseline"] = stack.enter_context(other).pid
-        for m in filter(None, (m1, m0, mb)):
+        mm = None
+        if getattr(args, "metrics", False):
+            mm = tmp / "mm"
+            log = tmp / "metrics.log"
+            scraped = stack.enter_context(logfs_mount(tmp / "dm", mm, log, "metrics=127.0.0.1:0"))
+            pids["acks=1, metrics"] = scraped.pid
+            stack.enter_context(Scraper(log))
+        for m in filter(None, (m1, m0, mb, mm)):
             for topic in ("web", "app", "line"):
                 (m / topic).mkdir()
         if "nginx" in args.only:
@@ -192,8 +206,38 @@ def measure(tmp: Path, args) -> list[tuple[str, str, str, str]]:
         if "logging" in args.only:
             rows += bench_logging(tmp, m1, m0, nullwb, args, mb)
         if "line" in args.only:
-            rows += bench_line(tmp, m1, m0, null, nullwb, args, pids, mb)
+            rows += bench_line(tmp, m1, m0, null, nullwb, args, pids, mb, mm)
     return rows
+
+
+class Scraper:
+    """GET /metrics every second from the daemon whose log says where it serves them."""
+
+    def __init__(self, log: Path) -> None:
+        deadline = time.monotonic() + 30
+        while not (found := re.search(r"serving metrics on (http://\S+)", log.read_text())):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no metrics address in {log}")
+            time.sleep(0.05)
+        self.url = found[1]
+        self.stopped = threading.Event()
+        self.scrapes = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stopped.wait(1.0):
+            with urllib.request.urlopen(self.url, timeout=10) as answer:
+                answer.read()
+            self.scrapes += 1
+
+    def __enter__(self) -> Scraper:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        self.thread.join()
+        print(f"metrics: {self.scrapes} scrapes of {self.url}")
 
 
 def main() -> None:
@@ -208,6 +252,11 @@ def main() -> None:
         "--baseline",
         type=Path,
         help="another logfs checkout (with its .venv) mounted beside this one as a target",
+    )
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="one more default-mode mount with -o metrics=, scraped every second",
     )
     args = parser.parse_args()
     args.only = set(args.only.split(","))
@@ -305,6 +354,7 @@ def bench_line(
     args,
     pids: dict[str, int],
     mb: Path | None = None,
+    mm: Path | None = None,
 ) -> list:
     """Also the daemon CPU time per write() of logfs and nullfs (and the
     baseline): what a request costs the daemon, apart from the wakeups and the
@@ -332,20 +382,24 @@ def bench_line(
     }
     if mb is not None:
         targets["baseline"] = lambda: with_cpu("baseline", f"{mb}/line/0/append")
+    if mm is not None:
+        targets["acks=1, metrics"] = lambda: with_cpu("acks=1, metrics", f"{mm}/line/0/append")
     seconds = rounds_of(targets, args.rounds)
-    for m in filter(None, (m1, mb)):
+    for m in filter(None, (m1, mb, mm)):
         logged = count_lines(m / "line" / "0" / "stream")
         if logged != args.rounds * args.lines:
             raise RuntimeError(f"{m}: {logged} lines of {args.rounds * args.lines}")
     rows = _rate_rows("one line per write()", "writes/s", seconds, args.lines)
-    rows.append(("daemon CPU per write()", "µs", "", "", "of baseline" if mb else ""))
+    head = ("daemon CPU per write()", "µs", "", "", "of baseline" if mb else "")
+    rows.append(head + (("of acks=1",) if mm is not None else ()))
     med = {name: statistics.median(values) for name, values in cpu.items()}
     for name, values in cpu.items():
         of_baseline = f"{med[name] / med['baseline']:.2f}" if mb is not None else ""
-        rows.append(
-            (f"  {name}", f"{med[name]:.1f} ({min(values):.1f}–{max(values):.1f})", "", "",
-             of_baseline)
-        )  # fmt: skip
+        row = (f"  {name}", f"{med[name]:.1f} ({min(values):.1f}–{max(values):.1f})", "", "",
+               of_baseline)  # fmt: skip
+        if mm is not None:
+            row += (f"{med[name] / med['acks=1']:.2f}",)
+        rows.append(row)
     return rows
 
 
@@ -365,7 +419,9 @@ def _ratio_rows(label: str, unit: str, rates: dict[str, list[float]]) -> list:
     plain file, to nullfs and to the baseline checkout, where they were measured."""
     med = {name: statistics.median(v) for name, v in rates.items()}
     heads = {"plain": "of plain file", "null": "of null FUSE", "baseline": "of baseline"}
+    heads["acks=1"] = "of acks=1"
     columns = ["plain", "null"] + (["baseline"] if "baseline" in med else [])
+    columns += ["acks=1"] if "acks=1, metrics" in med else []
     rows = [(label, unit, *(heads[c] if c in med else "" for c in columns))]
     for name, values in rates.items():
         ratios = (f"{med[name] / med[c]:.2f}" if c in med else "" for c in columns)

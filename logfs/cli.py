@@ -17,6 +17,7 @@ from .core.errors import LogfsError
 from .core.log import Store, Throttle, clean_store
 from .core.tools import check, dump
 from .helptext import DATA_HELP, DESCRIPTION, EPILOG, EXAMPLES, MOUNT_EPILOG
+from .progress import Progress
 
 
 def _key_values(text: str) -> dict[str, str]:
@@ -130,25 +131,22 @@ def cmd_describe(args) -> int:
 
 
 def cmd_dump(args) -> int:
-    for line in dump(
-        args.files, print_data=args.print_data_log, verify_index=args.index_sanity_check
-    ):
-        print(line)
+    # A bar for the bytes of the .log files walked: stdout is the dump, stderr the bar.
+    with Progress("dump", None, "B", quiet=args.quiet) as progress:
+        for line in dump(
+            args.files,
+            print_data=args.print_data_log,
+            verify_index=args.index_sanity_check,
+            progress=progress.report,
+        ):
+            print(line)
     return 0
 
 
-def _progress(name: str, segments: int, size: int, seconds: float) -> None:
-    """One line per partition on stderr as long work goes (stdout: the results)."""
-    rate = f", {size / seconds / 1e6:.0f} MB/s" if seconds > 0.01 else ""
-    print(
-        f"  {name}: {segments} segment(s), {size / 1e6:.1f} MB in {seconds:.2f} s{rate}",
-        file=sys.stderr,
-        flush=True,
-    )
-
-
 def cmd_check(args) -> int:
-    problems = check(args.data, repair=args.repair, progress=_progress)
+    what = f"{'repair' if args.repair else 'check'} {args.data}"
+    with Progress(what, None, quiet=args.quiet) as progress:
+        problems = check(args.data, repair=args.repair, progress=progress.report)
     for problem in problems:
         print(problem)
     if problems:
@@ -166,9 +164,16 @@ def cmd_compact(args) -> int:
         topics = args.topics or [t for t in store.topics() if store.topic_config(t).compact]
         throttle = Throttle(args.io_max_bytes_per_second)
         cleaned = 0
-        for topic in topics:  # one topic at a time, so progress shows as it goes
+        progress = Progress(f"compact {args.data}", None, quiet=args.quiet)
+        total = sum(len(store.partitions(t)) for t in topics)
+        for topic in topics:  # one topic at a time, so each shows as it is done
+            before = progress.done
+
+            def report(done: int, _: int, note: str, before: int = before) -> None:
+                progress.report(before + done, total, note)
+
             for name, partition, stats in clean_store(
-                store, [topic], force=True, throttle=throttle
+                store, [topic], force=True, throttle=throttle, progress=report
             ):
                 cleaned += 1
                 print(
@@ -178,6 +183,7 @@ def cmd_compact(args) -> int:
                     f"in {stats.seconds:.2f} s",
                     flush=True,
                 )
+        progress.close()
     print(f"compacted {cleaned} partition(s)")
     return 0
 
@@ -188,7 +194,7 @@ def cmd_mount(args) -> int:
     options: dict[str, str] = {}
     for item in args.options or []:
         options.update(_key_values(item))
-    return mount(args.data, args.mountpoint, options, foreground=args.foreground)
+    return mount(args.data, args.mountpoint, options, foreground=args.foreground, quiet=args.quiet)
 
 
 def cmd_serve(args) -> int:
@@ -238,6 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("data", metavar="DATA", help=DATA_HELP + "; created if missing")
     p.add_argument("mountpoint", metavar="MOUNTPOINT", help="an existing empty directory")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached, log to stderr")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress of the recovery on stderr while waiting")  # fmt: skip
     p.add_argument("-o", dest="options", action="append", metavar="KEY=VALUE,...",
                    help="mount options and topic-setting defaults (listed below)")  # fmt: skip
 
@@ -310,6 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--print-data-log", action="store_true", help="also print each record")
     p.add_argument("--index-sanity-check", action="store_true",
                    help="check that each index entry points at the batch it names")  # fmt: skip
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress on stderr (a bar on a terminal, else lines)")  # fmt: skip
 
     p = command(
         "compact",
@@ -325,6 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--io-max-bytes-per-second", type=float, default=0, metavar="N",
                    help="bound the bytes read and written per second (0: none)")  # fmt: skip
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress on stderr (a bar on a terminal, else lines)")  # fmt: skip
 
     p = command(
         "check",
@@ -338,6 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repair", action="store_true",
                    help="truncate at the first bad batch, rebuild the indexes, re-validate "
                    "what follows each recovery point (DATA must not be mounted)")  # fmt: skip
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress on stderr (a bar on a terminal, else lines)")  # fmt: skip
     return parser
 
 

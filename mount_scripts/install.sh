@@ -10,8 +10,8 @@
 #    Java runtime for Spark when there is no java; with LOGFS_TEST_TOOLS=1 (set
 #    by test.sh) also what only the suite runs: libfiu's fiu-utils (fault
 #    injection), nginx (a service logging through the mount), kcat (a Kafka
-#    client), strace (the Kafka listener's sendfile) and apache2-utils' ab (load
-#    on nginx).
+#    client), strace (the Kafka listener's sendfile), apache2-utils' ab (load
+#    on nginx) and prometheus (a server that scrapes the daemon's metrics).
 #    `apt-get update` runs only when something is missing.
 # 2. A virtual environment in the checkout (.venv) holding logfs with its test and Spark
 #    extras, installed by pip as users install it (`pip install -e '.[test,spark]'`),
@@ -77,6 +77,8 @@ if [[ ${LOGFS_TEST_TOOLS:-0} == 1 ]]; then  # set by test.sh: tools only the sui
     command -v npm >/dev/null 2>&1 || need nodejs npm  # KafkaJS (installed below, into .venv)
     # ab drives nginx in tests/system/test_services.py and benchmarks/bench_legacy.py
     command -v ab >/dev/null 2>&1 || need apache2-utils
+    # a real Prometheus server scrapes the daemon's -o metrics= (tests/metrics/)
+    command -v prometheus >/dev/null 2>&1 || need prometheus
 fi
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || need ca-certificates  # pip's HTTPS
 java_missing=0
@@ -115,9 +117,11 @@ if ((${#missing[@]} > 0 || java_missing)); then
     apt update
     ((java_missing)) && missing+=("$(java_package)")
     say "apt-get install ${missing[*]}"
-    if [[ " ${missing[*]} " == *" nginx "* && ! -e /usr/sbin/policy-rc.d ]]; then
-        # The suite runs its own nginx: the package must not start one on port 80
-        # (policy-rc.d is Debian's switch for packages' services; removed after).
+    services=" ${missing[*]} "
+    if [[ ($services == *" nginx "* || $services == *" prometheus "*) && ! -e /usr/sbin/policy-rc.d ]]; then
+        # The suite runs its own nginx and Prometheus: the packages must not start theirs
+        # on ports 80 and 9090 (policy-rc.d is Debian's switch for packages' services;
+        # removed after).
         printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
         chmod +x /usr/sbin/policy-rc.d
         apt install --no-install-recommends "${missing[@]}"

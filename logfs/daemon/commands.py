@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from ..core.client import mountinfo
 from ..core.errors import LogfsError
 from ..core.storage import DESCRIPTORS, raise_nofile_limit
+from ..progress import Progress
 from .daemon import Daemon
 from .options import MountOptions, parse_options
 
@@ -59,12 +60,14 @@ def run_daemon(
     options: MountOptions,
     mountpoint: str | None = None,
     ready: Callable[[Daemon], None] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> int:
     """Build and run one daemon (a mount on ``mountpoint``, or a listener
-    alone); ``ready(daemon)`` once it serves. Returns its exit code."""
+    alone); ``ready(daemon)`` once it serves, ``progress(done, total, name)``
+    as its recovery goes. Returns its exit code."""
     keep_freed_memory()
     limit = raise_nofile_limit()  # the descriptor budget: core/storage/descriptors.py
-    daemon = Daemon(data, options, mountpoint)  # a failure here is one line on stderr
+    daemon = Daemon(data, options, mountpoint, progress)  # a failure: one line on stderr
     logger.info("open-file limit %d: up to %d segments hold open files", limit, DESCRIPTORS.limit)
     return daemon.run(None if ready is None else lambda: ready(daemon))
 
@@ -77,9 +80,11 @@ def mount(
     mountpoint: str,
     options: Mapping[str, str | None] | None = None,
     foreground: bool = False,
+    quiet: bool = False,
 ) -> int:
     """``logfs mount``: returns 0 once the mount is ready (foreground: once it
-    is unmounted again), else 1 with a one-line reason on stderr."""
+    is unmounted again), else 1 with a one-line reason on stderr. Meanwhile the
+    recovery's progress is shown on stderr, unless ``quiet``."""
     data, mountpoint = os.path.abspath(data), _kernel_path(mountpoint)
     try:
         opts = parse_options(options or {})
@@ -88,7 +93,7 @@ def mount(
             level = logging.DEBUG if "debug" in opts.fuse else logging.INFO
             logging.basicConfig(level=level, format="logfs: %(levelname)s: %(message)s")
             return run_daemon(data, opts, mountpoint)
-        return _spawn(data, mountpoint, options or {}, opts)
+        return _spawn(data, mountpoint, options or {}, opts, quiet)
     except (LogfsError, OSError, RuntimeError) as e:
         print(f"logfs mount: {_one_line(e)}", file=sys.stderr)
         return 1
@@ -106,8 +111,11 @@ def _preflight(data: str, mountpoint: str, opts: MountOptions) -> None:
         raise LogfsError(f"{data}: no such data directory")
 
 
-def _spawn(data: str, mountpoint: str, options: Mapping, opts: MountOptions) -> int:
-    """Start the daemon and wait for its ready line (or its error)."""
+def _spawn(
+    data: str, mountpoint: str, options: Mapping, opts: MountOptions, quiet: bool = False
+) -> int:
+    """Start the daemon and wait for its ready line (or its error), showing the
+    ``progress DONE TOTAL`` lines of its recovery meanwhile."""
     log_path = opts.log or os.path.join(data, LOG_FILE)
     if not opts.read_only:
         os.makedirs(data, exist_ok=True)
@@ -136,8 +144,13 @@ def _spawn(data: str, mountpoint: str, options: Mapping, opts: MountOptions) -> 
             cwd="/",
         )
     os.close(write_end)
-    with os.fdopen(read_end, "rb") as status:
-        line = status.readline().decode(errors="replace").strip()
+    with (
+        os.fdopen(read_end, "rb") as status,
+        Progress(f"recovering {data}", None, quiet=quiet) as progress,
+    ):
+        while (line := status.readline().decode(errors="replace").strip()).startswith("progress "):
+            done, total = line.split()[1:3]
+            progress.report(int(done), int(total))
     if line != "ready":
         child.wait()
         raise LogfsError(
@@ -165,8 +178,18 @@ def daemon_main(argv: list[str]) -> int:
         os.write(status_fd, b"ready\n")
         os.close(status_fd)
 
+    shown = [0.0]
+
+    def progress(done: int, total: int, name: str) -> None:
+        """The recovery's progress for `logfs mount` to show, 5 lines a second at most."""
+        now = time.monotonic()
+        if done == total or now - shown[0] >= 0.2:
+            shown[0] = now
+            with contextlib.suppress(OSError):
+                os.write(status_fd, f"progress {done} {total}\n".encode())
+
     try:
-        return run_daemon(data, parse_options(options), mountpoint, ready)
+        return run_daemon(data, parse_options(options), mountpoint, ready, progress)
     except (LogfsError, OSError, RuntimeError) as e:
         logger.error("%s", _one_line(e))
         with contextlib.suppress(OSError):

@@ -1,6 +1,7 @@
 """One daemon over a data directory, the one place its parts are built and run:
 the store, one group coordinator and one transaction coordinator, the flusher
-and the log cleaner, and the faces asked for: the FUSE mount (``logfs mount``), the Kafka listener
+and the log cleaner, the metrics endpoint (``-o metrics=``: the faces feed its
+books), and the faces asked for: the FUSE mount (``logfs mount``), the Kafka listener
 (``-o kafka=``, or ``logfs serve`` without a mount), or both, sharing all of it.
 
 Each part is built whole and handed what it needs: the coordinator goes to
@@ -38,18 +39,21 @@ import trio
 from ..core.client import mountinfo
 from ..core.log import Store
 from ..groups import Coordinator, TransactionCoordinator
+from ..metrics import MetricsService
 from ..mount import FuseMount
 from .cleaner_task import Cleaner
 from .flusher import Flusher
 from .listener import address_of, kafka_listener
 from .options import MountOptions
+from .recovery import RecoveryProgress
 
 logger = logging.getLogger("logfs")
 
 
 class Daemon:
     """The daemon of ``data``: a mount on ``mountpoint`` when there is one, a
-    Kafka listener when ``options`` ask for one (``kafka=``).
+    Kafka listener when ``options`` ask for one (``kafka=``); ``progress(done,
+    total, name)`` is told of the recovery at the start, from its worker thread.
 
     Raises:
         LogfsError: DATA cannot be opened (its lock is held, a bad setting) or
@@ -57,9 +61,16 @@ class Daemon:
         OSError: DATA cannot be read or created.
     """
 
-    def __init__(self, data: str, options: MountOptions, mountpoint: str | None = None) -> None:
+    def __init__(
+        self,
+        data: str,
+        options: MountOptions,
+        mountpoint: str | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+    ) -> None:
         self.data = data
         self.options = options
+        self.recovery = RecoveryProgress(data, progress)
         # Partitions are recovered once the faces answer, in a worker thread (`_recover`).
         self.store = Store(
             data,
@@ -68,9 +79,12 @@ class Daemon:
             recover=False,
             limits=options.limits,
         )
+        self.metrics: MetricsService | None = None
         try:
             self._build(mountpoint)
         except BaseException:
+            if self.metrics is not None:
+                self.metrics.close()
             self.store.close()
             raise
         self.failed_to_recover = False
@@ -83,6 +97,9 @@ class Daemon:
             self.ready.set()
         self.groups = Coordinator(store, settings=options.groups)
         self.transactions = TransactionCoordinator(store, self.groups)
+        if options.metrics is not None:  # bound now: a taken port fails before the mount
+            self.metrics = MetricsService(options.metrics, store, self.groups, self.ready.is_set)
+        books = None if self.metrics is None else self.metrics.metrics
         self.flusher = Flusher(store, **options.tasks["flusher"]) if writable else None
         self.cleaner = Cleaner(store, **options.tasks["cleaner"]) if writable else None
         sync = None if self.flusher is None else self.flusher.flush_log
@@ -98,17 +115,31 @@ class Daemon:
                 partitions=options.partitions,
                 owner=options.owner,
                 buffered=options.buffered,
+                metrics=books,
+                recovery=self.recovery.state,
             )
+        # A topic deleted over Kafka: the mount forgets its inodes, the metrics its series.
+        forget = None if self.mount is None else self.mount.forget_topic
+        if self.metrics is not None:
+            forget = self.topic_deleted
         self.listener = kafka_listener(
             store,
             self.groups,
             self.transactions,
             options,
             self.ready,
-            None if self.mount is None else self.mount.forget_topic,
+            forget,
             sync,
             self.cleaner,
+            books,
         )
+
+    def topic_deleted(self, topic: str) -> None:
+        """A topic deleted over Kafka: the mount forgets its inodes, the metrics its series."""
+        if self.mount is not None:
+            self.mount.forget_topic(topic)
+        if self.metrics is not None:
+            self.metrics.metrics.forget_topic(topic)
 
     @property
     def address(self) -> str | None:
@@ -121,6 +152,8 @@ class Daemon:
         record written. 0, or 1 when the partitions could not be recovered."""
         with contextlib.ExitStack() as teardown:  # runs bottom-up, each step even if one fails
             teardown.callback(self.store.close)
+            if self.metrics is not None:
+                teardown.callback(self.metrics.close)
             if self.mount is not None:
                 self.mount.mount()
                 teardown.callback(self.mount.unmount)
@@ -141,6 +174,8 @@ class Daemon:
     async def _run(self, on_ready: Callable[[], None] | None) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._stop_on_signal, nursery)
+            if self.metrics is not None:  # answers while the partitions are recovered
+                await nursery.start(self.metrics.run)
             if self.listener is not None:  # requests wait for the recovery (self.ready)
                 await nursery.start(self.listener.run)
                 await nursery.start(self.groups.run)  # expires members' sessions
@@ -158,12 +193,13 @@ class Daemon:
             # A reader opens each partition on first use; with nothing to recover the
             # faces already answer (self.ready), so the store is not touched here.
             if not self.ready.is_set():
-                await trio.to_thread.run_sync(self.store.recover)
+                await trio.to_thread.run_sync(self.store.recover, self.recovery)
         except Exception as e:  # noqa: BLE001 - logged, then the daemon stops
             logger.error("recovering %s failed: %s", self.store.path, e)
             self.failed_to_recover = True
             self._stop(nursery)
             return
+        self.recovery.end()
         self.ready.set()
         if time.monotonic() - started > 1:
             logger.info("recovered %s in %.1f s", self.store.path, time.monotonic() - started)

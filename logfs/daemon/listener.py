@@ -25,6 +25,7 @@ from ..kafka import (
     read_credentials,
     server_context,
 )
+from ..metrics import Metrics
 from .broker_settings import broker_configs
 from .cleaner_task import Cleaner
 from .options import MountOptions
@@ -39,12 +40,14 @@ def kafka_listener(
     topic_deleted: Callable[[str], None] | None = None,
     sync: Callable[[Log, int], Awaitable[None]] | None = None,
     cleaner: Cleaner | None = None,
+    metrics: Metrics | None = None,
 ) -> Listener | None:
     """The bound listener ``options`` ask for, or None. Binding now makes a taken
     port fail the mount before it is made. ``groups`` and ``transactions`` (the
     daemon's coordinators), ``ready``, ``topic_deleted`` and ``sync`` (the flusher's
     `Flusher.flush_log`): see `Broker`; ``cleaner``: the log cleaner, whose
-    throttle and back-off are the broker's dynamic settings (broker_settings.py).
+    throttle and back-off are the broker's dynamic settings (broker_settings.py);
+    ``metrics``: the daemon's (``-o metrics=``), or None.
 
     Raises:
         LogfsError: the address is not [HOST:]PORT or cannot be bound.
@@ -80,6 +83,7 @@ def kafka_listener(
             acks_all_fsync=settings.get("kafka.acks.all.fsync", False),
             sync=sync,
             configs=broker_configs(store, options, f"{host}:{port}", cleaner),
+            metrics=metrics,
         )
         listener = Listener(
             broker,

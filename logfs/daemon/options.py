@@ -1,6 +1,6 @@
 """``logfs mount -o`` (and ``logfs serve -o``) options, sorted by who consumes
 them: FUSE, the flusher and the log cleaner (Kafka's broker settings), the
-tree's ownership, the Kafka listener, the store's limits, the group
+tree's ownership, the Kafka listener, the metrics endpoint, the store's limits, the group
 coordinator (Kafka's ``group.*``), and topic-setting defaults (any other key
 with a dot)."""
 
@@ -17,6 +17,7 @@ from ..core.errors import LogfsError
 from ..core.log import LIMIT_OPTIONS, Limits
 from ..core.topic_keys import SYNONYMS
 from ..groups import GROUP_OPTIONS, GroupSettings
+from ..metrics import parse_address
 from ..mount import Ownership
 
 # Passed to the kernel / libfuse as they are.
@@ -79,12 +80,14 @@ class MountOptions(NamedTuple):
     limits: Limits = Limits()  # partitions per topic and in all (LIMIT_OPTIONS)
     groups: GroupSettings = GroupSettings()  # the group coordinator's (GROUP_OPTIONS)
     given: Mapping[str, str] = {}  # every option as given, for the broker's configs
+    metrics: str | None = None  # metrics=[HOST:]PORT: serve Prometheus's metrics there
 
 
 def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     """Sort ``-o`` options; raises LogfsError for an unknown one or a bad value."""
     fuse, defaults, tasks = set(), {}, {"flusher": {}, "cleaner": {}}
     partitions, log, kafka, kafka_settings, buffered = 1, None, None, {}, False
+    metrics = None
     owner = Ownership()
     limits = Limits()
     groups: dict[str, str] = {}
@@ -101,6 +104,9 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
             log = value or None
         elif key == "kafka":
             kafka = _listen_value(value or "")
+        elif key == "metrics":
+            parse_address(value or "")  # a typo fails the mount, not the daemon
+            metrics = value or ""
         elif key in KAFKA_OPTIONS:
             kafka_settings[key] = _kafka_value(key, value or "")
         elif key == "acks":
@@ -137,6 +143,7 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     return MountOptions(
         frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks, owner, kafka,
         kafka_settings, buffered, limits, settings, {k: v or "" for k, v in options.items()},
+        metrics,
     )  # fmt: skip
 
 

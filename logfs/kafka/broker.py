@@ -13,7 +13,7 @@ import inspect
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -38,6 +38,24 @@ from .broker_configs import BrokerConfigs
 from .protocol import BadRequest, Reply, Request
 
 logger = logging.getLogger(__name__)
+
+
+class Metrics(Protocol):
+    """What the listener tells the daemon's metrics (logfs/metrics's `Metrics`), which
+    the daemon hands it: the listener never imports them."""
+
+    def request(self, name: str, milliseconds: float) -> None:
+        """A request of Kafka's type ``name`` answered in ``milliseconds``."""
+
+    def produced(self, topic: str, records: int, size: int) -> None:
+        """``records`` records of ``size`` bytes appended to ``topic``."""
+
+    def fetched(self, topic: str, size: int) -> None:
+        """``size`` bytes of ``topic``'s records sent to a consumer."""
+
+    def refused(self, face: str, reason: str) -> None:
+        """A request or connection refused, for ``reason``."""
+
 
 HANDLERS = {
     protocol.API_VERSIONS: metadata.api_versions,
@@ -85,6 +103,7 @@ class Broker:
             ``upto``, the fsyncs in a worker thread: the flusher's
             `Flusher.flush_log`, which serializes them with its own flushes.
             Without it, `flush_log`.
+        metrics: the daemon's metrics (``-o metrics=``), told of every request, or None.
     """
 
     def __init__(
@@ -102,8 +121,10 @@ class Broker:
         acks_all_fsync: bool = False,
         sync: Callable[[Log, int], Awaitable[None]] | None = None,
         configs: BrokerConfigs | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
+        self.metrics = metrics
         self.partitions = partitions
         self.auto_create = auto_create and not store.read_only
         self.ready = ready

@@ -88,6 +88,8 @@ async def fetch(broker, request, advertised):
             if region is not None:
                 # The segment may be closed by retention while the frame is sent.
                 region = region._replace(fd=os.dup(region.fd))
+                if broker.metrics is not None:
+                    broker.metrics.fetched(name, region.size)
             end = log.next_offset if log is not None else -1
             stable = log.last_stable_offset if log is not None else -1
             aborted = None

@@ -78,7 +78,10 @@ def _append(broker, client, topic: str, partition: int, records: bytes | None, a
         # the request's own bytes (views of the received frame, protocol.py) are
         # appended where they arrived, without a copy, when they are writable
         own = isinstance(records, memoryview) and not records.readonly
+        before = log.next_offset
         base = log.append_batches(batches, records if own else None, transactional=transactional)
+        if broker.metrics is not None:  # a retried batch appends nothing: counted as such
+            broker.metrics.produced(topic, log.next_offset - before, used)
         return ErrorCode.none, base, None, log
     except InvalidBatchError as e:
         error: LogfsError = e

@@ -21,6 +21,7 @@ import logging
 import os
 import socket
 import ssl
+import time
 
 import numpy
 import trio
@@ -120,6 +121,10 @@ class Listener:
         task_status.started(self.address)
         await trio.serve_listeners(self._connection, [listener])
 
+    def _refused(self, reason: str) -> None:
+        if self.broker.metrics is not None:
+            self.broker.metrics.refused("kafka", reason)
+
     def _log_rejected(self, why: str) -> None:
         """Log a closed connection, at most `LOG_PER_SECOND` a second: a hostile
         client must not fill the log."""
@@ -136,6 +141,7 @@ class Listener:
 
     async def _connection(self, stream: trio.SocketStream) -> None:
         if self.connections >= self.max_connections:
+            self._refused("connections")
             await stream.aclose()
             return
         self.connections += 1
@@ -148,9 +154,11 @@ class Listener:
             pass  # the client went away
         except BadRequest as e:
             self.closed_bad += 1
+            self._refused("bad_request")
             self._log_rejected(str(e))
         except Exception:  # noqa: BLE001 - a fault answering one client never stops the listener
             self.closed_bad += 1
+            self._refused("internal_error")
             logger.exception("closing a Kafka connection after an internal error")
         finally:
             self.connections -= 1
@@ -232,6 +240,7 @@ class Connection:
                 if self.exchange.done:
                     self._authenticated()
                 continue
+            started = time.perf_counter()
             request = protocol.read_request(frame)
             refused = None
             if request.api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) and request.body is not None:
@@ -245,12 +254,17 @@ class Connection:
             else:
                 client = Client(*self.advertised, self.user, self.peer)
                 reply = await broker.handle(request, client)
-            if reply is None:  # acks=0: Kafka's broker does not answer
-                continue
-            try:
-                await self._send(protocol.encode_response(request, reply))
-            finally:
-                reply.close()
+            if reply is not None:  # else acks=0: Kafka's broker does not answer
+                try:
+                    await self._send(protocol.encode_response(request, reply))
+                finally:
+                    reply.close()
+            if broker.metrics is not None:  # Kafka's TotalTimeMs: read to answer sent
+                # kio's class names are Kafka's; a body-less request here is an
+                # ApiVersions of a version not served (answered with its error).
+                kind = type(request.body).__name__.removesuffix("Request")
+                name = "ApiVersions" if request.body is None else kind
+                broker.metrics.request(name, (time.perf_counter() - started) * 1000)
             if refused:
                 raise BadRequest(refused)
 

@@ -15,12 +15,34 @@ import errno
 import functools
 import logging
 import time
+from typing import Protocol
 
 import pyfuse3
 
 from ..core.errors import CorruptIndexError, CorruptRecordError, InvalidBatchError, LogfsError
 
 logger = logging.getLogger(__name__)
+
+
+class Metrics(Protocol):
+    """What the mount tells the daemon's metrics (logfs/metrics's `Metrics`), which
+    the daemon hands it: the mount never imports them."""
+
+    def fuse_request(self, operation: str, kind: str, seconds: float, code: int = 0) -> None:
+        """A request answered in ``seconds``, about a ``kind`` of file, with errno ``code``."""
+
+    def written(self, topic: str, size: int, general: bool = True) -> None:
+        """A ``write()`` of ``size`` bytes to one of ``topic``'s append files."""
+
+    def line_written(self, topic: str, size: int, seconds: float) -> None:
+        """A one-line ``write()`` taken before pyfuse3's dispatch (its one record), in
+        ``seconds``."""
+
+    def appended(self, topic: str, records: int) -> None:
+        """``records`` records appended to ``topic``."""
+
+    def forget_topic(self, topic: str) -> None:
+        """``topic`` was deleted."""
 
 
 def fail(code: int) -> pyfuse3.FUSEError:
@@ -91,21 +113,40 @@ WHILE_RECOVERING = {"getattr", "getxattr", "listxattr", "statfs"}
 def fuse_errors(handler):
     """Turn every exception a handler raises into a FUSEError. Requests wait
     until the store is recovered (`Operations.ready`), but for the root's
-    attributes."""
-    early = handler.__name__ in WHILE_RECOVERING
+    attributes. With the daemon's metrics (`Operations.metrics`), each request's
+    time and errno are told to them."""
+    name = handler.__name__
+    early = name in WHILE_RECOVERING
+    operation = name.lstrip("_")
 
     @functools.wraps(handler)
     async def wrapper(self, *args):
         if not self.ready.is_set():
-            root = handler.__name__ == "statfs" or (args and args[0] == pyfuse3.ROOT_INODE)
+            root = name == "statfs" or (args and args[0] == pyfuse3.ROOT_INODE)
             if not (early and root):
                 await self.ready.wait()
+        metrics = self.metrics
+        if metrics is None:
+            try:
+                return await handler(self, *args)
+            except pyfuse3.FUSEError:
+                raise
+            except Exception as e:
+                raise pyfuse3.FUSEError(failed(name, args, e)) from None
+        # The daemon's metrics: the request's time (after the recovery), its kind of
+        # file and its errno, asked of the handler's owner (`Operations.kind_of`).
+        started, code = time.perf_counter(), 0
         try:
             return await handler(self, *args)
-        except pyfuse3.FUSEError:
+        except pyfuse3.FUSEError as e:
+            code = e.errno
             raise
         except Exception as e:
-            raise pyfuse3.FUSEError(failed(handler.__name__, args, e)) from None
+            code = failed(name, args, e)
+            raise pyfuse3.FUSEError(code) from None
+        finally:
+            kind = self.kind_of(name, args)
+            metrics.fuse_request(operation, kind, time.perf_counter() - started, code)
 
     return wrapper
 

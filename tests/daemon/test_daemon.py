@@ -24,6 +24,8 @@ def built(data, options: dict, mountpoint=None):
     finally:
         if daemon.listener is not None:
             daemon.listener.socket.close()
+        if daemon.metrics is not None:
+            daemon.metrics.close()
         daemon.store.close()
 
 
@@ -38,6 +40,27 @@ def test_a_mount_with_a_listener_shares_one_coordinator_and_one_flusher(tmp_path
         host, port = daemon.listener.address
         assert daemon.address == f"{host}:{port}"
         assert daemon.cleaner is not None
+
+
+def test_the_metrics_books_are_handed_to_both_faces(tmp_path):
+    """``-o metrics=``: one `Metrics` fed by the mount's requests and the listener's,
+    bound at once (a taken port fails the build); without it, neither face has one."""
+    (tmp_path / "mnt").mkdir()
+    options = {"kafka": "127.0.0.1:0", "metrics": "127.0.0.1:0"}
+    with built(tmp_path / "data", options, str(tmp_path / "mnt")) as daemon:
+        books = daemon.metrics.metrics
+        assert daemon.mount.ops.metrics is books and daemon.mount.ops.view.metrics is books
+        assert daemon.listener.broker.metrics is books
+        assert daemon.listener.broker.topic_deleted == daemon.topic_deleted
+        host, port = daemon.metrics.address
+        assert host == "127.0.0.1" and port > 0
+        with pytest.raises(LogfsError, match=f"metrics=127.0.0.1:{port}: "):
+            Daemon(str(tmp_path / "other"), parse_options({"metrics": f"127.0.0.1:{port}"}))
+    with built(tmp_path / "data", {"kafka": "127.0.0.1:0"}, str(tmp_path / "mnt")) as daemon:
+        assert daemon.metrics is None and daemon.mount.ops.metrics is None
+        assert daemon.listener.broker.metrics is None
+    with pytest.raises(LogfsError, match="metrics=nope: expected"):
+        parse_options({"metrics": "nope"})
 
 
 def test_serve_builds_the_listener_alone(tmp_path):

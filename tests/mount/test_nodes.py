@@ -5,6 +5,7 @@ with the writers beside it (core/client/names.py)."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 
 import pyfuse3
@@ -200,6 +201,10 @@ def test_the_root_answers_the_xattrs_writers_ask_for(mount):
             names.DATA_XATTR,
             names.HEALTH_XATTR,
             names.FAILURES_XATTR,
+            names.RECOVERY_XATTR,
         )
     )
     assert mount.call("getxattr", pyfuse3.ROOT_INODE, names.HEALTH_XATTR.encode(), None) == b"ok"
+    # Operations built alone have no recovery to tell of: an empty object.
+    recovery = mount.call("getxattr", pyfuse3.ROOT_INODE, names.RECOVERY_XATTR.encode(), None)
+    assert json.loads(recovery) == {}

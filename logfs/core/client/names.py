@@ -51,6 +51,8 @@ XATTR_PREFIX = "user.logfs."
 PID_XATTR = XATTR_PREFIX + "pid"  # the root: the daemon's pid
 DATA_XATTR = XATTR_PREFIX + "data"  # the root: DATA, absolute
 HEALTH_XATTR = XATTR_PREFIX + "health"  # the root: ok, degraded, failed or recovering
+# the root: JSON, the recovery at the start: {"partitions": n, "recovered": k, "seconds": s}
+RECOVERY_XATTR = XATTR_PREFIX + "recovery"
 # the root, JSON: offline partitions (and checkpoints) -> why
 FAILURES_XATTR = XATTR_PREFIX + "failures"
 OFFSET_XATTR = XATTR_PREFIX + "offset"

@@ -270,18 +270,26 @@ def clean_store(
     force: bool = False,
     now_ms: int | None = None,
     throttle: Callable[[int], None] = lambda n: None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> list[tuple[str, int, Stats]]:
     """Clean the compacted partitions of ``topics`` (default: every topic)
     in this thread and checkpoint where each cleaning ended; returns
-    ``(topic, partition, stats)`` for each partition cleaned."""
+    ``(topic, partition, stats)`` for each partition cleaned. ``progress(done,
+    total, name)`` is called after each partition."""
     now_ms = wall_clock_ms() if now_ms is None else now_ms
     done = []
-    for topic in store.topics() if topics is None else topics:
-        for partition in store.partitions(topic):
-            log = store.log(topic, partition)
-            stats = run_steps(cleaning(store, log, now_ms, force=force, throttle=throttle))
-            if stats is not None:
-                done.append((topic, partition, stats))
+    partitions = [
+        (topic, partition)
+        for topic in (store.topics() if topics is None else topics)
+        for partition in store.partitions(topic)
+    ]
+    for count, (topic, partition) in enumerate(partitions, 1):
+        log = store.log(topic, partition)
+        stats = run_steps(cleaning(store, log, now_ms, force=force, throttle=throttle))
+        if stats is not None:
+            done.append((topic, partition, stats))
+        if progress is not None:
+            progress(count, len(partitions), f"{topic}-{partition}")
     if done:
         store.checkpoint()
     return done

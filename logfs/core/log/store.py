@@ -27,7 +27,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
@@ -131,11 +131,13 @@ class Store:
         """Whether some partition is still to be opened (and recovered)."""
         return bool(self._unopened)
 
-    def recover(self) -> None:
-        """Open, and so recover, every partition not open yet; then checkpoint.
-        Touches the store's tables: nothing else may use the store meanwhile."""
-        for tp in list(self._unopened):
+    def recover(self, progress: Callable[[int, int, str], None] | None = None) -> None:
+        """Open, and so recover, every partition not open yet (``progress(done, total,
+        name)`` after each), then checkpoint; nothing else may use the store meanwhile."""
+        for done, tp in enumerate(unopened := list(self._unopened), 1):
             self._open_log(tp)
+            if progress is not None:
+                progress(done, len(unopened), f"{tp[0]}-{tp[1]}")
         self.checkpoint()
 
     def _open_log(self, tp: tuple[str, int]) -> Log:

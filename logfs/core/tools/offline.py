@@ -78,11 +78,16 @@ def _batches(path: Path) -> Iterator[tuple[int, BatchHeader | None, memoryview, 
             yield position, header, memoryview(b""), truncated
 
 
-def dump_log(path: Path, *, print_data: bool = False) -> Iterator[str]:
+def dump_log(
+    path: Path, *, print_data: bool = False, progress: Progress | None = None
+) -> Iterator[str]:
     base = base_offset_of(path.name) or 0
     yield f"Dumping {path}"
     yield f"Log starting offset: {base}"
+    size = path.stat().st_size
     for position, header, batch, problem in _batches(path):
+        if progress is not None:
+            progress(position, size, "")
         if header is None:
             yield f"Found unreadable data at position {position}: {problem}"
             return
@@ -147,14 +152,23 @@ def dump_index(path: Path, *, verify: bool = False) -> Iterator[str]:
 
 
 def dump(
-    paths: list[str], *, print_data: bool = False, verify_index: bool = False
+    paths: list[str],
+    *,
+    print_data: bool = False,
+    verify_index: bool = False,
+    progress: Progress | None = None,
 ) -> Iterator[str]:
+    """The lines ``kafka-dump-log.sh`` prints for each of ``paths``; ``progress``
+    is told the bytes of each ``.log`` file walked (a large segment takes a while)."""
     for name in paths:
         path = Path(name)
         if not path.is_file():
             raise LogfsError(f"{name}: no such file")
         if path.suffix == ".log":
-            yield from dump_log(path, print_data=print_data)
+            yield from dump_log(path, print_data=print_data, progress=progress)
+            if progress is not None:
+                size = path.stat().st_size
+                progress(size, size, "")
         elif path.suffix in (".index", ".timeindex") and base_offset_of(path.name) is not None:
             yield from dump_index(path, verify=verify_index)
         elif path.suffix == ".txnindex":
@@ -172,8 +186,9 @@ def _readable(dumper, path: Path) -> Iterator[str]:
         raise LogfsError(str(e)) from None
 
 
-# Called after each partition: its name, segments, bytes and seconds.
-Progress = Callable[[str, int, int, float], None]
+# Long work's progress, called after each unit of it: (units done, units in all, what
+# was done last); the command line shows it (logfs/progress.py).
+Progress = Callable[[int, int, str], None]
 
 
 def check(
@@ -183,7 +198,8 @@ def check(
 
     With ``repair``, the store is reopened with every batch validated and
     every index rebuilt, and the problems that remain are returned.
-    ``progress`` is told about each partition as it is done.
+    ``progress`` is told about each partition as it is checked, and opened
+    by the repair.
     """
     path = Path(data)
     if not path.is_dir():
@@ -198,7 +214,8 @@ def check(
             (path / RECOVERY_POINT_FILE).unlink(missing_ok=True)
             for snapshot in path.glob("*-*/*.snapshot"):  # producer state: replayed
                 snapshot.unlink()
-        Store(path).close()
+        with Store(path, recover=False) as store:
+            store.recover(progress)
         return _problems(path)
     return problems
 
@@ -239,7 +256,7 @@ def _problems(path: Path, progress: Progress | None = None) -> list[str]:
             for p in store.partitions(topic)
         ]
     recovery_points = read_checkpoint(path / RECOVERY_POINT_FILE)
-    for topic, partition, directory, compact in partitions:
+    for done, (topic, partition, directory, compact) in enumerate(partitions, 1):
         name = f"{topic}-{partition}"
         next_offset, found = None, False
         started, size, count = time.monotonic(), 0, 0
@@ -264,7 +281,10 @@ def _problems(path: Path, progress: Progress | None = None) -> list[str]:
                 f"{recovery_point}: offsets that were on the disk are missing"
             )
         if progress is not None:
-            progress(name, count, size, time.monotonic() - started)
+            seconds = time.monotonic() - started
+            rate = f", {size / seconds / 1e6:.0f} MB/s" if seconds > 0.01 else ""
+            note = f"{name}: {count} segment(s), {size / 1e6:.1f} MB in {seconds:.2f} s{rate}"
+            progress(done, len(partitions), note)
     return problems
 
 

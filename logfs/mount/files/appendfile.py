@@ -83,7 +83,7 @@ class AppendFile(OpenFile):
         first = log.append_line(value)
         if first is None:
             return False
-        self.add_receipt(self.partition, first, 1)
+        self._appended(self.partition, first, 1)
         self.view.refresh_keys(self.topic)
         return True
 
@@ -129,7 +129,7 @@ class AppendFile(OpenFile):
             if framed.batches:  # whole batches: checked and given offsets by the log
                 log = store.log(self.topic, self.partition)
                 first = log.append_batches(framed.batches)
-                self.add_receipt(self.partition, first, log.next_offset - first)
+                self._appended(self.partition, first, log.next_offset - first)
             return
         if not framed.values:
             return
@@ -137,12 +137,12 @@ class AppendFile(OpenFile):
             log = store.log(self.topic, self.partition)
             keys = framed.keys if any(k is not None for k in framed.keys) else None
             first = log.append(framed.values, keys=keys)
-            self.add_receipt(self.partition, first, len(framed.values))
+            self._appended(self.partition, first, len(framed.values))
             return
         for partition, first, count in store.append_to_topic(
             self.topic, framed.values, framed.keys
         ):
-            self.add_receipt(partition, first, count)
+            self._appended(partition, first, count)
 
     def _append_packed(self, packed: Packed) -> None:
         """Unkeyed lines: one partition (the topic's append: the sticky one)."""
@@ -155,7 +155,7 @@ class AppendFile(OpenFile):
         else:
             log = store.log(self.topic, self.partition)
             receipt = self.partition, log.append_packed(packed.data, packed.lengths), count
-        self.add_receipt(*receipt)
+        self._appended(*receipt)
 
     def logs(self) -> list[Log]:
         """The logs this file appends to: its partition's, or all of its topic's."""
@@ -163,6 +163,11 @@ class AppendFile(OpenFile):
         if self.partition is not None:
             return [store.log(self.topic, self.partition)]
         return [store.log(self.topic, p) for p in range(store.topics().get(self.topic, 0))]
+
+    def _appended(self, partition: int, first: int, count: int) -> None:
+        """An append by the general path: its records counted, its receipt kept."""
+        self.view.records_appended(self.topic, count)
+        self.add_receipt(partition, first, count)
 
     def add_receipt(self, partition: int, first: int, count: int) -> None:
         if self.receipts is not None and len(self.receipts) < MAX_RECEIPT_BYTES:

@@ -30,6 +30,9 @@ class Shared(Protocol):
     store: Store
     read_ahead: Pool  # shared by the stream readers
 
+    def records_appended(self, topic: str, count: int) -> None:
+        """``count`` records were appended to ``topic`` (the daemon's metrics)."""
+
     def refresh_keys(self, topic: str) -> None:
         """Appended to a compacted ``topic``: the kernel forgets its changed keys' attributes."""
 

@@ -18,6 +18,7 @@ fsync.
 """
 
 import logging
+from time import perf_counter
 
 from ..errnos import failed
 from ..files import AppendFile, LineFramer
@@ -36,14 +37,20 @@ cdef class LineWrites:
     cdef bint ready
     cdef object written  # the LineWrite whose books `done` keeps
     cdef object file  # and the open file whose receipt it is
+    cdef object metrics  # the daemon's (`Operations.metrics`), or None
+    cdef double started  # when `take` began, for the metrics
+    cdef Py_ssize_t size  # the bytes `take` wrote
 
     def __init__(self, ops):
         self.ops = ops
         self.files = ops.files
         self.logs = ops.view.store.open_logs
+        self.metrics = ops.metrics
 
     def take(self, fh, bytes data):
         """0 once the line is in the segment file, an errno, or `NOT_TAKEN`."""
+        if self.metrics is not None:
+            self.started = perf_counter()
         file = self.files.get(fh)
         if type(file) is not AppendFile:
             return NOT_TAKEN
@@ -74,6 +81,7 @@ cdef class LineWrites:
         if written is None:
             return NOT_TAKEN
         self.written, self.file = written, file
+        self.size = len(data)
         return 0
 
     def done(self):
@@ -86,5 +94,7 @@ cdef class LineWrites:
             written.finish()  # on failure the partition went offline (_line.pyx)
             if file.receipts is not None:
                 file.add_receipt(file.partition, written.first, 1)
+            if self.metrics is not None:  # its record, bytes and time
+                self.metrics.line_written(file.topic, self.size, perf_counter() - self.started)
         except Exception:
             logger.exception("after appending a line to %s-%d", file.topic, file.partition)

@@ -24,11 +24,14 @@ import trio
 
 from ...core.log import Log, Store
 from ...groups import Coordinator
-from ..errnos import fail, fuse_errors, log_rejected
-from ..files import BufferedAppends, OpenFile
+from ..errnos import Metrics, fail, fuse_errors, log_rejected
+from ..files import AppendFile, BufferedAppends, OpenFile
 from ..tree import DATA_OWNER, Caller, Ownership, Root, TopicLife, View, resolve
 
 logger = logging.getLogger(__name__)
+
+# The requests about an open file (by its handle); the rest name an inode.
+FILE_REQUESTS = {"read", "write", "flush", "_release", "fsync"}
 
 
 def pwd_name(uid: int) -> str:
@@ -54,6 +57,8 @@ class Operations(pyfuse3.Operations):
             open the append files below ``mountpoint``.
         ready: set once the store's partitions are recovered (the daemon's);
             by default set at once for a store with nothing to recover.
+        metrics: the daemon's metrics (logfs/metrics), told of every request, or None.
+        recovery: how far the recovery at the start went (the daemon's; a JSON object).
     """
 
     supports_dot_lookup = True
@@ -70,8 +75,11 @@ class Operations(pyfuse3.Operations):
         buffered: bool = False,
         mountpoint: str | None = None,
         ready: trio.Event | None = None,
+        metrics: Metrics | None = None,
+        recovery: Callable[[], dict] = dict,
     ) -> None:
         super().__init__()
+        self.metrics = metrics
         self.enable_writeback_cache = buffered
         self.store = store
         self.partitions = partitions  # of a topic made by mkdir
@@ -89,6 +97,8 @@ class Operations(pyfuse3.Operations):
             sync,
             buffered=self.buffered,
             is_ready=ready.is_set,
+            recovery=recovery,
+            metrics=metrics,
         )
         self.inodes = self.view.inodes
         self.files: dict[int, OpenFile] = {}
@@ -99,6 +109,19 @@ class Operations(pyfuse3.Operations):
         # Open directories: the node and its names, listed once at the first readdir
         # so every later chunk of the listing costs only its own entries.
         self._listings: dict[int, tuple[int, list[str] | None]] = {}
+
+    def kind_of(self, name: str, args: tuple) -> str:
+        """The kind of file or directory request ``name`` with ``args`` is about,
+        for the metrics: its open file's or node's class (a bounded set of names)."""
+        if not args or name == "statfs":
+            return "Root"
+        if name in FILE_REQUESTS:
+            found = self.files.get(args[0])
+        elif name == "readdir":
+            found = self.inodes.get(self._listings.get(args[0], (args[0],))[0])
+        else:  # an inode, or the parent's for lookup, mkdir, rmdir, create, unlink
+            found = self.inodes.get(args[0])
+        return "Unknown" if found is None else type(found).__name__
 
     @fuse_errors
     async def lookup(self, parent_inode, name, ctx=None):
@@ -215,6 +238,8 @@ class Operations(pyfuse3.Operations):
         self.view.node(parent_inode).rmdir(self.view, os.fsdecode(name), Caller.of(ctx))
         if self.buffered is not None:
             self.buffered.forget_topic(os.fsdecode(name))
+        if self.metrics is not None:
+            self.metrics.forget_topic(os.fsdecode(name))
 
     @fuse_errors
     async def create(self, parent_inode, name, mode, flags, ctx=None):
@@ -295,6 +320,8 @@ class Operations(pyfuse3.Operations):
         if self.topic_deleted(fh):
             raise fail(errno.ESTALE)
         await file.write(off, buf)
+        if self.metrics is not None and isinstance(file, AppendFile):
+            self.metrics.written(file.topic, len(buf))
         return len(buf)
 
     @fuse_errors

@@ -21,6 +21,7 @@ import trio
 
 from ...core.log import Log, Store
 from ...groups import Coordinator
+from ..errnos import Metrics
 from ..tree import DATA_OWNER, Ownership
 from . import fuseinit
 from ._lines import LineWrites
@@ -45,6 +46,8 @@ class FuseMount:
         partitions: partitions of a topic made by mkdir.
         owner: the owner, group and modes the mount shows.
         buffered: the buffered mode (``-o acks=0``, files/buffered.py).
+        metrics: the daemon's metrics (``-o metrics=``), told of every request, or None.
+        recovery: how far the recovery at the start went (the root's ``user.logfs.recovery``).
     """
 
     def __init__(
@@ -59,6 +62,8 @@ class FuseMount:
         partitions: int = 1,
         owner: Ownership = DATA_OWNER,
         buffered: bool = False,
+        metrics: Metrics | None = None,
+        recovery: Callable[[], dict] = dict,
     ) -> None:
         self.mountpoint = mountpoint
         # Resolved now: once mounted, a stat of the mount point from this thread
@@ -74,6 +79,8 @@ class FuseMount:
             buffered=buffered,
             mountpoint=self.real_mountpoint,
             ready=ready,
+            metrics=metrics,
+            recovery=recovery,
         )
 
     def forget_topic(self, topic: str) -> None:

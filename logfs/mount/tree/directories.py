@@ -294,7 +294,8 @@ class Root(Directory):
         view.forget_topic(name, by_rmdir=True)
 
     def xattrs(self, view: View) -> dict[str, bytes]:
-        """The daemon's pid, DATA, and the mount's health with why."""
+        """The daemon's pid, DATA, the mount's health with why, and how far its
+        recovery at the start went."""
         store = view.store
         if not view.is_ready():
             health, failures = "recovering", {}
@@ -309,6 +310,7 @@ class Root(Directory):
             names.DATA_XATTR: os.fsencode(os.path.abspath(store.path)),
             names.HEALTH_XATTR: health.encode(),
             names.FAILURES_XATTR: json.dumps(failures, sort_keys=True).encode(),
+            names.RECOVERY_XATTR: json.dumps(view.recovery(), sort_keys=True).encode(),
         }
 
 

@@ -32,7 +32,7 @@ from ...core.client import names
 from ...core.config import flush_messages_reached
 from ...core.log import FromStream, Log, PartitionStream, Store, Uncounted
 from ...groups import Coordinator
-from ..errnos import fail
+from ..errnos import Metrics, fail
 from ..files import OpenFile, Pool, RecordCache
 from .inodes import InodeTable
 from .keyfiles import Keys
@@ -172,6 +172,8 @@ class View:
             (the daemon's flusher's); without it a log is flushed in line.
         buffered: the buffered mode's append streams (buffered.py), or None.
         is_ready: whether the store's partitions are recovered.
+        recovery: how far their recovery went, for the root's ``user.logfs.recovery``.
+        metrics: the daemon's metrics (logfs/metrics), or None.
     """
 
     def __init__(
@@ -184,8 +186,11 @@ class View:
         *,
         buffered=None,
         is_ready: Callable[[], bool] = lambda: True,
+        recovery: Callable[[], dict] = dict,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
+        self.metrics = metrics  # the daemon's, told of the records appended, or None
         self.groups = groups
         self._sync = sync
         self.inodes = InodeTable(root)
@@ -209,6 +214,7 @@ class View:
         self._topics: dict[str, int] | None = None  # store.topics(), kept between changes
         self.started_ns = time.time_ns()
         self.is_ready = is_ready  # whether the store's partitions are recovered
+        self.recovery = recovery
 
     def node(self, inode: int) -> Node:
         """The node the kernel knows by ``inode``; ENOENT once its topic was
@@ -310,6 +316,11 @@ class View:
         attributes of the keys its topic's appends changed."""
         self.keys.pending.discard(path)
         self.refresh_keys(path[0])
+
+    def records_appended(self, topic: str, count: int) -> None:
+        """``count`` records were appended to ``topic`` through an open file."""
+        if self.metrics is not None:
+            self.metrics.appended(topic, count)
 
     def refresh_keys(self, topic: str) -> None:
         """The kernel keeps a ``keys/`` file's attributes for a second: after
