@@ -223,7 +223,9 @@ class TopicOp(enum.Enum):
 
 # (node, bits) the kernel checks on the way, after search on the mount's root:
 # "topic" the topic directory, "dir" a directory in it, "file"/"ro" a writable or
-# read-only file in it.
+# read-only file in it. Every node in a topic has the topic's owner and group, so
+# one class of bits applies to all of them, masked as `inner_mode` masks the mode.
+_MASKS = {"topic": 0o7, "dir": 0o7, "file": 0o6, "ro": 0o4}
 _STEPS = {
     TopicOp.DESCRIBE: (("topic", READ),),
     TopicOp.READ: (("topic", SEARCH), ("dir", SEARCH), ("ro", READ)),
@@ -232,6 +234,9 @@ _STEPS = {
     TopicOp.ALTER_CONFIGS: (("topic", SEARCH), ("file", WRITE)),
     TopicOp.ALTER: (("topic", WRITE | SEARCH),),
     TopicOp.OWNER: (("topic", SEARCH),),
+}
+_NEEDS = {  # op -> the bits of the topic's class each step needs, after its mask
+    op: tuple((_MASKS[node], want) for node, want in steps) for op, steps in _STEPS.items()
 }
 
 
@@ -242,11 +247,14 @@ def allowed(who: Identity, op: TopicOp, root: Owner, topic: Owner) -> bool:
         return True
     if not permits(who, root, SEARCH):
         return False
-    for node, want in _STEPS[op]:
-        mode = topic.mode
-        if node != "topic":
-            mode = inner_mode(mode, directory=node == "dir", writable=node == "file")
-        if not permits(who, topic._replace(mode=mode), want):
+    if who.uid == topic.uid:
+        bits = topic.mode >> 6
+    elif in_group(who, topic.gid):
+        bits = topic.mode >> 3
+    else:
+        bits = topic.mode
+    for mask, want in _NEEDS[op]:
+        if bits & mask & want != want:
             return False
     return op is not TopicOp.OWNER or who.uid == topic.uid
 
