@@ -5,7 +5,7 @@ never import each other, only the daemon room and the entry points (cli.py, ``__
 modules) wire them; groups never imports kio or a face; metrics (core <- groups <- metrics
 <- daemon) never imports a face, which the daemon hands its books; core never imports trio,
 pyfuse3 or Spark; spark never imports trio or pyfuse3 (it runs in Spark's Python workers).
-Inside core: errors and config <- format <- storage <- log <- client <- tools. Inside mount:
+Inside core: errors and config <- format <- storage <- log <- client <- access <- tools. Inside mount:
 errnos <- files <- tree <- fuse, each of the three inner rooms importing another's exports
 (its ``__init__``) only. A room imports what another room exports (its ``__init__``), never
 its modules; no module imports another package's private module (``_name``: the compiled ones
@@ -52,7 +52,7 @@ FORBIDDEN = {
 # The inner rooms of core and of mount, lowest first; a module may import its own floor and the
 # ones below.
 FLOORS = {
-    "core": ("errors", "config", "format", "storage", "log", "client", "tools"),
+    "core": ("errors", "config", "format", "storage", "log", "client", "access", "tools"),
     "mount": ("errnos", "files", "tree", "fuse"),
 }
 # Inner rooms whose modules are theirs alone, inside their room too: core's from outside core,

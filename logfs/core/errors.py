@@ -178,8 +178,9 @@ class ReadOnlyError(LogfsError):
 
 
 class AccessDeniedError(LogfsError):
-    """A client without the permission a request needs (an authenticated
-    principal on the listener)."""
+    """A client without the permission a request needs on a topic (the one
+    decision of core/access.py: the mount's EACCES, the listener's
+    TOPIC_AUTHORIZATION_FAILED)."""
 
     errno = errno.EACCES
     kafka_code = KafkaCode.TOPIC_AUTHORIZATION_FAILED

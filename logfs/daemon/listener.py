@@ -4,12 +4,11 @@ options: beside a mount (``-o kafka=[HOST:]PORT``) or alone, without FUSE
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Awaitable, Callable
 
 import trio
 
+from ..core.access import data_owner
 from ..core.errors import LogfsError
 from ..core.log import Log, Store
 from ..groups import Coordinator, TransactionCoordinator
@@ -17,7 +16,6 @@ from ..kafka import (
     MAX_CONNECTIONS,
     MAX_REQUEST_BYTES,
     REQUEST_TIMEOUT,
-    Access,
     Broker,
     Listener,
     check_exposure,
@@ -61,15 +59,8 @@ def kafka_listener(
         if "kafka.sasl.users" in settings:
             users = read_credentials(settings["kafka.sasl.users"])
         check_exposure(host, users, settings.get("kafka.allow.anonymous", False))
-        access = None
-        if users is not None:  # principals get the owner and modes the mount shows
-            data = os.stat(store.path)
-            owner = options.owner
-            access = Access(
-                data.st_uid if owner.uid is None else owner.uid,
-                data.st_gid if owner.gid is None else owner.gid,
-                stat.S_IMODE(data.st_mode) if owner.umask is None else 0o777 & ~owner.umask,
-            )
+        # every client is a local user, deciding by the owners and modes the mount shows
+        access = data_owner(store.path, options.owner)
         broker = Broker(
             store,
             groups=groups,

@@ -23,6 +23,7 @@ from .consumer import PROTOCOL_TYPE, subscribed_topics
 from .consumer_offsets import Committed
 from .modern import ConsumerGroup
 from .modern_books import ModernBooks
+from .owners import GroupOwners, OwnedGroups
 from .settings import GroupSettings
 from .state import COMPLETING, DEAD, Group, GroupError
 
@@ -33,7 +34,7 @@ MAX_METADATA = 4096  # Kafka's offset.metadata.max.bytes
 TopicPartition = tuple[str, int]
 
 
-class GroupStore:
+class GroupStore(OwnedGroups):
     """Every group of the store, its members and committed offsets, kept in memory and
     written to ``__consumer_offsets``; the rebalancing protocol over them is `Coordinator`'s.
 
@@ -57,6 +58,7 @@ class GroupStore:
         self.loaded = False
         # offsets of transactions open when last stopped, by producer id (txn_offsets.py)
         self.txn_pending: dict[int, dict] = {}
+        self.owners = GroupOwners(store.path, read_only=store.read_only)  # owners.py
 
     # ------------------------------------------------------------ loading and saving
 
@@ -80,6 +82,7 @@ class GroupStore:
                 group = self._group(group_id)
                 group.restore(stored)
                 self.forget_if_idle(group)
+        self.owners.load(self.groups)
         logger.info("loaded %d consumer groups from %s", len(self.groups), consumer_offsets.TOPIC)
 
     def _save_group(self, group: Group) -> None:

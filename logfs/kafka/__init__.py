@@ -7,7 +7,6 @@ daemon builds it with the daemon's one group coordinator and starts it.
 Messages are kio's, generated from Kafka's JSON schemas (protocol.py).
 """
 
-from .access import Access
 from .broker import Broker
 from .broker_configs import BrokerConfigs
 from .sasl import read_credentials
@@ -25,7 +24,6 @@ __all__ = [
     "MAX_CONNECTIONS",
     "MAX_REQUEST_BYTES",
     "REQUEST_TIMEOUT",
-    "Access",
     "Broker",
     "BrokerConfigs",
     "Listener",

@@ -1,69 +1,174 @@
-"""Which authenticated clients may do what: a SASL principal is the local
-user of the same name, and topics follow the owner, group and mode bits the
-mount shows for them (DATA's, or the mount's ``uid=``/``gid=``/``umask=``):
+"""Who may do what on the listener: the mount's owners and modes, for the
+client's real identity (core/access.py decides; docs/kafka.md, Who may do what).
 
-- read (Fetch, ListOffsets, DescribeConfigs): the ``r`` bit that applies;
-- write (Produce, creating a topic): the ``w`` bit that applies;
-- owner (DeleteTopics, CreatePartitions, IncrementalAlterConfigs): the owner.
-
-root may do everything; a principal that is no local user gets the bits for
-others. Without SASL (loopback, or anonymous access allowed) every client may
-do everything, as every local program may use the mount's files.
+Who a client is (`identity`): with SASL, the local user its principal names
+(a principal that names none is nobody); without, a loopback client is the
+user owning its socket (peers.py, looked up at accept) and any other client
+nobody. Each Kafka operation is allowed exactly when the mount operation it
+equals is (`TopicOp`, `GroupOp`); a refusal raises `AccessDeniedError`
+(TOPIC_AUTHORIZATION_FAILED) or a `GroupError` of GROUP_AUTHORIZATION_FAILED.
+A broker built without an authority (``access`` None: the embedding API's,
+tests') lets every client do everything.
 """
 
 from __future__ import annotations
 
-import os
-import pwd
 from typing import NamedTuple
 
-from ..core.errors import AccessDeniedError
+from ..core.access import (
+    KAFKA_UMASK,
+    NOBODY,
+    SEARCH,
+    GroupOp,
+    Identity,
+    TopicOp,
+    allowed,
+    group_allowed,
+    group_shown,
+    holds_records,
+    may_create,
+    may_delete,
+    new_group_owner,
+    new_owner,
+    of_uid,
+    of_user,
+    permits,
+    topic_owner,
+)
+from ..core.access import (
+    READ as READ_BIT,
+)
+from ..core.config import INTERNAL_TOPICS
+from ..core.errors import AccessDeniedError, InvalidTopicError, KafkaCode
+from ..core.log import Owner
+from ..groups import GroupError
 
-READ, WRITE, OWNER = "read", "write", "owner"
-_BITS = {READ: 4, WRITE: 2}
-
-
-class Access(NamedTuple):
-    """The owner, group and permission bits topics have."""
-
-    uid: int
-    gid: int
-    mode: int
-
-    def allows(self, user: str | None, want: str) -> bool:
-        if user is None:  # no authentication configured
-            return True
-        try:
-            entry = pwd.getpwnam(user)
-        except KeyError:
-            uid, groups = None, set()
-        else:
-            uid = entry.pw_uid
-            groups = {entry.pw_gid, *os.getgrouplist(user, entry.pw_gid)}
-        if uid == 0:
-            return True
-        if want == OWNER:
-            return uid == self.uid
-        bit = _BITS[want]
-        if uid == self.uid:
-            return bool(self.mode >> 6 & bit)
-        if self.gid in groups:
-            return bool(self.mode >> 3 & bit)
-        return bool(self.mode & bit)
+DESCRIBE, READ, WRITE = TopicOp.DESCRIBE, TopicOp.READ, TopicOp.WRITE
+DESCRIBE_CONFIGS, ALTER_CONFIGS = TopicOp.DESCRIBE_CONFIGS, TopicOp.ALTER_CONFIGS
+ALTER, OWNER = TopicOp.ALTER, TopicOp.OWNER
 
 
 class Client(NamedTuple):
     """Who sent a request: the address it reached, its principal (None when
-    the listener does not authenticate), and where it came from as Kafka
-    shows a client's host (``/127.0.0.1``)."""
+    the listener does not authenticate), where it came from as Kafka shows a
+    client's host (``/127.0.0.1``), the uid owning a loopback client's socket
+    (None: not a loopback client, or not found), and the local user it is
+    (`identity_of`, found once per connection; None: found per request)."""
 
     host: str
     port: int
     user: str | None = None
     peer: str = ""
+    uid: int | None = None
+    who: Identity | None = None
 
 
-def require(broker, client: Client, want: str, topic: str) -> None:
-    """Raise `AccessDeniedError` unless ``client`` may ``want`` on ``topic``."""
-    if not broker.allows(client, want):
-        raise AccessDeniedError(f"{client.user} may not {want} {topic!r}")
+def identity_of(sasl: bool, user: str | None, uid: int | None) -> Identity:
+    """The local user a client is: with ``sasl``, the one its principal
+    ``user`` names; else the owner ``uid`` of its loopback socket; else nobody."""
+    if sasl:
+        return of_user(user)
+    return NOBODY if uid is None else of_uid(uid)
+
+
+def identity(broker, client: Client) -> Identity:
+    """The local user ``client`` is."""
+    if client.who is not None:
+        return client.who
+    return identity_of(broker.users is not None, client.user, client.uid)
+
+
+def allows(broker, client: Client, op: TopicOp, topic: str) -> bool:
+    """Whether ``client`` may do ``op`` to ``topic``. Of a topic that does not
+    exist, whether it may look in the mount's root (the caller then answers
+    that it does not exist, as ``ls`` would)."""
+    root = broker.access
+    if root is None:
+        return True
+    who = identity(broker, client)
+    if topic not in INTERNAL_TOPICS and topic not in broker.store.topics():
+        return permits(who, root, SEARCH)
+    return allowed(who, op, root, topic_owner(broker.store, topic, root))
+
+
+def require(broker, client: Client, op: TopicOp, topic: str) -> None:
+    """Raises `AccessDeniedError` unless ``client`` may do ``op`` to ``topic``."""
+    if not allows(broker, client, op, topic):
+        raise AccessDeniedError(f"{_who(broker, client)} may not {op.value} (topic {topic!r})")
+
+
+def require_create(broker, client: Client, topic: str) -> None:
+    """CreateTopics and auto-creation: ``mkdir MNT/<topic>``."""
+    root = broker.access
+    if root is not None and not may_create(identity(broker, client), root):
+        raise AccessDeniedError(f"{_who(broker, client)} may not create topic {topic!r}")
+
+
+def new_topic_owner(broker, client: Client) -> Owner | None:
+    """The owner of a topic ``client`` creates: the client, mode 0755 (a
+    directory made with Kafka's umask); None without an authority (the topic
+    follows DATA)."""
+    if broker.access is None:
+        return None
+    return new_owner(identity(broker, client), 0o777 & ~KAFKA_UMASK)
+
+
+def require_delete(broker, client: Client, topic: str) -> None:
+    """DeleteTopics: ``rmdir MNT/<topic>``, POSIX's rules."""
+    if topic in INTERNAL_TOPICS:  # the coordinators' own logs stay
+        raise InvalidTopicError(f"{topic} is internal")
+    root = broker.access
+    if root is None or topic not in broker.store.topics():
+        return
+    store = broker.store
+    owner = topic_owner(store, topic, root)
+    why = may_delete(identity(broker, client), root, owner, holds_records(store, topic))
+    if why is not None:
+        raise AccessDeniedError(f"{_who(broker, client)} may not delete {topic!r} ({why.value})")
+
+
+def group_allows(broker, client: Client, op: GroupOp, group_id: str) -> bool:
+    """Whether ``client`` may do ``op`` to the consumer group ``group_id``."""
+    root = broker.access
+    if root is None:
+        return True
+    groups = broker.groups
+    shown = None
+    if groups.group_exists(group_id):
+        shown = group_shown(groups.group_owner(group_id), root)
+    return group_allowed(identity(broker, client), op, shown)
+
+
+def require_group(broker, client: Client, op: GroupOp, group_id: str) -> None:
+    """Raises `GroupError` (GROUP_AUTHORIZATION_FAILED) unless ``client`` may
+    do ``op`` to the group."""
+    if not group_allows(broker, client, op, group_id):
+        raise GroupError(
+            KafkaCode.GROUP_AUTHORIZATION_FAILED,
+            f"{_who(broker, client)} may not {op.name.lower()} group {group_id!r}",
+        )
+
+
+def claim_group(broker, client: Client, group_id: str) -> bool:
+    """Before a request that may make the group: the client owns it unless it
+    exists; whether claimed (then `settle_group` after the request)."""
+    if broker.access is None:
+        return False
+    return broker.groups.claim_group(group_id, new_group_owner(identity(broker, client)))
+
+
+def may_cluster(broker, client: Client, op: TopicOp) -> bool:
+    """The broker itself (its settings, DescribeCluster's details): read by
+    whoever may read the mount's root, changed by DATA's owner."""
+    root = broker.access
+    if root is None:
+        return True
+    who = identity(broker, client)
+    if op is OWNER:
+        return who.is_root or who.uid == root.uid
+    return permits(who, root, READ_BIT)
+
+
+def _who(broker, client: Client) -> str:
+    who = identity(broker, client)
+    return f"{client.user or 'uid'} (uid {who.uid})" if client.user else f"uid {who.uid}"

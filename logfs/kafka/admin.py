@@ -4,16 +4,15 @@ are configs.py's)."""
 
 from __future__ import annotations
 
-from ..core.config import INTERNAL_TOPICS, TopicConfig
+from ..core.config import TopicConfig
 from ..core.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
-    InvalidTopicError,
     LogfsError,
 )
 from ..core.topic_keys import refuse_here
-from .access import OWNER, WRITE, require
+from .access import ALTER, new_topic_owner, require, require_create, require_delete
 from .codes import NO_THROTTLE, error_code
 from .metadata import NO_TOPIC_ID
 from .protocol import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, ErrorCode, make, schema
@@ -36,7 +35,7 @@ def create_topics(broker, request, advertised):
         configs = {c.name: c.value or "" for c in topic.configs}
 
         def create(topic=topic, count=count, configs=configs):
-            require(broker, advertised, WRITE, topic.name)
+            require_create(broker, advertised, topic.name)
             if topic.replication_factor not in (-1, 1):
                 raise InvalidReplicationFactorError("replication factor: logfs keeps one replica")
             if request.body.validate_only:
@@ -45,7 +44,8 @@ def create_topics(broker, request, advertised):
                 refuse_here(configs)  # the settings are checked as a creation checks them
                 TopicConfig.from_properties(configs, store.defaults)
                 return
-            store.create_topic(topic.name, partitions=count, config=configs)
+            owner = new_topic_owner(broker, advertised)
+            store.create_topic(topic.name, partitions=count, config=configs, owner=owner)
 
         code, message = _outcome(create)
         results.append(
@@ -72,9 +72,7 @@ def delete_topics(broker, request, advertised):
     for name in names:
 
         def delete(name=name):
-            if name in INTERNAL_TOPICS:  # the group coordinator's own log stays
-                raise InvalidTopicError(f"{name} is internal")
-            require(broker, advertised, OWNER, name)
+            require_delete(broker, advertised, name)
             broker.store.delete_topic(name)
 
         code, message = _outcome(delete)
@@ -92,7 +90,7 @@ def create_partitions(broker, request, advertised):
     for topic in request.body.topics:
 
         def grow(topic=topic):
-            require(broker, advertised, OWNER, topic.name)
+            require(broker, advertised, ALTER, topic.name)
             current = len(broker.store.partitions(topic.name))
             if topic.count <= current:
                 raise InvalidPartitionsError(

@@ -17,9 +17,10 @@ from typing import Any, Protocol
 
 import trio
 
-from ..core.log import Log, Store
+from ..core.log import Log, Owner, Store
 from ..groups import Coordinator, TransactionCoordinator
 from . import (
+    acls,
     admin,
     configs,
     consumer_group_api,
@@ -33,7 +34,7 @@ from . import (
     protocol,
     transactions,
 )
-from .access import Access, Client
+from .access import Client, may_cluster
 from .broker_configs import BrokerConfigs
 from .protocol import BadRequest, Reply, Request
 
@@ -75,6 +76,7 @@ HANDLERS = {
     **consumer_group_api.HANDLERS,
     **log_admin.HANDLERS,
     **transactions.HANDLERS,
+    **acls.HANDLERS,
 }
 
 
@@ -94,7 +96,10 @@ class Broker:
         topic_deleted: called with a topic's name after DeleteTopics removed it
             (the mount forgets the topic's inodes, as after ``rmdir``).
         users: SASL/PLAIN credentials (sasl.py); None serves clients unauthenticated.
-        access: the owner, group and modes topics have, for authenticated clients.
+        access: what the mount's root shows (DATA's owner, group and mode, after
+            ``uid=``, ``gid=``, ``umask=``): with it every request is decided by
+            the owners and modes the mount shows (access.py); None lets every
+            client do everything (the embedding API).
         acks_all_fsync: answer an acks=-1 Produce once the partitions it appended
             to are fsynced (``kafka.acks.all.fsync``), not once appended.
         configs: the broker's own settings (broker_configs.py); without it, the
@@ -117,7 +122,7 @@ class Broker:
         ready: trio.Event | None = None,
         topic_deleted: Callable[[str], None] | None = None,
         users: dict[str, str] | None = None,
-        access: Access | None = None,
+        access: Owner | None = None,
         acks_all_fsync: bool = False,
         sync: Callable[[Log, int], Awaitable[None]] | None = None,
         configs: BrokerConfigs | None = None,
@@ -161,9 +166,10 @@ class Broker:
             await trio.to_thread.run_sync(ticket.sync)
             log.complete_flush(ticket)
 
-    def allows(self, client: Client, want: str) -> bool:
-        """Whether ``client``'s principal may ``want`` (access.py) on topics."""
-        return self.access is None or self.access.allows(client.user, want)
+    def allows(self, client: Client, want) -> bool:
+        """Whether ``client`` may ``want`` (access.py's READ or OWNER) on the
+        broker itself."""
+        return may_cluster(self, client, want)
 
     async def handle(self, request: Request, advertised: Client) -> Reply | None:
         """The reply to ``request``; None for one Kafka does not answer.

@@ -27,7 +27,7 @@ from ..core.errors import (
 )
 from ..core.topic_keys import LIST_KEYS, SYNONYMS, TYPES, refuse_here
 from . import broker_configs as bc
-from .access import OWNER, READ, require
+from .access import OWNER, READ, TopicOp, require
 from .codes import NO_THROTTLE, NODE_ID, error_code
 from .protocol import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, make, schema
 
@@ -72,7 +72,7 @@ def _settings(broker, advertised, resource) -> dict:
         LogfsError: Kafka's refusal (no such topic, access, another broker's id).
     """
     if resource.resource_type == TOPIC_RESOURCE:
-        require(broker, advertised, READ, resource.resource_name)
+        require(broker, advertised, TopicOp.DESCRIBE_CONFIGS, resource.resource_name)
         return _topic_settings(broker, resource.resource_name)
     if resource.resource_type == BROKER_RESOURCE:
         _check_broker(resource.resource_name)
@@ -162,7 +162,7 @@ def _altered(current: dict[str, str], effective: dict[str, str], configs) -> dic
 
 
 def _alter_topic(broker, advertised, name: str, overrides: dict[str, str], validate: bool):
-    require(broker, advertised, OWNER, name)
+    require(broker, advertised, TopicOp.ALTER_CONFIGS, name)
     store = broker.store
     if validate:
         store.topic_config(name)  # the topic exists

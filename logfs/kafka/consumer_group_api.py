@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import datetime
 
+from ..core.access import GroupOp
 from ..groups import DEAD, ConsumerGroup, GroupError, Heartbeat
+from .access import claim_group, group_allows, require_group
 from .codes import NO_THROTTLE, error_code
 from .protocol import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, ErrorCode, make, schema
 
@@ -65,7 +67,9 @@ def heartbeat(broker, request, advertised):
         client_host=advertised.peer,
         own_id=request.version >= 1,
     )
+    claimed = claim_group(broker, advertised, body.group_id)  # a new group is its maker's
     try:
+        require_group(broker, advertised, GroupOp.JOIN, body.group_id)
         answer = broker.groups.consumer.heartbeat(h)
     except GroupError as e:
         return make(
@@ -78,6 +82,9 @@ def heartbeat(broker, request, advertised):
             heartbeat_interval=datetime.timedelta(0),
             assignment=None,
         )
+    finally:
+        if claimed:
+            broker.groups.settle_group(body.group_id)
     assignment = None
     if answer.assignment is not None:
         assignment = m.Assignment(
@@ -101,12 +108,16 @@ def describe(broker, request, advertised):
     described = []
     for group_id in request.body.group_ids:
         group = coordinator.group(group_id)
-        if not isinstance(group, ConsumerGroup):
+        refused = not group_allows(broker, advertised, GroupOp.READ, group_id)
+        if refused or not isinstance(group, ConsumerGroup):
             what = "not found" if group is None else "is not a consumer group"
+            what = "may not be described by this client" if refused else what
             described.append(
                 make(
                     m.DescribedGroup,
-                    error_code=ErrorCode.group_id_not_found,
+                    error_code=ErrorCode.group_authorization_failed
+                    if refused
+                    else ErrorCode.group_id_not_found,
                     error_message=f"Group {group_id} {what}.",
                     group_id=group_id,
                     group_state=DEAD,

@@ -9,9 +9,11 @@ with key type 1; the transaction coordinator's requests are transactions.py's).
 
 from __future__ import annotations
 
+from ..core.access import GroupOp
 from ..core.errors import LogfsError
 from ..groups import DEAD, ConsumerGroup, GroupError
 from . import group_offsets
+from .access import claim_group, group_allows, require_group
 from .codes import NO_THROTTLE, NODE_ID, error_code
 from .protocol import (
     DELETE_GROUPS,
@@ -76,7 +78,9 @@ async def join_group(broker, request, advertised):
     rebalance = session if rebalance < 0 else rebalance
     protocols = [(p.name, p.metadata) for p in body.protocols]
     code, round_, member_id = ErrorCode.none, None, body.member_id
+    claimed = claim_group(broker, advertised, body.group_id)  # a new group is its maker's
     try:
+        require_group(broker, advertised, GroupOp.JOIN, body.group_id)
         round_, member_id = await broker.groups.join(
             body.group_id,
             body.member_id,
@@ -93,6 +97,9 @@ async def join_group(broker, request, advertised):
             code = ErrorCode.member_id_required
     except GroupError as e:
         code = error_code(e)
+    finally:
+        if claimed:
+            broker.groups.settle_group(body.group_id)
     members, leader, skip = (), round_.leader if round_ is not None else "", False
     if round_ is not None and round_.skip_assignment and version < 9:
         # A static leader back in a stable group, of a client that cannot be told to
@@ -125,6 +132,7 @@ async def sync_group(broker, request, advertised):
     assignments = {a.member_id: a.assignment for a in body.assignments}
     code, assignment, kind, protocol = ErrorCode.none, b"", None, None
     try:
+        require_group(broker, advertised, GroupOp.JOIN, body.group_id)
         kind, protocol, assignment = await broker.groups.sync(
             body.group_id,
             body.generation_id,
@@ -151,6 +159,7 @@ def heartbeat(broker, request, advertised):
     body = request.body
     code = ErrorCode.none
     try:
+        require_group(broker, advertised, GroupOp.JOIN, body.group_id)
         broker.groups.heartbeat(
             body.group_id,
             body.generation_id,
@@ -173,6 +182,7 @@ def leave_group(broker, request, advertised):
     for member_id, instance_id in leaving:
         code = ErrorCode.none
         try:
+            require_group(broker, advertised, GroupOp.JOIN, body.group_id)
             broker.groups.leave(body.group_id, member_id, instance_id)
         except GroupError as e:
             code = error_code(e)
@@ -206,6 +216,8 @@ def list_groups(broker, request, advertised):
     for group in broker.groups.all_groups():
         if (states and group.state.lower() not in states) or (types and group.kind not in types):
             continue
+        if not group_allows(broker, advertised, GroupOp.READ, group.group_id):
+            continue  # Kafka lists the groups the client may describe
         listed.append(
             make(
                 m.ListedGroup,
@@ -231,6 +243,8 @@ def describe_groups(broker, request, advertised):
     for group_id in request.body.groups:
         group = broker.groups.group(group_id)
         code, message = ErrorCode.none, None
+        if not group_allows(broker, advertised, GroupOp.READ, group_id):
+            group, code = None, ErrorCode.group_authorization_failed
         if isinstance(group, ConsumerGroup):
             group = None
             if request.version >= 6:
@@ -272,6 +286,7 @@ def delete_groups(broker, request, advertised):
     for group_id in request.body.groups_names:
         code = ErrorCode.none
         try:
+            require_group(broker, advertised, GroupOp.DELETE, group_id)
             broker.groups.delete_group(group_id)
         except (LogfsError, OSError) as e:  # a GroupError carries its own code
             code = error_code(e)

@@ -22,7 +22,7 @@ import logging
 import os
 
 from ..core.errors import LogfsError
-from .access import OWNER, READ, require
+from .access import DESCRIBE, OWNER, READ, allows, require
 from .codes import NO_THROTTLE, error_code
 from .protocol import (
     DELETE_RECORDS,
@@ -114,7 +114,7 @@ def describe_log_dirs(broker, request, advertised):
         wanted = {t.topic: t.partitions for t in asked}
     topics = []
     for name, partitions in sorted(wanted.items()):
-        if not broker.allows(advertised, READ):
+        if not allows(broker, advertised, DESCRIBE, name):
             continue
         rows = []
         for p in partitions:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 
 from ..core.config import INTERNAL_TOPICS
-from ..core.errors import LogfsError
-from .access import WRITE
+from ..core.errors import AccessDeniedError, LogfsError
+from .access import DESCRIBE, allows, new_topic_owner, require_create
 from .codes import CLUSTER_ID, LEADER_EPOCH, NO_THROTTLE, NODE_ID, error_code
 from .protocol import API_VERSIONS, DESCRIBE_CLUSTER, METADATA, SERVED, ErrorCode, make, schema
 
@@ -45,13 +45,17 @@ def metadata(broker, request, advertised):
     ids = store.topic_ids
     wanted = request.body.topics
     if wanted is None or (request.version == 0 and not wanted):
-        # All topics (v0: an empty list means all) but internal ones, which are
-        # described only when named.
-        names = [t for t in store.topics() if t not in INTERNAL_TOPICS]
+        # All topics (v0: an empty list means all) the client may describe but
+        # internal ones, which are described only when named.
+        names = [
+            t
+            for t in store.topics()
+            if t not in INTERNAL_TOPICS and allows(broker, advertised, DESCRIBE, t)
+        ]
     else:
         names = [t.name for t in wanted if t.name is not None]
     allow = getattr(request.body, "allow_auto_topic_creation", True)
-    topics = [_by_id(broker, m, t.topic_id) for t in wanted or () if t.name is None]
+    topics = [_by_id(broker, advertised, m, t.topic_id) for t in wanted or () if t.name is None]
     for name in names:
         code = ErrorCode.none
         count = store.topics().get(name, 0)
@@ -61,13 +65,16 @@ def metadata(broker, request, advertised):
             and allow
             and broker.auto_create
             and not internal
-            and broker.allows(advertised, WRITE)
         ):
             try:
-                store.create_topic(name, partitions=broker.partitions)
+                require_create(broker, advertised, name)
+                owner = new_topic_owner(broker, advertised)
+                store.create_topic(name, partitions=broker.partitions, owner=owner)
                 count = broker.partitions
             except LogfsError as e:
                 code = error_code(e)
+        elif count and not allows(broker, advertised, DESCRIBE, name):
+            code, count = error_code(AccessDeniedError(name)), 0
         if not count and code == ErrorCode.none:
             code = ErrorCode.unknown_topic_or_partition
         partitions = _partitions(m, count)
@@ -109,15 +116,18 @@ def _partitions(m, count: int) -> tuple:
     )
 
 
-def _by_id(broker, m, topic_id):
+def _by_id(broker, advertised, m, topic_id):
     """A topic asked for by its id (v10+, as consumers of KIP-848 groups ask for the topics
     of their assignment): UNKNOWN_TOPIC_ID when no topic has it (it was deleted)."""
     store = broker.store
     name = store.topic_ids.name_of(topic_id) if topic_id is not None else None
     count = store.topics().get(name, 0) if name is not None else 0
+    code = ErrorCode.none if count else ErrorCode.unknown_topic_id
+    if count and not allows(broker, advertised, DESCRIBE, name):
+        code, count = ErrorCode.topic_authorization_failed, 0
     return make(
         m.MetadataResponseTopic,
-        error_code=ErrorCode.none if count else ErrorCode.unknown_topic_id,
+        error_code=code,
         name=name,
         topic_id=topic_id,
         is_internal=name in INTERNAL_TOPICS,

@@ -15,6 +15,7 @@ SASL_SSL listeners): a connection's TLS handshake must end within
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 import logging
@@ -27,8 +28,8 @@ import numpy
 import trio
 
 from ..core.errors import LogfsError
-from . import protocol, sasl, tls
-from .access import Client
+from . import peers, protocol, sasl, tls
+from .access import Client, identity_of
 from .broker import Broker
 from .protocol import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, BadRequest, Region, Reply
 
@@ -210,11 +211,18 @@ class Connection:
             self.peer = ""
         self.credentials = listener.credentials  # None: no authentication
         self.user: str | None = None
+        self.uid: int | None = None  # a loopback client's, found at the start (peers.py)
+        self.who = identity_of(self.credentials is not None, None, None)  # nobody, so far
         self.exchange: sasl.Plain | sasl.scram.ScramServer | None = None  # after SaslHandshake
         self.raw_token_expected = False  # after SaslHandshake v0
 
     async def serve(self) -> None:
         broker = self.listener.broker
+        if self.credentials is None:  # who the client is: the owner of its socket
+            with contextlib.suppress(OSError):
+                sock = self.socket
+                self.uid = await peers.peer_uid(sock.getpeername(), sock.getsockname())
+            self.who = identity_of(False, None, self.uid)
         while True:
             head = await self._receive(4, first=True)
             if head is None:
@@ -252,7 +260,7 @@ class Connection:
             ):
                 raise BadRequest(f"request {request.api_key} before SASL authentication")
             else:
-                client = Client(*self.advertised, self.user, self.peer)
+                client = Client(*self.advertised, self.user, self.peer, self.uid, self.who)
                 reply = await broker.handle(request, client)
             if reply is not None:  # else acks=0: Kafka's broker does not answer
                 try:
@@ -290,6 +298,7 @@ class Connection:
 
     def _authenticated(self) -> None:
         self.user, self.raw_token_expected = self.exchange.user, False
+        self.who = identity_of(True, self.user, None)
         logger.info("Kafka client authenticated as %s", self.user)
 
     async def _receive(self, n: int, first: bool = False) -> memoryview | None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import datetime
 
+from ..core.access import GroupOp
 from ..core.errors import KafkaCode, LogfsError
 from ..groups import TransactionError
-from .access import READ, WRITE, require
+from .access import READ, WRITE, allows, group_allows, require
 from .codes import NO_THROTTLE, error_code
 from .protocol import (
     ADD_OFFSETS_TO_TXN,
@@ -83,10 +84,13 @@ def add_offsets_to_txn(broker, request, advertised):
     m = schema(ADD_OFFSETS_TO_TXN, request.version)
     body = request.body
     code = ErrorCode.none
+    if not group_allows(broker, advertised, GroupOp.JOIN, body.group_id):
+        code = ErrorCode.group_authorization_failed  # its offsets are the group's commits
     try:
-        broker.transactions.add_offsets(
-            body.transactional_id, body.producer_id, body.producer_epoch, body.group_id
-        )
+        if code == ErrorCode.none:
+            broker.transactions.add_offsets(
+                body.transactional_id, body.producer_id, body.producer_epoch, body.group_id
+            )
     except TransactionError as e:
         code = answer_code(request, e.kafka_code)
     return make(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=code)
@@ -109,13 +113,16 @@ def txn_offset_commit(broker, request, advertised):
         getattr(body, "member_id", ""),
         getattr(body, "group_instance_id", None),
     )
-    if broker.allows(advertised, READ):
+    refused = {tp for tp in wanted if not allows(broker, advertised, READ, tp[0])}
+    if not group_allows(broker, advertised, GroupOp.JOIN, body.group_id):
+        codes = dict.fromkeys(wanted, KafkaCode.GROUP_AUTHORIZATION_FAILED)
+    elif refused:  # committing is reading the topics (access.py)
+        codes = dict.fromkeys(wanted, KafkaCode.TOPIC_AUTHORIZATION_FAILED)
+    else:
         codes = broker.transactions.txn_offset_commit(
             body.transactional_id, body.producer_id, body.producer_epoch, body.group_id,
             member, wanted,
         )  # fmt: skip
-    else:
-        codes = dict.fromkeys(wanted, KafkaCode.TOPIC_AUTHORIZATION_FAILED)
     topics = tuple(
         make(
             m.TxnOffsetCommitResponseTopic,

@@ -205,7 +205,8 @@ def test_members_go_on_after_a_restart_if_they_heartbeat(tmp_path):
 
 def test_committing_needs_the_right_to_read_the_topic(tmp_path):
     """DATA owned by root, mode 0700: the local user nobody may not read its
-    topics, so it may neither commit nor fetch offsets; root may."""
+    topics, so it may neither commit nor fetch offsets; root may. A group is
+    its maker's: nobody may not commit for root's group at all."""
     import pwd
 
     import confluent_kafka as ck
@@ -221,9 +222,9 @@ def test_committing_needs_the_right_to_read_the_topic(tmp_path):
     users.write_text("root:rootpw\nnobody:nobodypw\n")
     with Served(data, f"kafka.sasl.users={users}") as served:
 
-        def consumer(user: str, password: str) -> ck.Consumer:
+        def consumer(user: str, password: str, group: str = "g") -> ck.Consumer:
             return ck.Consumer({
-                "bootstrap.servers": served.bootstrap, "group.id": "g",
+                "bootstrap.servers": served.bootstrap, "group.id": group,
                 "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
                 "sasl.username": user, "sasl.password": password,
             })  # fmt: skip
@@ -231,8 +232,13 @@ def test_committing_needs_the_right_to_read_the_topic(tmp_path):
         as_root = consumer("root", "rootpw")
         done = as_root.commit(offsets=[ck.TopicPartition("secret", 0, 0)], asynchronous=False)
         assert done[0].error is None
-        as_nobody = consumer("nobody", "nobodypw")
+        # nobody's own new group: the topic is what it may not read
+        own = consumer("nobody", "nobodypw", group="h")
         with pytest.raises(ck.KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
+            own.commit(offsets=[ck.TopicPartition("secret", 0, 5)], asynchronous=False)
+        # root's group (root made it: 0644): nobody may not commit for it at all
+        as_nobody = consumer("nobody", "nobodypw")
+        with pytest.raises(ck.KafkaException, match="GROUP_AUTHORIZATION_FAILED"):
             as_nobody.commit(offsets=[ck.TopicPartition("secret", 0, 5)], asynchronous=False)
         (fetched,) = as_nobody.committed([ck.TopicPartition("secret", 0)], 30)
         assert fetched.error is not None and fetched.error.code() == (

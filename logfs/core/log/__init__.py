@@ -2,12 +2,13 @@
 parts over one `PartitionState` (reads, appends, the one-line fast path,
 flushes) and its collaborators (what is unflushed, the failure state, live
 keys, streams of lines), the log cleaner, the partitioner, and `Store`
-(topics and their settings, partitions, checkpoints, the writer lock)."""
+(topics, their settings and owners, partitions, checkpoints, the writer lock)."""
 
 from . import cleaner
 from .cleaner import Throttle, clean_store
 from .keys import key_name, name_key
 from .lines import FromStream, PartitionStream, Uncounted
+from .owners import Owner
 from .partition import Log
 from .store import Store
 from .topics import LIMIT_OPTIONS, Limits
@@ -19,6 +20,7 @@ __all__ = [
     "Limits",
     "FromStream",
     "Log",
+    "Owner",
     "PartitionStream",
     "Store",
     "Throttle",

@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..errors import describe
 from ..storage import fsync_dir
 
 logger = logging.getLogger(__name__)
@@ -85,3 +86,34 @@ def replace_file(path: Path, text: str) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+class Checkpoints:
+    """A store's writing of DATA's checkpoint files (`Store` is one)."""
+
+    path: Path
+    read_only: bool
+    checkpoint_failure: str | None
+    _logs: dict
+    _unopened: dict
+    _first_dirty: dict
+
+    def checkpoint(self) -> None:
+        """Write the checkpoint files from the logs' current state: recovery points, log
+        start offsets and, once a partition was cleaned, the cleaner's first dirty offsets.
+
+        A failure leaves the previous files in place (each is replaced atomically): they
+        only make recovery start earlier. It is logged when it starts, kept in
+        `checkpoint_failure` until a write succeeds, and raised."""
+        if self.read_only:
+            return
+        try:
+            write_checkpoints(self.path, *entries(self._logs, self._unopened, self._first_dirty))
+        except OSError as e:
+            if self.checkpoint_failure is None:
+                logger.error("writing the checkpoints in %s failed: %s", self.path, e)
+            self.checkpoint_failure = describe(e)
+            raise
+        if self.checkpoint_failure is not None:
+            logger.info("writing the checkpoints in %s works again", self.path)
+            self.checkpoint_failure = None

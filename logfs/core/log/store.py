@@ -8,6 +8,7 @@ Layout (Kafka's, so a broker's log directory opens too)::
       log-start-offset-checkpoint          per partition: first offset not deleted
       cleaner-offset-checkpoint            compacted partitions: first offset not cleaned
       config/<topic>.properties            the topic's own settings, key=value lines
+      config/<topic>.owner                 the topic's owner, group and mode (owners.py)
       .lock                                the writer lock (storage/lock.py)
       .deleting                            topics being deleted, one a line (deletion.py)
 
@@ -39,18 +40,17 @@ from ..errors import (
     ReadOnlyError,
     TopicExistsError,
     UnknownTopicError,
-    describe,
 )
 from ..storage import fsync_dir, lock_data_dir, raise_nofile_limit
 from .checkpoints import (
     CLEANER_FILE,
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
-    entries,
+    Checkpoints,
     read_checkpoint,
-    write_checkpoints,
 )
 from .deletion import delete_partitions, finish_deletions
+from .owners import OwnedTopics, Owner, TopicOwners
 from .partition import Log
 from .partitioner import Partitioner
 from .topic_ids import TopicIds
@@ -61,7 +61,7 @@ logger = logging.getLogger(__name__)
 PARTITION_DIR = re.compile(r"(.+)-(0|[1-9][0-9]*)")
 
 
-class Store:
+class Store(OwnedTopics, Checkpoints):
     """A data directory of topic-partition logs.
 
     A writable store holds an exclusive lock on ``DATA/.lock``; a read-only
@@ -90,6 +90,7 @@ class Store:
         self._first_dirty: dict[tuple[str, int], int] = {}  # the cleaner's, per partition
         self._settings = TopicSettings(self.path, defaults or {})
         self.defaults = self._settings.defaults
+        self._owners = TopicOwners(self.path, read_only=read_only)  # owners.py
         self._lock_fd = -1
         self._logs: dict[tuple[str, int], Log] = {}
         self.open_logs = MappingProxyType(self._logs)  # the partitions opened so far, read-only
@@ -123,6 +124,7 @@ class Store:
             self._unopened[tp] = (entry.path, recovery.get(tp, 0), starts.get(tp, 0))
             self._catalog.add(*tp)
         self._settings.load(self._catalog.counts())
+        self._owners.load(self._catalog.counts())
         if not self.read_only and recover:
             # A writer recovers every partition now; a reader opens each on first use.
             self.recover()
@@ -153,6 +155,7 @@ class Store:
             writable=not self.read_only,
         )
         self._logs[tp] = log
+        self._owners.carry(tp[0], [tp[1]])  # whatever was done to DATA meanwhile
         validated = sum(segment.validated_bytes for segment in log.segments)
         if validated:  # after an unclean shutdown: one line per partition, with its rate
             seconds = time.monotonic() - started
@@ -181,9 +184,11 @@ class Store:
         return parts
 
     def create_topic(
-        self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
-    ) -> None:
-        """Create a topic with ``partitions`` empty partitions."""
+        self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None,
+        owner: Owner | None = None,
+    ) -> None:  # fmt: skip
+        """Create a topic with ``partitions`` empty partitions, owned by
+        ``owner`` (None: it follows DATA's owner and mode, owners.py)."""
         self._require_writable()
         validate_topic_name(name)
         if partitions < 1:
@@ -200,6 +205,7 @@ class Store:
             )
         self._catalog.check_limits(self.limits, name, partitions)
         self._settings.set(name, config or {})
+        self._owners.set(name, owner)
         self._add_logs(name, range(partitions))
 
     def add_partitions(self, name: str, total: int) -> None:
@@ -227,7 +233,9 @@ class Store:
                 delete_partitions(self.path, name, made)
             if name not in self._catalog:
                 self._settings.remove(name)
+                self._owners.remove(name)
             raise
+        self._owners.carry(name, partitions)
         fsync_dir(self.path)
         # New partitions start at 0, as unlisted ones do: the checkpoints are rewritten
         # only if they may list a deleted topic of the same name (a failed write).
@@ -254,6 +262,7 @@ class Store:
         def forget() -> None:
             self._forget(name, parts)
             self._settings.remove(name)
+            self._owners.remove(name)
             with contextlib.suppress(OSError):  # logged; a stale entry is ignored at open
                 self.checkpoint()
 
@@ -352,26 +361,6 @@ class Store:
         """A cleaning of the partition ended at ``offset``: its dirty part
         starts there now (written at the next `checkpoint`)."""
         self._first_dirty[(topic, partition)] = offset
-
-    def checkpoint(self) -> None:
-        """Write the checkpoint files from the logs' current state: recovery points, log
-        start offsets and, once a partition was cleaned, the cleaner's first dirty offsets.
-
-        A failure leaves the previous files in place (each is replaced atomically): they
-        only make recovery start earlier. It is logged when it starts, kept in
-        `checkpoint_failure` until a write succeeds, and raised."""
-        if self.read_only:
-            return
-        try:
-            write_checkpoints(self.path, *entries(self._logs, self._unopened, self._first_dirty))
-        except OSError as e:
-            if self.checkpoint_failure is None:
-                logger.error("writing the checkpoints in %s failed: %s", self.path, e)
-            self.checkpoint_failure = describe(e)
-            raise
-        if self.checkpoint_failure is not None:
-            logger.info("writing the checkpoints in %s works again", self.path)
-            self.checkpoint_failure = None
 
     def close(self) -> None:
         """Flush, checkpoint and release the lock (idempotent)."""

@@ -1,9 +1,11 @@
 """Files: a segment's ``.log``, ``.index`` and ``.timeindex`` and their removal,
 the batch walker over a ``.log``, a segment's stream index, recovery of a
 partition directory, the crash-safe swap of rewritten segments, the fsync
-helpers, the budget of open descriptors and the data directory's writer lock.
+helpers, the budget of open descriptors, the data directory's writer lock and
+the modes a topic's owner gives its partition directories (ownership.py).
 Knows nothing of topics or partitions' policies."""
 
+from . import ownership
 from .descriptors import DESCRIPTORS, raise_nofile_limit
 from .lock import lock_data_dir
 from .logfile import fsync_dir, segment_name, sync_fd
@@ -14,6 +16,7 @@ __all__ = [
     "LogSegment",
     "fsync_dir",
     "lock_data_dir",
+    "ownership",
     "raise_nofile_limit",
     "segment_name",
     "sync_fd",

@@ -20,7 +20,10 @@ of a ``.snapshot`` (txncheck.py).
   entry pointing outside the log, or a time index entry for an offset past
   the log's last;
 - a transaction index (``.txnindex``) that disagrees with the markers of the
-  log (txncheck.py).
+  log (txncheck.py);
+- a partition directory whose group and mode on disk disagree with what its
+  topic's owner implies (storage/ownership.py): opening the store (a repair,
+  a mount) gives them back.
 
 The time index (``.timeindex``) is only loaded and sanity-checked like that,
 not compared with the log's timestamps. `check(repair=True)` forgets the
@@ -49,6 +52,7 @@ from ..format.compression import NAMES
 from ..format.decoding import decode_records
 from ..format.record import HEADER_SIZE, BatchHeader, crc_matches, read_header
 from ..log.store import RECOVERY_POINT_FILE, Store, read_checkpoint
+from ..storage import ownership
 from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.logfile import base_offset_of, iter_batches, segment_name
 from ..storage.recovery import segment_bases
@@ -255,12 +259,17 @@ def _problems(path: Path, progress: Progress | None = None) -> list[str]:
             for topic in store.topics()
             for p in store.partitions(topic)
         ]
+        owners = {topic: store.topic_owner(topic) for topic in store.topics()}
     recovery_points = read_checkpoint(path / RECOVERY_POINT_FILE)
     for done, (topic, partition, directory, compact) in enumerate(partitions, 1):
         name = f"{topic}-{partition}"
         next_offset, found = None, False
         started, size, count = time.monotonic(), 0, 0
         txns = TxnCheck()
+        owner = owners[topic]
+        wrong = owner and ownership.disagreement(str(directory), owner.gid, owner.mode)
+        if wrong:
+            problems.append(wrong)
         for base in segment_bases(directory):
             log_path = directory / segment_name(base, ".log")
             if not compact and not found:  # after a bad batch, its own problem says it

@@ -15,14 +15,14 @@ import errno
 import itertools
 import logging
 import os
-import pwd
 import stat
 from collections.abc import Awaitable, Callable
 
 import pyfuse3
 import trio
 
-from ...core.log import Log, Store
+from ...core.access import in_group, new_group_owner
+from ...core.log import Log, Owner, Store
 from ...groups import Coordinator
 from ..errnos import Metrics, fail, fuse_errors, log_rejected
 from ..files import AppendFile, BufferedAppends, OpenFile
@@ -32,14 +32,6 @@ logger = logging.getLogger(__name__)
 
 # The requests about an open file (by its handle); the rest name an inode.
 FILE_REQUESTS = {"read", "write", "flush", "_release", "fsync"}
-
-
-def pwd_name(uid: int) -> str:
-    """The user name of ``uid`` (for getgrouplist), or its number."""
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
 
 
 class Operations(pyfuse3.Operations):
@@ -160,13 +152,14 @@ class Operations(pyfuse3.Operations):
         return self.view.attrs(node)  # times (touch) are accepted and not stored
 
     def _change_owner(self, node, attr, fields, ctx) -> None:
-        """chown and chmod: remembered for the mount's life (the files are
-        virtual: nothing on disk changes), so that services that chown their
-        logs to a worker user (nginx's reopen, logrotate's ``create``,
-        ``install -m``) work; the kernel then checks access by them with
-        ``default_permissions``. As in Unix: only root gives a file away,
-        its owner may chmod it and give it to a group of theirs; files keep no
-        set-user-ID or set-group-ID bit."""
+        """chown and chmod, so that services that chown their logs to a worker
+        user (nginx's reopen, logrotate's ``create``, ``install -m``) work; the
+        kernel then checks access by them with ``default_permissions``. A
+        topic's and a consumer group's are kept in DATA and the listener
+        decides from them too (`View.keep_owner`); other paths' for the
+        mount's life. As in Unix: only root gives a file away, its owner may
+        chmod it and give it to a group of theirs; files keep no set-user-ID
+        or set-group-ID bit."""
         if self.store.read_only:
             raise fail(errno.EROFS)
         current = self.view.attrs(node)
@@ -177,13 +170,13 @@ class Operations(pyfuse3.Operations):
             # Never kept on files: no file here is a program, and the kernel leaves
             # dropping them at a write to the file system (fuseinit.py).
             mode &= ~(stat.S_ISUID | stat.S_ISGID)
-        caller = ctx.uid if ctx is not None else 0
-        if caller != 0:
-            if caller != current.st_uid or uid != current.st_uid:
+        caller = Caller.of(ctx)
+        if not caller.is_root:
+            if caller.uid != current.st_uid or uid != current.st_uid:
                 raise fail(errno.EPERM)
-            if gid != current.st_gid and gid not in os.getgrouplist(pwd_name(caller), ctx.gid):
+            if gid != current.st_gid and not in_group(caller, gid):
                 raise fail(errno.EPERM)
-        self.view.changes(node)[node.path] = (uid, gid, mode)
+        self.view.keep_owner(node, Owner(uid, gid, mode))
 
     @fuse_errors
     async def readlink(self, inode, ctx=None):
@@ -246,6 +239,8 @@ class Operations(pyfuse3.Operations):
         """Only ``keys/<k>`` of a compacted topic can be created (a new key,
         written at close); the rest of the tree is fixed."""
         node, file = self.view.node(parent_inode).create(self.view, os.fsdecode(name))
+        if node.shows == "group":  # a new group is its maker's (settled at close)
+            self.view.groups.claim_group(node.path[3], new_group_owner(Caller.of(ctx)))
         self.inodes.looked_up(node)
         fh = self._add(file, node.life, writing=True)
         return file.info(fh), self.view.attrs(node)

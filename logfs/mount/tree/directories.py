@@ -31,12 +31,13 @@ import json
 import os
 import stat
 
+from ...core.access import holds_records, may_delete, new_owner
 from ...core.client import names
 from ...core.config import INTERNAL_TOPICS
 from ..errnos import fail
 from ..files import KeyFile, OpenFile
 from .groupfiles import Group, GroupFile, listed
-from .lives import Caller, TopicLife, permits
+from .lives import Caller, TopicLife
 from .nodes import (
     Append,
     AppendBatches,
@@ -132,6 +133,7 @@ class GroupsDir(Directory):
 
     __slots__ = ()
     in_partition = True
+    shows = "groups"  # sticky, writable by whoever may read the topic (core/access.py)
 
     @classmethod
     def child(cls, name: str) -> type[Node] | None:
@@ -262,12 +264,13 @@ class Root(Directory):
         return [t for t in view.topics() if t not in INTERNAL_TOPICS]
 
     def mkdir(self, view: View, name: str, partitions: int, mode: int, caller: Caller) -> None:
-        """A topic, owned by the user who made it (`Lives.born`)."""
+        """A topic, owned by the user who made it with ``mode`` (kept in DATA)."""
+        owner = new_owner(caller, mode, view.options)
         try:
-            view.store.create_topic(name, partitions=partitions)
+            view.store.create_topic(name, partitions=partitions, owner=owner)
         finally:
             view.topics_changed()
-        view.lives.born(name, caller, mode)
+        view.lives.born(name)
 
     def rmdir(self, view: View, name: str, caller: Caller) -> None:
         """Delete topic ``name`` as POSIX removes a directory: the caller needs
@@ -278,15 +281,11 @@ class Root(Directory):
         anyone else)."""
         if view.partitions(name) is None:
             raise fail(errno.ENOENT)
-        # a name the kernel was never told of has no inode: only its attributes are asked
-        topic = view.inodes.at((name,)) or Topic((name,), view.lives.life(name))
-        here, there = view.attrs(self), view.attrs(topic)
-        if not permits(caller, here, os.W_OK | os.X_OK):
-            raise fail(errno.EACCES)
-        if caller.uid not in (0, here.st_uid, there.st_uid) and here.st_mode & stat.S_ISVTX:
-            raise fail(errno.EPERM)
-        if caller.uid not in (0, there.st_uid) and holds_records(view, name):
-            raise fail(errno.ENOTEMPTY)
+        refused = may_delete(
+            caller, view.root_owner(), view.topic_owner(name), holds_records(view.store, name)
+        )
+        if refused is not None:  # the listener's DeleteTopics asks the same (core/access.py)
+            raise fail(getattr(errno, refused.value))
         try:
             view.store.delete_topic(name)
         finally:
@@ -312,14 +311,6 @@ class Root(Directory):
             names.FAILURES_XATTR: json.dumps(failures, sort_keys=True).encode(),
             names.RECOVERY_XATTR: json.dumps(view.recovery(), sort_keys=True).encode(),
         }
-
-
-def holds_records(view: View, topic: str) -> bool:
-    """Whether any partition of ``topic`` has a record retention kept."""
-    return any(
-        view.store.log(topic, p).next_offset > view.store.log(topic, p).log_start_offset
-        for p in range(view.partitions(topic) or 0)
-    )
 
 
 def node_class(path: tuple[str, ...]) -> type[Node] | None:

@@ -43,6 +43,7 @@ class Group(Node):
     __slots__ = ("text",)
     in_partition = True
     writable = True
+    shows = "group"  # the group's own owner and mode (core/access.py)
     pending: set[tuple[str, ...]] = set()  # files created, not yet closed
 
     def __init__(self, path: tuple[str, ...], life: TopicLife | None, inode: int) -> None:
@@ -103,3 +104,11 @@ class GroupFile(SnapshotFile):
             raise fail(errno.EINVAL)
         topic, partition, group = self.path[0], int(self.path[1]), self.path[3]
         self.view.groups.commit_offset(group, topic, partition, int(text))
+
+    async def release(self) -> None:
+        """The last close: a group this file made is its maker's from now
+        (`Operations.create` claimed it), one it did not make is no one's."""
+        try:
+            await self.flush()
+        finally:
+            self.view.groups.settle_group(self.path[3])

@@ -28,20 +28,28 @@ from typing import NamedTuple
 import pyfuse3
 import trio
 
+from ...core.access import (
+    DATA_OWNER,
+    Ownership,
+    data_owner,
+    group_shown,
+    groups_dir_mode,
+    inner_mode,
+    topic_owner,
+)
 from ...core.client import names
 from ...core.config import flush_messages_reached
-from ...core.log import FromStream, Log, PartitionStream, Store, Uncounted
+from ...core.log import FromStream, Log, Owner, PartitionStream, Store, Uncounted
 from ...groups import Coordinator
 from ..errnos import Metrics, fail
 from ..files import OpenFile, Pool, RecordCache
 from .inodes import InodeTable
 from .keyfiles import Keys
-from .lives import Caller, Lives, Ownership, TopicLife
+from .lives import Caller, Lives, TopicLife
 
 ROOT_INODE = pyfuse3.ROOT_INODE
 
-
-DATA_OWNER = Ownership()  # no options: DATA's owner, group and modes
+__all__ = ["DATA_OWNER", "Node", "Ownership", "Stat", "View"]
 
 
 class Stat(NamedTuple):
@@ -69,6 +77,7 @@ class Node:
     compacted_only = False
     directory = False
     writable = False
+    shows = ""  # "groups" or "group": a node whose owner or mode are not its topic's
 
     def __init__(
         self, path: tuple[str, ...], life: TopicLife | None = None, inode: int = 0
@@ -199,18 +208,18 @@ class View:
         self.read_ahead = Pool()  # shared by the stream readers
         self.buffered = buffered  # the buffered mode's append streams, or None
         self._counting: dict[Uncounted, trio.Event] = {}
-        # The mount shows DATA's owner, group and permission bits, so that with
+        # The root shows DATA's owner, group and permission bits (uid=, gid= and umask=
+        # replace them, as for sshfs and ntfs-3g), each topic its owner kept in DATA
+        # (core/access.py: the listener decides from the same), so that with
         # -o allow_other,default_permissions the kernel lets other users do through
-        # the mount what DATA lets them do, and no more (docs/operations.md);
-        # uid=, gid= and umask= replace them, as for sshfs and ntfs-3g.
-        data = os.stat(store.path)
-        self._uid = data.st_uid if owner.uid is None else owner.uid
-        self._gid = data.st_gid if owner.gid is None else owner.gid
-        self._perm = stat.S_IMODE(data.st_mode) if owner.umask is None else 0o777 & ~owner.umask
+        # the mount what they own or are given, and no more (docs/operations.md).
+        self.options = owner
+        self.data = data_owner(store.path, owner)
         # chown and chmod of the root, remembered for the mount's life: (uid, gid, mode
-        # bits); those of a topic's paths live and die with the topic (`TopicLife`)
+        # bits); those of paths in a topic live and die with the topic (`TopicLife`),
+        # those of a topic itself are kept in DATA (`Store.set_topic_owner`)
         self.changed_owner: dict[tuple[str, ...], tuple[int, int, int]] = {}
-        self.lives = Lives(owner)
+        self.lives = Lives()
         self._topics: dict[str, int] | None = None  # store.topics(), kept between changes
         self.started_ns = time.time_ns()
         self.is_ready = is_ready  # whether the store's partitions are recovered
@@ -247,17 +256,45 @@ class View:
         """A topic was created or deleted or grew partitions."""
         self._topics = None
 
-    def owner(self, node: Node) -> tuple[int, int]:
-        """``node``'s owner and group before any chown of it: its topic's."""
-        life = node.life
-        uid = self._uid if life is None or life.uid is None else life.uid
-        gid = self._gid if life is None or life.gid is None else life.gid
-        return uid, gid
+    def root_owner(self) -> Owner:
+        """What the mount's root shows (after a chown or chmod of it)."""
+        changed = self.changed_owner.get(())
+        return self.data if changed is None else Owner(*changed)
+
+    def topic_owner(self, topic: str) -> Owner:
+        """What ``topic``'s directory shows (core/access.py)."""
+        return topic_owner(self.store, topic, self.data)
+
+    def shown(self, node: Node) -> Owner:
+        """``node``'s owner, group and permission bits before any chown of a
+        path inside a topic (core/access.py)."""
+        if not node.path:
+            return self.root_owner()
+        topic = self.topic_owner(node.topic)
+        if len(node.path) == 1:
+            return topic
+        if node.shows == "group":
+            return group_shown(self.groups.group_owner(node.path[3]), self.data)
+        if node.shows == "groups":
+            return topic._replace(mode=groups_dir_mode(topic.mode))
+        return topic._replace(
+            mode=inner_mode(topic.mode, directory=node.directory, writable=node.writable)
+        )
 
     def changes(self, node: Node) -> dict[tuple[str, ...], tuple[int, int, int]]:
         """Where the chown and chmod of ``node`` are kept: its topic's life, or
         the mount's for the root."""
         return self.changed_owner if node.life is None else node.life.changed
+
+    def keep_owner(self, node: Node, owner: Owner) -> None:
+        """chown or chmod of ``node``: a topic's kept in DATA by the store, a
+        consumer group's by the coordinator, another path's for the mount's life."""
+        if len(node.path) == 1:
+            self.store.set_topic_owner(node.topic, owner)
+        elif node.shows == "group":
+            self.groups.change_group_owner(node.path[3], owner)
+        else:
+            self.changes(node)[node.path] = tuple(owner)
 
     def log(self, node: Node) -> Log:
         return self.store.log(node.topic, node.partition)
@@ -269,17 +306,14 @@ class View:
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = node.inode
         attrs.generation = 0 if node.life is None else node.life.generation
-        attrs.st_uid, attrs.st_gid = self.owner(node)
+        shown = self.shown(node)
+        attrs.st_uid, attrs.st_gid = shown.uid, shown.gid
         attrs.st_blksize = names.MAX_WRITE  # tools size their writes by st_blksize
         mode = st.mode
         attrs.st_nlink = 2 if stat.S_ISDIR(mode) else 1
-        if stat.S_ISDIR(mode):
-            life = node.life
-            own = life is not None and len(node.path) == 1 and life.mode is not None
-            mode = stat.S_IFDIR | (life.mode if own else self._perm)
-        elif stat.S_ISREG(mode):
-            mode = stat.S_IFREG | (self._perm & (0o666 if mode & 0o200 else 0o444))
-        changed = self.changes(node).get(node.path)
+        if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+            mode = stat.S_IFMT(mode) | shown.mode
+        changed = None if len(node.path) == 1 else self.changes(node).get(node.path)
         if changed is not None:
             attrs.st_uid, attrs.st_gid = changed[0], changed[1]
             mode = stat.S_IFMT(mode) | changed[2]
