@@ -9,7 +9,7 @@ from ._columns import gather, line_lengths
 from .batching import BatchInfo, max_record_bytes
 from .columnar import decode
 from .decoding import decode_records
-from .record import BatchHeader, Record, idempotent, read_header, transactional
+from .record import BatchHeader, Record, idempotent, read_header, transactional, with_producer
 from .validate import split_batches
 
 __all__ = [
@@ -27,4 +27,5 @@ __all__ = [
     "read_header",
     "split_batches",
     "transactional",
+    "with_producer",
 ]
