@@ -1,7 +1,7 @@
 """The rooms import one way (docs/architecture.md).
 
-core <- groups <- the faces (mount, kafka; spark on core alone) <- daemon <- cli: the faces
-never import each other, only the daemon room and the entry points (cli.py, ``__main__``
+core <- groups <- the faces (mount, kafka; spark and mirror on core alone) <- daemon <- cli:
+the faces never import each other, only the daemon room and the entry points (cli.py, ``__main__``
 modules) wire them; groups never imports kio or a face; core never imports trio, pyfuse3 or
 Spark; spark never imports trio or pyfuse3 (it runs in Spark's Python workers). Inside core:
 errors and config <- format <- storage <- log <- client <- tools. Inside mount: errnos <- files
@@ -46,6 +46,9 @@ FORBIDDEN = {
     "spark": ("logfs.groups", "logfs.mount", "logfs.kafka", *ABOVE, "trio", "pyfuse3"),
     "kafka": ("logfs.mount", "logfs.spark", *ABOVE, "pyspark", "pyarrow"),
     "daemon": ("logfs.spark", "logfs.cli", "pyspark", "pyarrow"),
+    # the mirror runs in a daemon's worker thread or a process of its own: core's client
+    # and store only, no event loop, no face
+    "mirror": ("logfs.groups", *FACES, *ABOVE, "trio", "pyfuse3", "pyspark", "pyarrow"),
 }
 # The inner rooms of core and of mount, lowest first; a module may import its own floor and the
 # ones below.
@@ -60,7 +63,7 @@ PRIVATE = {
     "mount": ("files", "tree", "fuse"),
 }
 # Rooms above core whose modules are theirs alone: others import their exports.
-ROOMS = ("groups", "mount", "kafka", "spark", "daemon")
+ROOMS = ("groups", "mount", "kafka", "spark", "mirror", "daemon")
 
 
 # Cython's import statements: ``from X cimport a, b``, ``from X import (a, b)``, ``cimport X``.
