@@ -200,6 +200,15 @@ def cmd_serve(args) -> int:
     return serve(args.data, args.listen, options)
 
 
+def cmd_mirror(args) -> int:
+    from .mirror import mirror_main
+
+    options: dict[str, str] = {}
+    for item in args.options or []:
+        options.update(_key_values(item))
+    return mirror_main(args.data, args.to, options)
+
+
 def cmd_umount(args) -> int:
     from .daemon import umount
 
@@ -264,6 +273,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", dest="options", action="append", metavar="KEY=VALUE,...",
                    help="mount options that apply (partitions=, ro, topic defaults, "
                         "kafka.*: bounds, SASL, TLS)")  # fmt: skip
+
+    p = command(
+        "mirror",
+        cmd_mirror,
+        "forward a data directory's topics to a Kafka cluster, exactly once",
+        "Forward each partition of DATA's topics, in order, to the same topic and partition "
+        "of the Kafka cluster at URL, in transactions that also commit the mirror's position "
+        "there: a read_committed reader sees every record once, across restarts. Reads DATA "
+        "beside its daemon; runs until SIGINT or SIGTERM.",
+    )
+    p.add_argument("data", metavar="DATA", help=DATA_HELP)
+    p.add_argument("to", metavar="URL", help="kafka://HOST:PORT[,HOST:PORT...]")
+    p.add_argument("-o", dest="options", action="append", metavar="KEY=VALUE,...",
+                   help="mirror.topics, mirror.id, mirror.security.protocol, mirror.sasl.*, "
+                        "mirror.ssl.*, mirror.timeout.ms (docs/operations.md)")  # fmt: skip
 
     p = command(
         "create",

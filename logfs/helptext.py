@@ -58,6 +58,15 @@ EXAMPLES = {
         "      -o kafka.ssl.certfile=CERT.pem,kafka.ssl.keyfile=KEY.pem   SASL_SSL\n"
         "docs/kafka.md tells what is served."
     ),
+    "mirror": (
+        "examples:\n"
+        "  logfs mirror /srv/logfs/data kafka://kafka-1:9092,kafka-2:9092\n"
+        "  logfs mirror /srv/logfs/data kafka://kafka-1:9093 -o mirror.topics='app\\..*' \\\n"
+        "      -o mirror.security.protocol=SASL_SSL,mirror.sasl.mechanism=SCRAM-SHA-512 \\\n"
+        "      -o mirror.sasl.username=edge,mirror.sasl.password.file=/etc/logfs/secret\n"
+        "docs/operations.md tells what a mirror guarantees; the same options, with\n"
+        "mirror.to=, make `logfs mount` and `logfs serve` mirror as they run."
+    ),
     "umount": "examples:\n  logfs umount /mnt/logs",
     "create": (
         "examples:\n"

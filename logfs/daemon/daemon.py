@@ -14,7 +14,8 @@ port fails before anything is mounted) and the coordinator's session sweep,
 the partitions' recovery in a worker thread (meanwhile the mount's root says
 "recovering" in ``user.logfs.health``), then the transaction coordinator (which
 completes the transactions a stop left prepared, and aborts those past their
-timeout), the flusher, the log cleaner and the mount's own background work,
+timeout), the flusher, the log cleaner, the mount's own background work and the
+mirror (``-o mirror.to=``, in a worker thread),
 then the mount record (while a writable
 daemon runs, ``DATA/logfs-mount.json`` says where it is mounted, by which
 process and on which Kafka address, so that producers on the same machine
@@ -38,6 +39,7 @@ import trio
 from ..core.client import mountinfo
 from ..core.log import Store
 from ..groups import Coordinator, TransactionCoordinator
+from ..mirror import MirrorOut
 from ..mount import FuseMount
 from .cleaner_task import Cleaner
 from .flusher import Flusher
@@ -109,6 +111,9 @@ class Daemon:
             sync,
             self.cleaner,
         )
+        # The mirror reads DATA read-only, as any reader beside the daemon: appends never
+        # wait for it (logfs/mirror/outbound.py).
+        self.mirror = None if options.mirror is None else MirrorOut(self.data, options.mirror)
 
     @property
     def address(self) -> str | None:
@@ -175,9 +180,19 @@ class Daemon:
             await nursery.start(self.cleaner.run)
         if self.mount is not None:
             self.mount.start_background(nursery)
+        if self.mirror is not None:
+            nursery.start_soon(self._run_mirror)
         self._write_record()
         if on_ready is not None:
             on_ready()
+
+    async def _run_mirror(self) -> None:
+        """The mirror's rounds in a worker thread (its network calls block), stopped with
+        the daemon: the thread ends at its next round or network answer."""
+        try:
+            await trio.to_thread.run_sync(self.mirror.run, abandon_on_cancel=True)
+        finally:
+            self.mirror.stop()
 
     async def _stop_on_signal(self, nursery: trio.Nursery) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
