@@ -10,6 +10,7 @@ import signal
 import sys
 from collections.abc import Mapping
 
+from ..core.log import Store
 from .outbound import MirrorOut
 from .settings import MirrorSettings
 
@@ -24,6 +25,7 @@ def mirror_main(data: str, to: str, options: Mapping[str, str]) -> int:
         LogfsError: DATA is not a data directory.
     """
     settings = MirrorSettings.from_options({**options, "mirror.to": to})
+    Store(data, read_only=True).close()  # LogfsError now if DATA is not a data directory
     mirror = MirrorOut(data, settings)
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
