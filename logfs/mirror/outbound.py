@@ -275,9 +275,9 @@ class MirrorOut:
             position = header.next_offset
             if oldest is None:
                 oldest = header.base_timestamp
-            if view.hides(header):
+            if view.hides(header) or header.records_count == 0:  # a thinned batch: nothing left
                 continue
-            sequence = self.target.next_sequence(*tp, header.last_offset_delta + 1)
+            sequence = self.target.next_sequence(*tp, header.records_count)
             out.append(
                 with_producer(
                     batch, self.target.producer_id, self.target.epoch, sequence,

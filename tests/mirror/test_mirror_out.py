@@ -8,7 +8,7 @@ import contextlib
 import pytest
 from mirror_helpers import committed_values
 
-from logfs.core.log import Store
+from logfs.core.log import Store, clean_store
 from logfs.mirror import MirrorOut, MirrorSettings
 
 
@@ -92,3 +92,22 @@ def test_a_topic_with_another_partition_count_is_reported_not_mirrored(tmp_path,
     assert "narrow has 1 partitions" in status["topic_errors"]["narrow"]
     assert list(status["partitions"]) == ["fine-0"]
     assert committed_values(cluster, "fine", 0) == [f"fine-0-{i}".encode() for i in range(10)]
+
+
+def test_a_compacted_topic_is_forwarded_as_the_cleaner_left_it(tmp_path, cluster):
+    data = tmp_path / "edge"
+    with Store(data) as store:
+        store.create_topic("keys", 1, {"cleanup.policy": "compact", "segment.bytes": "2000"})
+        log = store.log("keys", 0)
+        for i in range(40):
+            log.append(
+                [f"v{i}-{k}".encode() for k in range(5)], keys=[b"a", b"b", b"c", b"a", b"d"]
+            )
+        assert clean_store(store, ["keys"], force=True)
+        kept = [r.value for r in log.scan()]
+    assert len(kept) < 200  # the cleaner did thin batches
+    with contextlib.closing(
+        MirrorOut(str(data), MirrorSettings.from_options(cluster.options))
+    ) as m:
+        drain(m)
+    assert committed_values(cluster, "keys", 0) == kept

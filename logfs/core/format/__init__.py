@@ -9,7 +9,8 @@ from ._columns import gather, line_lengths
 from .batching import BatchInfo, max_record_bytes
 from .columnar import decode
 from .decoding import decode_records
-from .record import BatchHeader, Record, idempotent, read_header, transactional, with_producer
+from .forward import with_producer
+from .record import BatchHeader, Record, idempotent, read_header, transactional
 from .validate import split_batches
 
 __all__ = [

@@ -261,28 +261,6 @@ def write_crc(buf: bytearray | memoryview, position: int, size: int) -> None:
     struct.pack_into(">I", buf, position + CRC_OFFSET, crc)
 
 
-def with_producer(
-    batch: bytes | memoryview, producer_id: int, epoch: int, sequence: int, *, transactional: bool
-) -> bytes:
-    """A copy of a whole batch as the producer ``producer_id`` sends it: its producer id,
-    epoch, base sequence and transactional bit replaced, base offset 0 and leader epoch -1
-    (the broker assigns both), the CRC recomputed. The records are unchanged; a mirror
-    forwards a partition's batches this way under its own transactional producer."""
-    out = bytearray(batch)
-    header = BatchHeader._make(HEADER.unpack_from(out, 0))
-    attributes = header.attributes & ~TRANSACTIONAL_BIT
-    if transactional:
-        attributes |= TRANSACTIONAL_BIT
-    HEADER.pack_into(
-        out, 0, *header._replace(
-            base_offset=0, partition_leader_epoch=-1, attributes=attributes,
-            producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
-        )
-    )  # fmt: skip
-    write_crc(out, 0, len(out))
-    return bytes(out)
-
-
 # ---------------------------------------------------------------- varints
 
 
