@@ -85,7 +85,11 @@ class Daemon:
             self.ready.set()
         self.groups = Coordinator(store, settings=options.groups)
         self.transactions = TransactionCoordinator(store, self.groups)
-        self.flusher = Flusher(store, **options.tasks["flusher"]) if writable else None
+        # The mirror reads DATA read-only, as any reader beside the daemon: appends never
+        # wait for it (logfs/mirror/outbound.py); retention waits for it.
+        self.mirror = None if options.mirror is None else MirrorOut(self.data, options.mirror)
+        keep = {} if self.mirror is None else {"keep_from": self.mirror.retention_floor}
+        self.flusher = Flusher(store, **options.tasks["flusher"], **keep) if writable else None
         self.cleaner = Cleaner(store, **options.tasks["cleaner"]) if writable else None
         sync = None if self.flusher is None else self.flusher.flush_log
         self.mount = None
@@ -111,9 +115,6 @@ class Daemon:
             sync,
             self.cleaner,
         )
-        # The mirror reads DATA read-only, as any reader beside the daemon: appends never
-        # wait for it (logfs/mirror/outbound.py).
-        self.mirror = None if options.mirror is None else MirrorOut(self.data, options.mirror)
 
     @property
     def address(self) -> str | None:

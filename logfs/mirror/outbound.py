@@ -121,6 +121,20 @@ class MirrorOut:
             for (t, p), lag in sorted(list(self.lags.items()))
         }
 
+    def retention_floor(self, topic: str, partition: int) -> int | None:
+        """The offset a daemon's retention keeps for this mirror (``mirror.retention.wait``):
+        its position in a forwarded partition, 0 before it is known; None where retention
+        need not wait."""
+        if (
+            not self.settings.retention_wait
+            or topic in INTERNAL_TOPICS
+            or topic in self.topic_errors
+            or not self.topics.fullmatch(topic)
+        ):
+            return None
+        lag = self.lags.get((topic, partition))
+        return 0 if lag is None else lag.position
+
     def status(self) -> dict:
         """What ``state`` and ``logfs describe`` show of the mirror."""
         return {

@@ -18,6 +18,9 @@ from ``logfs mirror``'s, checked before anything starts.
                                checked against (default: the system's)
 ``mirror.ssl.check.hostname``  true (default) or false
 ``mirror.timeout.ms``          to connect and for each answer (default 30000)
+``mirror.retention.wait``      true (default): a daemon's retention keeps the segments its
+                               mirror has not forwarded; false: it deletes them as ever,
+                               and the mirror counts the records lost
 =============================  ==================================================
 """
 
@@ -42,6 +45,7 @@ OPTIONS = (
     "mirror.ssl.cafile",
     "mirror.ssl.check.hostname",
     "mirror.timeout.ms",
+    "mirror.retention.wait",
 )
 MAX_ID = 249  # a transactional id and a group id are names on the cluster: keep them short
 
@@ -52,6 +56,7 @@ class MirrorSettings(NamedTuple):
     id: str
     security: wire.Security
     timeout: float  # seconds
+    retention_wait: bool = True
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> MirrorSettings:
@@ -84,9 +89,9 @@ class MirrorSettings(NamedTuple):
                     password = f.readline().rstrip("\r\n")
             except (OSError, UnicodeDecodeError) as e:
                 raise InvalidConfigError(f"mirror.sasl.password.file={path}: {e}") from None
-        check = options.get("mirror.ssl.check.hostname", "true")
-        if check not in ("true", "false"):
-            raise InvalidConfigError(f"mirror.ssl.check.hostname={check}: expected true or false")
+        check, wait = (
+            _flag(options, k) for k in ("mirror.ssl.check.hostname", "mirror.retention.wait")
+        )
         timeout = options.get("mirror.timeout.ms", "30000")
         if not timeout.isdigit() or not 0 < int(timeout) <= 3_600_000:
             raise InvalidConfigError(f"mirror.timeout.ms={timeout}: expected 1 to 3600000")
@@ -96,6 +101,13 @@ class MirrorSettings(NamedTuple):
             options.get("mirror.sasl.username") or None,
             password,
             options.get("mirror.ssl.cafile") or None,
-            check == "true",
+            check,
         )  # fmt: skip
-        return cls(to, topics, name, security, int(timeout) / 1000)
+        return cls(to, topics, name, security, int(timeout) / 1000, wait)
+
+
+def _flag(options: Mapping[str, str], key: str) -> bool:
+    value = options.get(key, "true")
+    if value not in ("true", "false"):
+        raise InvalidConfigError(f"{key}={value}: expected true or false")
+    return value == "true"

@@ -4,10 +4,12 @@ bad mirror options fail the command with one line."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
+import time
 
 from confluent_kafka import Producer
-from kafka_helpers import Served
+from kafka_helpers import Served, stored
 from mirror_helpers import committed_values
 from mount_helpers import LOGFS, Daemon
 from waiting import wait_for
@@ -93,3 +95,30 @@ def test_bad_mirror_options_fail_with_one_line(tmp_path):
     )  # fmt: skip
     assert done.returncode == 1 and "no such data directory" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def log_start(data) -> int:
+    """The log start of t-0 as the files say (the checkpoint is written later)."""
+    logs = sorted(p.name for p in (data / "t-0").glob("*.log"))
+    return int(logs[0][:20])
+
+
+def test_retention_waits_for_the_mirror_unless_told_not_to(tmp_path):
+    with socket.socket() as s:  # a port nothing listens on: the cluster is down
+        s.bind(("127.0.0.1", 0))
+        down = f"kafka://127.0.0.1:{s.getsockname()[1]}"
+    settings = ["log.retention.check.interval.ms=100", "segment.bytes=1024", "retention.ms=1"]
+    for wait in ("true", "false"):
+        edge = tmp_path / f"edge-{wait}"
+        options = [*settings, f"mirror.to={down}", f"mirror.retention.wait={wait}"]
+        with Served(edge, *options) as served:
+            producer = Producer({"bootstrap.servers": served.bootstrap, "batch.size": 500})
+            for i in range(300):
+                producer.produce("t", b"%040d" % i)
+            producer.flush(30)
+            if wait == "true":
+                time.sleep(2)  # twenty retention checks
+                assert log_start(edge) == 0 and len(stored(edge, "t")) == 300
+            else:
+                wait_for(lambda e=edge: log_start(e) > 0, "retention", timeout=30)
+        assert "Traceback" not in served.output()
