@@ -90,6 +90,12 @@ def _describe_groups(args) -> int:
 def cmd_describe(args) -> int:
     if args.groups:
         return _describe_groups(args)
+    if args.mirrors:
+        from .mirror import describe_lines, read_statuses
+
+        statuses = read_statuses(args.data)
+        print(json.dumps(statuses, indent=2) if args.json else "\n".join(describe_lines(statuses)))
+        return 0
     with Store(args.data, read_only=True) as store:
         topics = [args.topic] if args.topic else list(store.topics())
         out = []
@@ -317,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--groups", action="store_true",
                    help="consumer groups instead: members, committed offsets and lag, "
                         "from __consumer_offsets (docs/kafka.md)")  # fmt: skip
+    p.add_argument("--mirrors", action="store_true",
+                   help="mirrors instead: position, lag and errors per partition, from their "
+                        "status files (docs/operations.md)")  # fmt: skip
 
     p = command(
         "dump",

@@ -7,6 +7,15 @@ or a face: it runs in a thread of a daemon (`logfs mount`, `logfs serve` with
 from .outbound import MirrorOut
 from .process import mirror_main
 from .settings import OPTIONS, MirrorSettings
+from .status import describe_lines, read_statuses
 from .target import TargetError
 
-__all__ = ["OPTIONS", "MirrorOut", "MirrorSettings", "TargetError", "mirror_main"]
+__all__ = [
+    "OPTIONS",
+    "MirrorOut",
+    "MirrorSettings",
+    "TargetError",
+    "describe_lines",
+    "mirror_main",
+    "read_statuses",
+]

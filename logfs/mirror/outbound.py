@@ -28,6 +28,7 @@ seconds, begins again at step 3.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from ..core.errors import LogfsError
 from ..core.format import read_header, with_producer
 from ..core.log import Store
 from .settings import MirrorSettings
+from .status import status_path, write_status
 from .target import Target, TargetError
 
 logger = logging.getLogger("logfs")
@@ -92,6 +94,8 @@ class MirrorOut:
         self._known: set[str] = set()  # topics checked on the cluster
         self._resume = True  # positions to read back before the next round
         self._stopped = threading.Event()
+        self.status_path = status_path(data, settings.id)
+        self._written: tuple[int, str | None] | None = None  # when, and the error then
 
     # ------------------------------------------------------------ the books
 
@@ -162,8 +166,10 @@ class MirrorOut:
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
             backoff = BACKOFF
+            self._write_status()
             if not moved:
                 self._stopped.wait(IDLE)
+        self._write_status(force=True)
         self.target.close()
 
     def stop(self) -> None:
@@ -179,6 +185,24 @@ class MirrorOut:
         self.error = message
         self.target.close()
         self._resume = True
+        self._write_status()
+
+    def _write_status(self, force: bool = False) -> None:
+        """The status file (status.py): at most once a second, and when the error changes."""
+        now = self.clock()
+        if not force and self._written is not None:
+            when, error = self._written
+            if error == self.error and now - when < 1000:
+                return
+        status = {**self.status(), "pid": os.getpid(), "updated_ms": now}
+        try:
+            write_status(self.status_path, status)
+        except OSError as e:
+            if self._written is None or self._written[0] >= 0:
+                logger.warning("cannot write the mirror status %s: %s", self.status_path, e)
+            self._written = (-1, self.error)
+            return
+        self._written = (now, self.error)
 
     def round(self) -> int:
         """One round; returns the number of batches looked at (0: nothing to do).

@@ -5,6 +5,7 @@ appended: at the end the cluster holds every record once and in order for a
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import subprocess
@@ -63,6 +64,22 @@ def caught_up(cluster, appender: Appender) -> None:
         assert committed_values(cluster, *tp) == appender.expected(tp)
 
 
+def describe(data, *flags: str):
+    done = subprocess.run(
+        [*LOGFS, "describe", str(data), "--mirrors", *flags],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout) if flags else done.stdout
+
+
+def caught_up_status(data) -> dict | None:
+    """The mirror's status once it says it has forwarded everything."""
+    statuses = describe(data, "--json")
+    if statuses and statuses[0]["lag_records"] == 0 and statuses[0]["error"] is None:
+        return statuses[0]
+    return None
+
+
 def test_kill_9_of_the_mirror_and_cut_connections_lose_and_repeat_nothing(tmp_path, cluster):
     rng = random.Random(20261126)
     appender = Appender(tmp_path / "edge")
@@ -92,6 +109,15 @@ def test_kill_9_of_the_mirror_and_cut_connections_lose_and_repeat_nothing(tmp_pa
             appender.append(100)
             caught_up(cluster, appender)
             assert mirror.poll() is None, "the mirror stopped by itself"
+            status = wait_for(
+                lambda: caught_up_status(tmp_path / "edge"), "lag 0", timeout=30, poll=0.5
+            )
+            assert set(status["partitions"]) == {"a-0", "a-1", "b-0"} and not status["stale"]
+            assert status["partitions"]["b-0"]["position"] == appender.next[("b", 0)]
+            kill(mirror)
+            [status] = describe(tmp_path / "edge", "--json")
+            assert status["stale"] and status["id"] == "edge-1"
+            assert "State: stale" in describe(tmp_path / "edge")
         finally:
             if mirror.poll() is None:
                 mirror.send_signal(signal.SIGTERM)
