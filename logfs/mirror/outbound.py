@@ -11,7 +11,9 @@ A round, repeated until `MirrorOut.stop`:
 3. on a fresh connection the positions are read back from the cluster (the group's
    committed offsets); a partition without one starts at its log start;
 4. each partition's committed records from its position to its last stable offset,
-   at most `ROUND_BYTES` a partition, go in one transaction with the new positions.
+   at most `ROUND_BYTES` a partition and about `ROUND_TOTAL` in all (the next round goes
+   on from the partition where this one stopped), go in one transaction with the new
+   positions.
    Control batches and aborted transactions' batches are not forwarded, but the
    position moves past them. Each forwarded batch keeps its records and timestamps,
    with the mirror's producer id, epoch and sequence (`with_producer`).
@@ -44,6 +46,7 @@ from .target import Target, TargetError
 logger = logging.getLogger("logfs")
 
 ROUND_BYTES = 1 << 20  # per partition and transaction, as Kafka's max.request.size
+ROUND_TOTAL = 16 << 20  # per transaction: what a round holds in memory
 IDLE = 0.1  # seconds between rounds that found nothing to forward
 BACKOFF, MAX_BACKOFF = 0.1, 5.0
 
@@ -93,6 +96,7 @@ class MirrorOut:
         self.transactions = 0
         self._known: set[str] = set()  # topics checked on the cluster
         self._resume = True  # positions to read back before the next round
+        self._next_first = 0  # the partition the next round starts with
         self._stopped = threading.Event()
         self.status_path = status_path(data, settings.id)
         self._written: tuple[int, str | None] | None = None  # when, and the error then
@@ -217,15 +221,26 @@ class MirrorOut:
                 self._resume = True
             if self._resume:
                 self._read_positions(store, partitions)
-            moved, records, sends, positions = 0, 0, [], {}
-            for tp in partitions:
+            for gone in set(self.lags) - set(partitions):  # deleted here, or no longer matched
+                del self.lags[gone]
+            moved, records, size, sends, positions = 0, 0, 0, [], {}
+            # Round-robin from where the last round stopped, so that the cap on a round's
+            # bytes (`ROUND_TOTAL`) starves no partition.
+            first = self._next_first % len(partitions) if partitions else 0
+            for i, tp in enumerate(partitions[first:] + partitions[:first]):
+                if size >= ROUND_TOTAL:
+                    self._next_first = first + i
+                    break
                 count, batches, position = self._collect(store, tp)
                 moved += count
                 records += sum(read_header(b).records_count for b in batches)
+                size += sum(len(b) for b in batches)
                 if count:
                     positions[tp] = position
                 if batches:
                     sends.append((tp, batches))
+            else:
+                self._next_first = 0
         if not positions:
             self.error = None
             return 0

@@ -111,3 +111,29 @@ def test_a_compacted_topic_is_forwarded_as_the_cleaner_left_it(tmp_path, cluster
     ) as m:
         drain(m)
     assert committed_values(cluster, "keys", 0) == kept
+
+
+def test_a_round_holds_a_bounded_share_and_every_partition_gets_its_turn(
+    tmp_path, cluster, monkeypatch
+):
+    from logfs.mirror import outbound
+
+    monkeypatch.setattr(outbound, "ROUND_BYTES", 2000)
+    monkeypatch.setattr(outbound, "ROUND_TOTAL", 1)  # one partition's share a round
+    data = tmp_path / "edge"
+    values = fill(data, {"wide": 5}, 300)
+    settings = MirrorSettings.from_options(cluster.options)
+    with contextlib.closing(MirrorOut(str(data), settings)) as m:
+        assert m.round() and m.lag_records > 0
+        turns = []
+        while m.lag_records:
+            before = {tp: lag.position for tp, lag in m.lags.items()}
+            assert m.round()
+            turns.append(sorted(tp[1] for tp, lag in m.lags.items() if lag.position != before[tp]))
+        assert turns[:6] == [[1], [2], [3], [4], [0], [1]]  # in turns, from where it stopped
+        with Store(data) as store:
+            store.delete_topic("wide")
+        m.round()
+        assert m.lags == {} and m.lag_records == 0
+    for tp, expected in values.items():
+        assert committed_values(cluster, *tp) == expected
