@@ -32,6 +32,8 @@ MOUNT_EPILOG = """mount options (-o, comma-separated or repeated):
                               the listener speaks only TLS, with this certificate chain and key
   kafka.sasl.users=FILE       clients authenticate (SASL PLAIN, SCRAM-SHA-256/512);
                               FILE has user:password lines
+  mirror.to=kafka://HOST:PORT forward the topics to a Kafka cluster exactly once (mirror.*
+                              options, and what it guarantees: docs/operations.md)
   log.retention.check.interval.ms=N          how often retention runs (ms, default 300000)
   log.flush.offset.checkpoint.interval.ms=N  how often checkpoints are written (ms, 60000)
   log.cleaner.backoff.ms=N                   how often the cleaner looks for work (ms, 15000)

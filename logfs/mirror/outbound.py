@@ -21,7 +21,8 @@ A round, repeated until `MirrorOut.stop`:
 A position is a local offset: the next one to forward. Local appends never wait for the
 mirror; the backlog is the local log. A position below the log start (retention
 deleted records before they were forwarded) jumps to the log start and the count of
-records lost is kept in `status`; a position past the log end (DATA replaced) stops that
+records lost is kept in `status` (the batch that holds the log start is forwarded whole, as
+a Kafka reader receives it); a position past the log end (DATA replaced) stops that
 partition with an error. Any failure of the cluster drops the connection, is kept in
 `status` and logged, and the next round, after a back-off of up to `MAX_BACKOFF`
 seconds, begins again at step 3.
@@ -55,13 +56,14 @@ class PartitionLag:
     """One mirrored partition's books: its position, the local end it chases, the
     timestamp of the first record not forwarded, what retention took unforwarded."""
 
-    __slots__ = ("position", "end", "oldest_ms", "lost", "error")
+    __slots__ = ("position", "end", "oldest_ms", "lost", "pending_lost", "error")
 
     def __init__(self, position: int) -> None:
         self.position = position
         self.end = position
         self.oldest_ms: int | None = None
         self.lost = 0
+        self.pending_lost = 0  # lost in the round under way, until it commits
         self.error: str | None = None
 
     @property
@@ -94,7 +96,7 @@ class MirrorOut:
         self.error: str | None = None  # the last round's failure, None once one succeeds
         self.forwarded = 0  # records forwarded and committed, since start
         self.transactions = 0
-        self._known: set[str] = set()  # topics checked on the cluster
+        self._known: dict[str, int] = {}  # topics checked on the cluster: their counts then
         self._resume = True  # positions to read back before the next round
         self._next_first = 0  # the partition the next round starts with
         self._stopped = threading.Event()
@@ -252,6 +254,7 @@ class MirrorOut:
         for tp, position in positions.items():
             lag = self.lags[tp]
             lag.position = position
+            lag.lost += lag.pending_lost
             if position >= lag.end:
                 lag.oldest_ms = None
         self.forwarded += records
@@ -266,7 +269,7 @@ class MirrorOut:
             for t, n in store.topics().items()
             if t not in INTERNAL_TOPICS and self.topics.fullmatch(t)
         }
-        new = sorted(t for t in wanted if t not in self._known)
+        new = sorted(t for t in wanted if self._known.get(t) != wanted[t])  # or grown here
         if new:
             found = self.target.partition_counts(new)
             for topic in new:
@@ -281,7 +284,7 @@ class MirrorOut:
                     logger.warning("mirror to %s: %s", self.settings.to, self.topic_errors[topic])
                 else:
                     self.topic_errors.pop(topic, None)
-                self._known.add(topic)
+                self._known[topic] = wanted[topic]
         return [
             (t, p)
             for t, n in sorted(wanted.items())
@@ -314,22 +317,26 @@ class MirrorOut:
             return 0, [], lag.position
         lag.error = None
         position = lag.position
-        if position < log.log_start_offset:
-            lag.lost += log.log_start_offset - position
-            position = log.log_start_offset
-        view = log.visibility(position, end)
         looked, out, size, oldest = 0, [], 0, None
+        lag.pending_lost, gone_from = 0, None
+        if position < log.log_start_offset:  # counted once the new position is committed
+            gone_from, position = position, log.log_start_offset
+            lag.pending_lost, looked = position - gone_from, 1
+        view = log.visibility(position, end)
         for header, batch in log.raw_batches(position, end):
             if header.next_offset <= position:
                 continue
+            if gone_from is not None:  # the batch holding the log start goes whole
+                lag.pending_lost = max(0, header.base_offset - gone_from)
+                gone_from = None
             if header.last_offset >= end or size + header.size > ROUND_BYTES and out:
                 break
             looked += 1
             position = header.next_offset
-            if oldest is None:
-                oldest = header.base_timestamp
             if view.hides(header) or header.records_count == 0:  # a thinned batch: nothing left
                 continue
+            if oldest is None:
+                oldest = header.base_timestamp
             sequence = self.target.next_sequence(*tp, header.records_count)
             out.append(
                 with_producer(

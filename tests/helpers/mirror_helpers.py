@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 USER, PASSWORD = "root", "a long mirror secret"  # root: every topic's writer
@@ -49,3 +50,17 @@ def committed_values(cluster, topic: str, partition: int, timeout: float = 30) -
         raise AssertionError(f"{topic}-{partition}: not read to its end ({high}) in {timeout} s")
     finally:
         consumer.close()
+
+
+def kcat_values(cluster, topic: str, partition: int) -> list[bytes]:
+    """The same, read by kcat (librdkafka) with ``isolation.level=read_committed``."""
+    done = subprocess.run(
+        ["kcat", "-b", cluster.served.bootstrap, "-X", "security.protocol=SASL_SSL",
+         "-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", f"sasl.username={USER}",
+         "-X", f"sasl.password={PASSWORD}", "-X", f"ssl.ca.location={cluster.pki.ca}",
+         "-X", "isolation.level=read_committed", "-C", "-t", topic, "-p", str(partition),
+         "-o", "beginning", "-e", "-q", "-f", "%s\\n"],
+        capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
