@@ -8,6 +8,7 @@ import socket
 import subprocess
 import time
 
+import pytest
 from confluent_kafka import Producer
 from kafka_helpers import Served, stored
 from mirror_helpers import committed_values
@@ -60,6 +61,7 @@ def test_a_serving_daemon_forwards_committed_transactions_only_through_kill_9(tm
     assert "Traceback" not in again.output()
 
 
+@pytest.mark.mount
 def test_a_mount_forwards_its_appends(tmp_path, cluster):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
