@@ -91,6 +91,12 @@ def _describe_groups(args) -> int:
 def cmd_describe(args) -> int:
     if args.groups:
         return _describe_groups(args)
+    if args.mirrors:
+        from .mirror import describe_lines, read_statuses
+
+        statuses = read_statuses(args.data)
+        print(json.dumps(statuses, indent=2) if args.json else "\n".join(describe_lines(statuses)))
+        return 0
     with Store(args.data, read_only=True) as store:
         topics = [args.topic] if args.topic else list(store.topics())
         out = []
@@ -206,6 +212,15 @@ def cmd_serve(args) -> int:
     return serve(args.data, args.listen, options)
 
 
+def cmd_mirror(args) -> int:
+    from .mirror import mirror_main
+
+    options: dict[str, str] = {}
+    for item in args.options or []:
+        options.update(_key_values(item))
+    return mirror_main(args.data, args.to, options)
+
+
 def cmd_umount(args) -> int:
     from .daemon import umount
 
@@ -274,6 +289,21 @@ def build_parser() -> argparse.ArgumentParser:
                         "kafka.*: bounds, SASL, TLS)")  # fmt: skip
 
     p = command(
+        "mirror",
+        cmd_mirror,
+        "forward a data directory's topics to a Kafka cluster, exactly once",
+        "Forward each partition of DATA's topics, in order, to the same topic and partition "
+        "of the Kafka cluster at URL, in transactions that also commit the mirror's position "
+        "there: a read_committed reader sees every record once, across restarts. Reads DATA "
+        "beside its daemon; runs until SIGINT or SIGTERM.",
+    )
+    p.add_argument("data", metavar="DATA", help=DATA_HELP)
+    p.add_argument("to", metavar="URL", help="kafka://HOST:PORT[,HOST:PORT...]")
+    p.add_argument("-o", dest="options", action="append", metavar="KEY=VALUE,...",
+                   help="mirror.topics, mirror.id, mirror.security.protocol, mirror.sasl.*, "
+                        "mirror.ssl.*, mirror.timeout.ms (docs/operations.md)")  # fmt: skip
+
+    p = command(
         "create",
         cmd_create,
         "create a topic in a data directory",
@@ -301,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--groups", action="store_true",
                    help="consumer groups instead: members, committed offsets and lag, "
                         "from __consumer_offsets (docs/kafka.md)")  # fmt: skip
+    p.add_argument("--mirrors", action="store_true",
+                   help="mirrors instead: position, lag and errors per partition, from their "
+                        "status files (docs/operations.md)")  # fmt: skip
 
     p = command(
         "dump",

@@ -34,6 +34,8 @@ MOUNT_EPILOG = """mount options (-o, comma-separated or repeated):
                               FILE has user:password lines
   metrics=[HOST:]PORT         serve Prometheus's metrics at http://HOST:PORT/metrics (no HOST:
                               loopback only; the list in docs/operations.md)
+  mirror.to=kafka://HOST:PORT forward the topics to a Kafka cluster exactly once (mirror.*
+                              options, and what it guarantees: docs/operations.md)
   log.retention.check.interval.ms=N          how often retention runs (ms, default 300000)
   log.flush.offset.checkpoint.interval.ms=N  how often checkpoints are written (ms, 60000)
   log.cleaner.backoff.ms=N                   how often the cleaner looks for work (ms, 15000)
@@ -59,6 +61,15 @@ EXAMPLES = {
         "  logfs serve /srv/logfs/data --listen 0.0.0.0:9093 -o kafka.sasl.users=USERS \\\n"
         "      -o kafka.ssl.certfile=CERT.pem,kafka.ssl.keyfile=KEY.pem   SASL_SSL\n"
         "docs/kafka.md tells what is served."
+    ),
+    "mirror": (
+        "examples:\n"
+        "  logfs mirror /srv/logfs/data kafka://kafka-1:9092,kafka-2:9092\n"
+        "  logfs mirror /srv/logfs/data kafka://kafka-1:9093 -o mirror.topics='app\\..*' \\\n"
+        "      -o mirror.security.protocol=SASL_SSL,mirror.sasl.mechanism=SCRAM-SHA-512 \\\n"
+        "      -o mirror.sasl.username=edge,mirror.sasl.password.file=/etc/logfs/secret\n"
+        "docs/operations.md tells what a mirror guarantees; the same options, with\n"
+        "mirror.to=, make `logfs mount` and `logfs serve` mirror as they run."
     ),
     "umount": "examples:\n  logfs umount /mnt/logs",
     "create": (

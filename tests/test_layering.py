@@ -1,15 +1,15 @@
 """The rooms import one way (docs/architecture.md).
 
-core <- groups <- the faces (mount, kafka; spark on core alone) <- daemon <- cli: the faces
-never import each other, only the daemon room and the entry points (cli.py, ``__main__``
-modules) wire them; groups never imports kio or a face; metrics (core <- groups <- metrics
-<- daemon) never imports a face, which the daemon hands its books; core never imports trio,
-pyfuse3 or Spark; spark never imports trio or pyfuse3 (it runs in Spark's Python workers).
-Inside core: errors and config <- format <- storage <- log <- client <- access <- tools. Inside mount:
-errnos <- files <- tree <- fuse, each of the three inner rooms importing another's exports
-(its ``__init__``) only. A room imports what another room exports (its ``__init__``), never
-its modules; no module imports another package's private module (``_name``: the compiled ones
-most of all). No import circle anywhere, ``TYPE_CHECKING`` and function-level imports included.
+core <- groups <- the faces (mount, kafka; spark and mirror on core alone) <- daemon <- cli:
+the faces never import each other, only the daemon room and the entry points (cli.py,
+``__main__`` modules) wire them; groups never imports kio or a face; metrics (core <- groups <-
+metrics <- daemon) never imports a face, which the daemon hands its books; core never imports
+trio, pyfuse3 or Spark; spark never imports trio or pyfuse3 (it runs in Spark's Python workers).
+Inside core: errors and config <- format <- storage <- log <- client <- access <- tools. Inside
+mount: errnos <- files <- tree <- fuse, each of the three inner rooms importing another's exports
+(its ``__init__``) only. A room imports what another room exports (its ``__init__``), never its
+modules; no module imports another package's private module (``_name``: the compiled ones most
+of all). No import circle anywhere, ``TYPE_CHECKING`` and function-level imports included.
 
 Compiled modules are held to the same rules: their imports and cimports are read from the
 ``.pyx`` and ``.pxd`` files. And the owner keeps its books: no compiled module, and no Python
@@ -48,6 +48,9 @@ FORBIDDEN = {
     "daemon": ("logfs.spark", "logfs.cli", "pyspark", "pyarrow"),
     # the daemon's metrics: fed by the faces through the daemon, never importing one
     "metrics": (*FACES, *ABOVE, "kio", "pyfuse3", "pyspark", "pyarrow"),
+    # the mirror runs in a daemon's worker thread or a process of its own: core's client
+    # and store only, no event loop, no face
+    "mirror": ("logfs.groups", *FACES, *ABOVE, "trio", "pyfuse3", "pyspark", "pyarrow"),
 }
 # The inner rooms of core and of mount, lowest first; a module may import its own floor and the
 # ones below.
@@ -62,7 +65,7 @@ PRIVATE = {
     "mount": ("files", "tree", "fuse"),
 }
 # Rooms above core whose modules are theirs alone: others import their exports.
-ROOMS = ("groups", "metrics", "mount", "kafka", "spark", "daemon")
+ROOMS = ("groups", "metrics", "mount", "kafka", "spark", "mirror", "daemon")
 
 
 # Cython's import statements: ``from X cimport a, b``, ``from X import (a, b)``, ``cimport X``.

@@ -15,7 +15,8 @@ port fails before anything is mounted) and the coordinator's session sweep,
 the partitions' recovery in a worker thread (meanwhile the mount's root says
 "recovering" in ``user.logfs.health``), then the transaction coordinator (which
 completes the transactions a stop left prepared, and aborts those past their
-timeout), the flusher, the log cleaner and the mount's own background work,
+timeout), the flusher, the log cleaner, the mount's own background work and the
+mirror (``-o mirror.to=``, in a worker thread),
 then the mount record (while a writable
 daemon runs, ``DATA/logfs-mount.json`` says where it is mounted, by which
 process and on which Kafka address, so that producers on the same machine
@@ -40,6 +41,7 @@ from ..core.client import mountinfo
 from ..core.log import Store
 from ..groups import Coordinator, TransactionCoordinator
 from ..metrics import MetricsService
+from ..mirror import MirrorOut
 from ..mount import FuseMount
 from .cleaner_task import Cleaner
 from .flusher import Flusher
@@ -100,7 +102,11 @@ class Daemon:
         if options.metrics is not None:  # bound now: a taken port fails before the mount
             self.metrics = MetricsService(options.metrics, store, self.groups, self.ready.is_set)
         books = None if self.metrics is None else self.metrics.metrics
-        self.flusher = Flusher(store, **options.tasks["flusher"]) if writable else None
+        # The mirror reads DATA read-only, as any reader beside the daemon: appends never
+        # wait for it (logfs/mirror/outbound.py); retention waits for it.
+        self.mirror = None if options.mirror is None else MirrorOut(self.data, options.mirror)
+        keep = {} if self.mirror is None else {"keep_from": self.mirror.retention_floor}
+        self.flusher = Flusher(store, **options.tasks["flusher"], **keep) if writable else None
         self.cleaner = Cleaner(store, **options.tasks["cleaner"]) if writable else None
         sync = None if self.flusher is None else self.flusher.flush_log
         self.mount = None
@@ -211,9 +217,19 @@ class Daemon:
             await nursery.start(self.cleaner.run)
         if self.mount is not None:
             self.mount.start_background(nursery)
+        if self.mirror is not None:
+            nursery.start_soon(self._run_mirror)
         self._write_record()
         if on_ready is not None:
             on_ready()
+
+    async def _run_mirror(self) -> None:
+        """The mirror's rounds in a worker thread (its network calls block), stopped with
+        the daemon: the thread ends at its next round or network answer."""
+        try:
+            await trio.to_thread.run_sync(self.mirror.run, abandon_on_cancel=True)
+        finally:
+            self.mirror.stop()
 
     async def _stop_on_signal(self, nursery: trio.Nursery) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

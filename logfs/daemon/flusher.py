@@ -49,13 +49,16 @@ class Flusher:
         checkpoint_interval: float = 60.0,
         now_ms: Callable[[], int] = wall_clock_ms,
         sync: Callable[[FlushTicket], Awaitable[None]] = sync_in_thread,
+        keep_from: Callable[[str, int], int | None] = lambda topic, partition: None,
     ) -> None:
+        """``keep_from``: per partition, the offset retention keeps (a mirror's position)."""
         self.store = store
         self.tick = tick
         self.retention_interval = retention_interval
         self.checkpoint_interval = checkpoint_interval
         self.now_ms = now_ms
         self.sync = sync
+        self.keep_from = keep_from
         self._locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._scope = trio.CancelScope()
         self.flushes = 0
@@ -133,7 +136,7 @@ class Flusher:
         now = self.now_ms()
         for log in self.store.logs():
             try:
-                deleted += log.enforce_retention(now)
+                deleted += log.enforce_retention(now, self.keep_from(log.topic, log.partition))
             except OSError:  # the partition went offline; Log.fail logged why
                 self.errors += 1
         self.segments_deleted += deleted

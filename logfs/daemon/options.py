@@ -18,6 +18,7 @@ from ..core.log import LIMIT_OPTIONS, Limits
 from ..core.topic_keys import SYNONYMS
 from ..groups import GROUP_OPTIONS, GroupSettings
 from ..metrics import parse_address
+from ..mirror import MirrorSettings
 from ..mount import Ownership
 
 # Passed to the kernel / libfuse as they are.
@@ -81,6 +82,7 @@ class MountOptions(NamedTuple):
     groups: GroupSettings = GroupSettings()  # the group coordinator's (GROUP_OPTIONS)
     given: Mapping[str, str] = {}  # every option as given, for the broker's configs
     metrics: str | None = None  # metrics=[HOST:]PORT: serve Prometheus's metrics there
+    mirror: MirrorSettings | None = None  # mirror.to= and the mirror.* options
 
 
 def parse_options(options: Mapping[str, str | None]) -> MountOptions:
@@ -91,6 +93,7 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     owner = Ownership()
     limits = Limits()
     groups: dict[str, str] = {}
+    mirror: dict[str, str] = {}
     for key, value in options.items():
         if key in FUSE_OPTIONS:
             fuse.add(key)
@@ -126,6 +129,8 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
             limits = limits._replace(**{LIMIT_OPTIONS[key]: int(value)})
         elif key in GROUP_OPTIONS:
             groups[key] = value or ""
+        elif key.startswith("mirror."):
+            mirror[key] = value or ""
         elif key == "fsname" or key == "subtype":
             continue  # always the data dir and "logfs"
         elif key in BROKER_DEFAULTS:  # a broker's name of a topic default: log.retention.ms
@@ -144,6 +149,7 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
         frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks, owner, kafka,
         kafka_settings, buffered, limits, settings, {k: v or "" for k, v in options.items()},
         metrics,
+        MirrorSettings.from_options(mirror) if mirror else None,
     )  # fmt: skip
 
 

@@ -59,8 +59,9 @@ class FakeLog:
         self.last_flush_ms = now_ms()
         self.flushed_at.append(trio.current_time())
 
-    def enforce_retention(self, now: int) -> int:
+    def enforce_retention(self, now: int, keep_from: int | None = None) -> int:
         self.retention_at.append(trio.current_time())
+        self.kept_from = keep_from
         return 0
 
 
@@ -152,6 +153,20 @@ def test_retention_and_checkpoints_run_at_their_intervals(fd_path):
     run(test)
     assert [round(t) for t in log.retention_at] == [300, 600]
     assert [round(t) for t in store.checkpoints] == [60 * i for i in range(1, 11)]
+
+
+def test_retention_keeps_what_a_mirror_has_not_forwarded(fd_path):
+    mirrored = FakeLog(fd_path, topic="mirrored", partition=3)
+    other = FakeLog(fd_path, topic="t", partition=3)
+    flusher = flusher_for(
+        FakeStore(mirrored, other), keep_from=lambda t, p: 42 if t == "mirrored" else None
+    )
+
+    async def test():
+        flusher.enforce_retention()
+
+    run(test)
+    assert (mirrored.kept_from, other.kept_from) == (42, None)
 
 
 def test_flushes_of_one_log_are_serialized(fd_path):

@@ -5,8 +5,8 @@ errors a writer reads back from an errno); and for readers without the data
 directory, `RemoteStore`: a Kafka listener's topics and batches over Kafka's
 protocol."""
 
-from . import mountinfo, names
+from . import mountinfo, names, wire
 from .producer import Producer
 from .remote import RemoteStore
 
-__all__ = ["Producer", "RemoteStore", "mountinfo", "names"]
+__all__ = ["Producer", "RemoteStore", "mountinfo", "names", "wire"]

@@ -48,6 +48,11 @@ SCHEME = "kafka://"
 REQUEST_BYTES = 1 << 20  # batches per Produce request, as Kafka's max.request.size
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 CREATE_TOPICS, DESCRIBE_CONFIGS = 19, 32
+# A transactional producer's requests (a mirror's: logfs/mirror/), and OffsetFetch of its
+# position: FindCoordinator by one key, the last versions of AddPartitionsToTxn that name one
+# transactional id.
+OFFSET_FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID = 9, 10, 22
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 VERSIONS = {
     PRODUCE: 9,
     FETCH: 12,  # the last version that names topics (13+ name them by id)
@@ -57,6 +62,13 @@ VERSIONS = {
     CREATE_TOPICS: 7,
     DESCRIBE_CONFIGS: 4,
     SASL_AUTHENTICATE: 2,
+    OFFSET_FETCH: 7,
+    FIND_COORDINATOR: 3,
+    INIT_PRODUCER_ID: 4,
+    ADD_PARTITIONS_TO_TXN: 3,
+    ADD_OFFSETS_TO_TXN: 3,
+    END_TXN: 3,
+    TXN_OFFSET_COMMIT: 3,
 }
 TOPIC_RESOURCE = 2
 NONE = KafkaCode.NONE

@@ -9,6 +9,7 @@ from ._columns import gather, line_lengths
 from .batching import BatchInfo, max_record_bytes
 from .columnar import decode
 from .decoding import decode_records
+from .forward import with_producer
 from .record import BatchHeader, Record, idempotent, read_header, transactional
 from .validate import split_batches
 
@@ -27,4 +28,5 @@ __all__ = [
     "read_header",
     "split_batches",
     "transactional",
+    "with_producer",
 ]

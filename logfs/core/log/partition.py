@@ -361,11 +361,10 @@ class Log:
         self._state.replace_segments(old, new)
         self._state.rewrites += 1
 
-    def enforce_retention(self, now_ms: int | None = None) -> int:
-        """Delete whole non-active segments past retention.ms or beyond
-        retention.bytes, oldest first (retention.py); returns how many were deleted.
-        Files deleted earlier whose file.delete.delay.ms has passed go from the disk now."""
-        count = retention.enforce_retention(self._state, now_ms)
+    def enforce_retention(self, now_ms: int | None = None, keep_from: int | None = None) -> int:
+        """Delete whole non-active segments past retention.ms or beyond retention.bytes,
+        oldest first, none holding ``keep_from`` or later (retention.py); returns how many."""
+        count = retention.enforce_retention(self._state, now_ms, keep_from)
         if count:
             self._txn.log_start_moved()
         return count

@@ -11,9 +11,14 @@ from ..errors import OffsetOutOfRangeError, PolicyViolationError
 from .state import PartitionState
 
 
-def enforce_retention(state: PartitionState, now_ms: int | None = None) -> int:
+def enforce_retention(
+    state: PartitionState, now_ms: int | None = None, keep_from: int | None = None
+) -> int:
     """Delete the segments retention says go; returns how many were deleted. Files
     deleted earlier whose file.delete.delay.ms has passed go from the disk now.
+
+    ``keep_from``: no segment holding this offset or a later one goes (the next offset a
+    mirror forwards: retention waits for it), whatever retention says.
 
     Raises:
         OSError: a segment's files could not be removed (the partition goes offline).
@@ -29,6 +34,9 @@ def enforce_retention(state: PartitionState, now_ms: int | None = None) -> int:
         max_timestamps=[s.largest_timestamp for s in state.segments],
         now_ms=now,
     )
+    if keep_from is not None:  # segment i goes only if the next one starts at or below it
+        while count and state.segments[count].base_offset > keep_from:
+            count -= 1
     _drop_oldest(state, count, "retention", now)
     return count
 

@@ -83,6 +83,21 @@ def test_offset_for_time_matches_brute_force(tmp_path_factory, stamps, target):
         assert log.offset_for_time(target) == expected
 
 
+@pytest.mark.parametrize("keep_from", [0, 1, 57, 150, 299, 300])
+def test_retention_keeps_the_segments_from_a_mirrors_position(store, keep_from):
+    log = small_topic(store, **{"retention.bytes": 1, "retention.ms": "1"})
+    for i in range(300):
+        log.append([b"%050d" % i], timestamp=1_000_000 + i)
+    bases = [s.base_offset for s in log.segments]
+    log.enforce_retention(2_000_000, keep_from)
+    # everything below the segment holding keep_from may go, nothing from it on
+    holder = max(b for b in bases if b <= keep_from)
+    assert log.log_start_offset == holder
+    assert list(log.scan(holder))[0].offset == holder
+    log.enforce_retention(2_000_000)  # without it, retention takes every inactive segment
+    assert log.log_start_offset == bases[-1]
+
+
 def test_retention_by_bytes_and_time(store):
     log = small_topic(store, **{"retention.bytes": 8192})
     now = 1_000_000

@@ -1,0 +1,288 @@
+"""The Kafka endpoint a mirror ships to, as one transactional producer over one
+connection (Kafka's wire protocol through core's `Wire`, messages from kio).
+
+A mirror's transaction, as MirrorMaker 2's exactly-once mode makes it:
+
+1. ``InitProducerId(transactional.id)`` once per connection: the coordinator fences
+   any earlier instance of the same id, completes or aborts the transaction it left
+   open, and hands back the producer id and a new epoch;
+2. ``OffsetFetch(group, require_stable)``: the mirror's position per partition, the
+   offsets committed by the last transaction that committed;
+3. per round: ``AddPartitionsToTxn``, ``Produce`` (transactional batches, sequences
+   from 0 per partition for this epoch), ``AddOffsetsToTxn(group)``,
+   ``TxnOffsetCommit`` (the new positions), ``EndTxn(commit)``.
+
+So the records and the position move together or not at all: a ``read_committed``
+reader of the cluster sees each forwarded record once, whatever the moment a mirror,
+its connection or the cluster died. Any failure in a round drops the connection and
+starts again at step 1, which aborts the round.
+
+The requests go to the server the connection reached: a single-broker cluster (or a
+logfs listener, the one node of its cluster), where the partitions' leader and the
+coordinators are that server. A multi-broker cluster's routing of each request to its
+leader or coordinator is not done here.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+
+from ..core.client import wire
+from ..core.errors import KafkaCode
+
+Wire = wire.Wire
+NONE = KafkaCode.NONE
+# Answers that say "not yet", by Kafka's numbers (not all of them are codes logfs answers):
+# the partition's leader or the coordinator moving or loading, a request timed out, the
+# coordinator finishing an earlier transaction, an offset still pending in one.
+RETRIABLE = {
+    6: "NOT_LEADER_OR_FOLLOWER",
+    7: "REQUEST_TIMED_OUT",
+    14: "COORDINATOR_LOAD_IN_PROGRESS",
+    15: "COORDINATOR_NOT_AVAILABLE",
+    16: "NOT_COORDINATOR",
+    51: "CONCURRENT_TRANSACTIONS",
+    88: "UNSTABLE_OFFSET_COMMIT",
+}
+TXN_TIMEOUT = datetime.timedelta(seconds=60)  # transaction.timeout.ms, as Kafka's default
+
+
+class TargetError(Exception):
+    """The cluster refused a request, or could not be reached; ``retriable`` when
+    trying the same again later may succeed."""
+
+    def __init__(self, message: str, retriable: bool = True) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+def _code_name(code: int) -> str:
+    if code in RETRIABLE:
+        return RETRIABLE[code]
+    try:
+        return KafkaCode(code).name
+    except ValueError:
+        return f"error code {code}"
+
+
+def check(code: int, what: str) -> None:
+    """Raise `TargetError` for a non-zero error code."""
+    if code != NONE:
+        raise TargetError(f"{what}: {_code_name(code)}", int(code) in RETRIABLE)
+
+
+class Target:
+    """A transactional producer ``transactional_id`` at ``address``, positions kept by
+    ``group``. Not thread-safe; every method may raise `TargetError`, after which the
+    caller calls `close` and starts again with `begin`.
+
+    Args:
+        address: ``kafka://HOST:PORT[,HOST:PORT...]``.
+        transactional_id: the producer's id, one per mirroring node; the group's too.
+        security: TLS and SASL of the connection (`wire.Security`).
+        timeout: seconds to connect and to wait for each answer.
+    """
+
+    def __init__(
+        self, address: str, transactional_id: str, security, timeout: float = 30.0
+    ) -> None:
+        self.address = address
+        self.transactional_id = transactional_id
+        self.group = transactional_id
+        self.timeout = timeout
+        self.wire = Wire(address, timeout, security=security, client_id=transactional_id)
+        self.producer_id, self.epoch = -1, -1
+        self.sequences: dict[tuple[str, int], int] = {}
+
+    def close(self) -> None:
+        self.wire.close()
+        self.producer_id, self.epoch = -1, -1
+
+    def _call(self, api_key: int, **fields):
+        try:
+            return self.wire.call(api_key, **fields)
+        except wire.WireError as e:
+            self.close()
+            retriable = not isinstance(e, wire.AuthenticationError)
+            raise TargetError(str(e), retriable) from None
+        except OSError as e:  # TLS and socket errors the wire does not name
+            self.close()
+            raise TargetError(f"{self.address}: {e}") from None
+
+    # ------------------------------------------------------------ the producer
+
+    def begin(self) -> None:
+        """InitProducerId: fences an earlier instance and ends its transaction."""
+        answer = self._call(
+            wire.INIT_PRODUCER_ID,
+            transactional_id=self.transactional_id,
+            transaction_timeout=TXN_TIMEOUT,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        check(answer.error_code, f"InitProducerId({self.transactional_id})")
+        self.producer_id, self.epoch = answer.producer_id, answer.producer_epoch
+        self.sequences = {}
+
+    def committed(self, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The positions the group committed for ``partitions`` (absent: none yet)."""
+        m = self.wire.module(wire.OFFSET_FETCH)
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        answer = self._call(
+            wire.OFFSET_FETCH,
+            group_id=self.group,
+            topics=tuple(
+                m.OffsetFetchRequestTopic(name=t, partition_indexes=tuple(ps))
+                for t, ps in sorted(by_topic.items())
+            ),
+            require_stable=True,
+        )
+        check(answer.error_code, f"OffsetFetch({self.group})")
+        out = {}
+        for topic in answer.topics:
+            for p in topic.partitions:
+                check(p.error_code, f"OffsetFetch({self.group}) {topic.name}-{p.partition_index}")
+                if p.committed_offset >= 0:
+                    out[(topic.name, p.partition_index)] = p.committed_offset
+        return out
+
+    def partition_counts(self, topics: Sequence[str]) -> dict[str, int]:
+        """The partition count of each of ``topics`` that exists on the cluster."""
+        m = self.wire.module(wire.METADATA)
+        answer = self._call(
+            wire.METADATA,
+            topics=tuple(m.MetadataRequestTopic(topic_id=None, name=t) for t in topics),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        out = {}
+        for topic in answer.topics:
+            if topic.error_code == wire.UNKNOWN_TOPIC:
+                continue
+            check(topic.error_code, f"Metadata({topic.name})")
+            out[topic.name] = len(topic.partitions)
+        return out
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        """CreateTopics with ``partitions`` and the cluster's replication factor; a topic
+        made meanwhile by someone else is fine (the caller compares the counts)."""
+        m = self.wire.module(wire.CREATE_TOPICS)
+        answer = self._call(
+            wire.CREATE_TOPICS,
+            topics=(
+                m.CreatableTopic(
+                    name=name,
+                    num_partitions=partitions,
+                    replication_factor=-1,
+                    assignments=(),
+                    configs=(),
+                ),
+            ),  # fmt: skip
+            timeout=datetime.timedelta(seconds=self.timeout),
+        )
+        [result] = answer.topics
+        if result.error_code != wire.TOPIC_EXISTS:
+            check(result.error_code, f"CreateTopics({name})")
+
+    # ------------------------------------------------------------ one transaction
+
+    def add_partitions(self, partitions: Sequence[tuple[str, int]]) -> None:
+        m = self.wire.module(wire.ADD_PARTITIONS_TO_TXN)
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        answer = self._call(
+            wire.ADD_PARTITIONS_TO_TXN,
+            v3_and_below_transactional_id=self.transactional_id,
+            v3_and_below_producer_id=self.producer_id,
+            v3_and_below_producer_epoch=self.epoch,
+            v3_and_below_topics=tuple(
+                m.AddPartitionsToTxnTopic(name=t, partitions=tuple(ps))
+                for t, ps in sorted(by_topic.items())
+            ),
+        )
+        for topic in answer.results_by_topic_v3_and_below:
+            for p in topic.results_by_partition:
+                check(
+                    p.partition_error_code, f"AddPartitionsToTxn {topic.name}-{p.partition_index}"
+                )
+
+    def produce(self, topic: str, partition: int, batches: Sequence[bytes]) -> None:
+        """Send ``batches`` (already the producer's: `with_producer`) in one request,
+        acks=all; the caller keeps a request under the cluster's limit."""
+        m = self.wire.module(wire.PRODUCE)
+        answer = self._call(
+            wire.PRODUCE,
+            transactional_id=self.transactional_id,
+            acks=-1,
+            timeout=datetime.timedelta(seconds=self.timeout),
+            topic_data=(
+                m.TopicProduceData(
+                    name=topic,
+                    partition_data=(
+                        m.PartitionProduceData(index=partition, records=b"".join(batches)),
+                    ),
+                ),
+            ),
+        )
+        [part] = answer.responses[0].partition_responses
+        check(part.error_code, f"Produce {topic}-{partition}")
+
+    def next_sequence(self, topic: str, partition: int, count: int) -> int:
+        """The base sequence of the partition's next batch of ``count`` records."""
+        sequence = self.sequences.get((topic, partition), 0)
+        self.sequences[(topic, partition)] = (sequence + count) % (1 << 31)
+        return sequence
+
+    def commit(self, positions: Mapping[tuple[str, int], int]) -> None:
+        """Commit the positions in the transaction, and the transaction."""
+        answer = self._call(
+            wire.ADD_OFFSETS_TO_TXN,
+            transactional_id=self.transactional_id,
+            producer_id=self.producer_id,
+            producer_epoch=self.epoch,
+            group_id=self.group,
+        )
+        check(answer.error_code, f"AddOffsetsToTxn({self.group})")
+        m = self.wire.module(wire.TXN_OFFSET_COMMIT)
+        by_topic: dict[str, list] = {}
+        for (topic, partition), offset in sorted(positions.items()):
+            by_topic.setdefault(topic, []).append(
+                m.TxnOffsetCommitRequestPartition(
+                    partition_index=partition,
+                    committed_offset=offset,
+                    committed_leader_epoch=-1,
+                    committed_metadata=None,
+                )
+            )
+        answer = self._call(
+            wire.TXN_OFFSET_COMMIT,
+            transactional_id=self.transactional_id,
+            group_id=self.group,
+            producer_id=self.producer_id,
+            producer_epoch=self.epoch,
+            generation_id=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=tuple(
+                m.TxnOffsetCommitRequestTopic(name=t, partitions=tuple(ps))
+                for t, ps in by_topic.items()
+            ),
+        )
+        for topic in answer.topics:
+            for p in topic.partitions:
+                check(p.error_code, f"TxnOffsetCommit {topic.name}-{p.partition_index}")
+        self.end(commit=True)
+
+    def end(self, commit: bool) -> None:
+        answer = self._call(
+            wire.END_TXN,
+            transactional_id=self.transactional_id,
+            producer_id=self.producer_id,
+            producer_epoch=self.epoch,
+            committed=commit,
+        )
+        check(answer.error_code, f"EndTxn({'commit' if commit else 'abort'})")
