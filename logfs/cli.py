@@ -22,11 +22,13 @@ from .progress import Progress
 
 def _key_values(text: str) -> dict[str, str]:
     """``a=1,b=2`` or repeated ``-o a=1 -o b=2`` into a dict; bare words map to ''."""
-    options = {}
-    for item in filter(None, text.split(",")):
-        key, _, value = item.partition("=")
-        options[key.strip()] = value
-    return options
+    pairs = (item.partition("=") for item in filter(None, text.split(",")))
+    return {key.strip(): value for key, _, value in pairs}
+
+
+def _options(args) -> dict[str, str]:
+    """Every ``-o`` given, later ones winning."""
+    return {k: v for item in args.options or [] for k, v in _key_values(item).items()}
 
 
 def _configs(items: list[str]) -> dict[str, str]:
@@ -197,28 +199,20 @@ def cmd_compact(args) -> int:
 def cmd_mount(args) -> int:
     from .daemon import mount
 
-    options: dict[str, str] = {}
-    for item in args.options or []:
-        options.update(_key_values(item))
+    options = _options(args)
     return mount(args.data, args.mountpoint, options, foreground=args.foreground, quiet=args.quiet)
 
 
 def cmd_serve(args) -> int:
     from .daemon import serve
 
-    options: dict[str, str] = {}
-    for item in args.options or []:
-        options.update(_key_values(item))
-    return serve(args.data, args.listen, options)
+    return serve(args.data, args.listen, _options(args))
 
 
 def cmd_mirror(args) -> int:
     from .mirror import mirror_main
 
-    options: dict[str, str] = {}
-    for item in args.options or []:
-        options.update(_key_values(item))
-    return mirror_main(args.data, args.to, options)
+    return mirror_main(args.data, args.to, _options(args))
 
 
 def cmd_umount(args) -> int:

@@ -219,6 +219,8 @@ class Daemon:
             self.mount.start_background(nursery)
         if self.mirror is not None:
             nursery.start_soon(self._run_mirror)
+            if self.metrics is not None:
+                nursery.start_soon(self._mirror_lag_to_metrics)
         self._write_record()
         if on_ready is not None:
             on_ready()
@@ -230,6 +232,16 @@ class Daemon:
             await trio.to_thread.run_sync(self.mirror.run, abandon_on_cancel=True)
         finally:
             self.mirror.stop()
+
+    async def _mirror_lag_to_metrics(self) -> None:
+        """The mirror's lag per partition into the metrics' books, once a second (the
+        mirror keeps it as it works: outbound.py)."""
+        target = self.mirror.settings.to
+        while True:
+            for name, lag in self.mirror.partitions().items():
+                topic, _, partition = name.rpartition("-")
+                self.metrics.metrics.mirror(target, topic, int(partition), lag["lag_records"])
+            await trio.sleep(1)
 
     async def _stop_on_signal(self, nursery: trio.Nursery) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

@@ -4,15 +4,18 @@ bad mirror options fail the command with one line."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import Producer
 from kafka_helpers import Served, stored
 from mirror_helpers import committed_values
 from mount_helpers import LOGFS, Daemon
+from prometheus_client.parser import text_string_to_metric_families
 from waiting import wait_for
 
 
@@ -99,6 +102,21 @@ def test_bad_mirror_options_fail_with_one_line(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+def mirror_lag(served, target: str) -> float | None:
+    """``logfs_mirror_lag_messages`` of t-0 as the daemon's metrics endpoint serves it."""
+    found = re.search(r"serving metrics on http://([\d.]+:\d+)/", served.output())
+    if found is None:
+        return None
+    with urllib.request.urlopen(f"http://{found[1]}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            wanted = {"target": target, "topic": "t", "partition": "0"}
+            if sample.name == "logfs_mirror_lag_messages" and sample.labels == wanted:
+                return sample.value
+    return None
+
+
 def log_start(data) -> int:
     """The log start of t-0 as the files say (the checkpoint is written later)."""
     logs = sorted(p.name for p in (data / "t-0").glob("*.log"))
@@ -113,6 +131,7 @@ def test_retention_waits_for_the_mirror_unless_told_not_to(tmp_path):
     for wait in ("true", "false"):
         edge = tmp_path / f"edge-{wait}"
         options = [*settings, f"mirror.to={down}", f"mirror.retention.wait={wait}"]
+        options += ["metrics=127.0.0.1:0"]
         with Served(edge, *options) as served:
             producer = Producer({"bootstrap.servers": served.bootstrap, "batch.size": 500})
             for i in range(300):
@@ -121,6 +140,8 @@ def test_retention_waits_for_the_mirror_unless_told_not_to(tmp_path):
             if wait == "true":
                 time.sleep(2)  # twenty retention checks
                 assert log_start(edge) == 0 and len(stored(edge, "t")) == 300
+                # the whole backlog is the mirror's lag, in the metrics too
+                wait_for(lambda: mirror_lag(served, down) == 300, "mirror lag", timeout=30)
             else:
                 wait_for(lambda e=edge: log_start(e) > 0, "retention", timeout=30)
         assert "Traceback" not in served.output()

@@ -372,11 +372,10 @@ class Log:
     def delete_records(self, offset: int) -> int:
         """Kafka's DeleteRecords (`retention.delete_records`): returns the log start
         offset, which the caller checkpoints (``log-start-offset-checkpoint``)."""
-        start = self.log_start_offset
-        new_start = retention.delete_records(self._state, offset)
-        if new_start != start:
+        start, moved = self.log_start_offset, retention.delete_records(self._state, offset)
+        if moved != start:
             self._txn.log_start_moved()
-        return new_start
+        return moved
 
     # ------------------------------------------------------------ lifecycle
 
@@ -395,8 +394,7 @@ class Log:
         state.clear_segments()
 
     def abandon(self) -> None:
-        """Close the segments without writing anything: the partition's
-        directory is being removed (`Store.delete_topic`)."""
+        """Close the segments, writing nothing: their directory goes (`Store.delete_topic`)."""
         for segment in self._state.segments:
             segment.close(write=False)
         self._state.clear_segments()

@@ -1,18 +1,17 @@
 """What the mount's handlers, nodes and open files share, and what every kind
 of node is.
 
-`View` is the mount's state over a store: the inode table, the live keys,
-the owner and modes it shows, the streams being counted, and how a log is
-made durable (the flusher's worker thread, else in line). `Node` is one
-path below the mount point; a subclass per kind (directories.py for
-directories, nodes.py, keyfiles.py and groupfiles.py for files) says what
-that kind does, and the open file it gives (an `OpenFile` of the files
-room) what one open() of it does. This base class answers the errno of
-"not this kind" for the rest, so the FUSE handlers never ask which kind a
-node is.
+`View` is the mount's state over a store: the inode table, the live keys, the owner
+and modes it shows, the streams being counted, and how a log is made durable (the
+flusher's worker thread, else in line). `Node` is one path below the mount point; a
+subclass per kind (directories.py for directories, nodes.py, keyfiles.py and
+groupfiles.py for files) says what that kind does, and the open file it gives (an
+`OpenFile` of the files room) what one open() of it does. This base class answers
+the errno of "not this kind" for the rest, so the FUSE handlers never ask which kind
+a node is.
 
-Inodes are handed out on lookup and dropped when the kernel forgets them, so
-``offset/<n>`` files cost memory only while the kernel holds them.
+Inodes are handed out on lookup and dropped when the kernel forgets them: ``offset/<n>``
+files cost memory only while the kernel holds them.
 """
 
 from __future__ import annotations
@@ -53,8 +52,7 @@ __all__ = ["DATA_OWNER", "Node", "Ownership", "Stat", "View"]
 
 
 class Stat(NamedTuple):
-    """What a node says of itself in stat(2); `View.attrs` adds the mount's
-    owner, group and permission bits."""
+    """What a node says of itself in stat(2); `View.attrs` adds owner, group and modes."""
 
     mode: int  # the file type, and 0o644 (writable) or 0o444 for regular files
     size: int = 0
