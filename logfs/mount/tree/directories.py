@@ -123,7 +123,7 @@ class SegmentDir(Directory):
         return Segment
 
     def entries(self, view: View) -> list[str]:
-        return sorted(view.log(self).segment_files())
+        return view.log(self).segment_names()
 
 
 class GroupsDir(Directory):
