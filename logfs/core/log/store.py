@@ -8,7 +8,7 @@ Layout (Kafka's, so a broker's log directory opens too)::
       log-start-offset-checkpoint          per partition: first offset not deleted
       cleaner-offset-checkpoint            compacted partitions: first offset not cleaned
       config/<topic>.properties            the topic's own settings, key=value lines
-      .lock                                the writer lock (storage/lock.py)
+      .lock                                the writer lock, with DATA's own (storage/lock.py)
       .deleting                            topics being deleted, one a line (deletion.py)
 
 The checkpoint files are Kafka's (checkpoints.py); a missing or garbled one only
@@ -64,7 +64,7 @@ PARTITION_DIR = re.compile(r"(.+)-(0|[1-9][0-9]*)")
 class Store:
     """A data directory of topic-partition logs.
 
-    A writable store holds an exclusive lock on ``DATA/.lock``; a read-only
+    A writable store holds an exclusive lock on DATA and ``DATA/.lock``; a read-only
     store takes no lock, never writes, and treats a torn tail as the end of
     the log, so it can read beside a live writer.
     """
@@ -90,7 +90,7 @@ class Store:
         self._first_dirty: dict[tuple[str, int], int] = {}  # the cleaner's, per partition
         self._settings = TopicSettings(self.path, defaults or {})
         self.defaults = self._settings.defaults
-        self._lock_fd = -1
+        self._lock_fds: tuple[int, ...] = ()
         self._logs: dict[tuple[str, int], Log] = {}
         self.open_logs = MappingProxyType(self._logs)  # the partitions opened so far, read-only
         # partitions found on disk but not opened yet: (directory, recovery point, log start)
@@ -102,7 +102,7 @@ class Store:
                 raise LogfsError(f"{self.path}: no such data directory")
         else:
             self.path.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = lock_data_dir(self.path, lock_timeout)
+            self._lock_fds = lock_data_dir(self.path, lock_timeout)
         try:
             self._open_logs(recover)
         except BaseException:
@@ -374,7 +374,7 @@ class Store:
     def close(self) -> None:
         """Flush, checkpoint and release the lock (idempotent)."""
         try:
-            if not self.read_only and self._lock_fd >= 0:
+            if not self.read_only and self._lock_fds:
                 self.flush()
                 self.checkpoint()
                 for name, failure in self.failures().items():
@@ -387,9 +387,9 @@ class Store:
                 log.close()
             self._logs.clear()
             self._unopened.clear()
-            if self._lock_fd >= 0:
-                os.close(self._lock_fd)
-                self._lock_fd = -1
+            for fd in self._lock_fds:
+                os.close(fd)
+            self._lock_fds = ()
 
     def __enter__(self) -> Store:
         return self
