@@ -9,7 +9,7 @@ Layout (Kafka's, so a broker's log directory opens too)::
       cleaner-offset-checkpoint            compacted partitions: first offset not cleaned
       config/<topic>.properties            the topic's own settings, key=value lines
       .lock                                the writer lock, with DATA's own (storage/lock.py)
-      .deleting                            topics being deleted, one a line (deletion.py)
+      .deleting-<sha1>                     a topic being deleted, an empty file (deletion.py)
 
 The checkpoint files are Kafka's (checkpoints.py); a missing or garbled one only
 costs time. In a partition directory ``partition.metadata`` holds the topic's id
@@ -88,7 +88,7 @@ class Store:
         self._catalog = Catalog()
         self.checkpoint_failure: str | None = None  # why the last checkpoint write failed
         self._first_dirty: dict[tuple[str, int], int] = {}  # the cleaner's, per partition
-        self._settings = TopicSettings(self.path, defaults or {})
+        self._settings = TopicSettings(self.path, defaults or {}, self.limits.max_message_bytes)
         self.defaults = self._settings.defaults
         self._lock_fds: tuple[int, ...] = ()
         self._logs: dict[tuple[str, int], Log] = {}
