@@ -29,6 +29,8 @@ def load_log(
     )  # fmt: skip
     for segment in loaded.segments:
         state.add_segment(segment)
+    for segment in loaded.segments[:-1]:  # only the last is appended to
+        segment.seal()
     state.truncated_bytes = loaded.truncated_bytes
     if loaded.deleted_files:
         state.unflushed.directory_changed()

@@ -309,6 +309,12 @@ class LogSegment(Opening):
         if self.max_timestamp != NO_TIMESTAMP:
             self.time_index.maybe_append(self.max_timestamp, self.next_offset - 1)
         self.flush_indexes()
+        self.seal()
+
+    def seal(self) -> None:
+        """No more appends: the indexes' arrays may leave memory (indexmemory.py)."""
+        self.offset_index.seal()
+        self.time_index.seal()
 
     def flush_indexes(self) -> None:
         if self._managed:  # writing opens the index files
