@@ -28,6 +28,7 @@ by `remove_segment_files`.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Iterator
@@ -170,6 +171,22 @@ class LogSegment(Opening):
         if self._managed:
             DESCRIPTORS.touch(self)
         return self._fd
+
+    def file_lost(self) -> OSError | None:
+        """Whether the ``.log`` file this segment writes through is no longer the
+        file at its path (removed, renamed away or replaced from outside): an
+        OSError saying which, else None. Two ``stat`` calls; only an open file
+        can tell (a closed one is opened by its path again)."""
+        if self._fd < 0:
+            return None
+        held = os.fstat(self._fd)
+        try:
+            found = os.stat(self.log_path)
+        except FileNotFoundError:
+            return FileNotFoundError(errno.ENOENT, "the segment file was removed", self.log_path)
+        if held.st_nlink == 0 or (found.st_dev, found.st_ino) != (held.st_dev, held.st_ino):
+            return OSError(errno.ESTALE, "the segment file was replaced", self.log_path)
+        return None
 
     def release(self) -> None:
         """Close the files to stay under the descriptor budget; pending index
