@@ -160,3 +160,20 @@ def test_a_segment_name_that_no_segment_has_is_enoent(tmp_path):
         with fuse_error(errno.ENOENT):
             fs.call("lookup", segments, name, None)
     store.close()
+
+
+def test_internal_topics_are_no_topics_of_the_mount(tmp_path):
+    store = Store(tmp_path / "data")
+    fs = FS(store, partitions=1)
+    root = pyfuse3.ROOT_INODE
+    for _ in range(2):  # before and after the topic exists in DATA
+        with fuse_error(errno.ENOENT):
+            fs.call("lookup", root, b"__consumer_offsets", None)
+        with fuse_error(errno.EINVAL):
+            fs.call("mkdir", root, b"__consumer_offsets", 0o755, None)
+        with fuse_error(errno.ENOENT):
+            fs.call("rmdir", root, b"__consumer_offsets", None)
+        if "__consumer_offsets" not in store.topics():
+            store.create_topic("__consumer_offsets", 1)
+    assert "__consumer_offsets" in store.topics()  # neither made nor deleted by the mount
+    store.close()

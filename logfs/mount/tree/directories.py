@@ -262,7 +262,11 @@ class Root(Directory):
         return [t for t in view.topics() if t not in INTERNAL_TOPICS]
 
     def mkdir(self, view: View, name: str, partitions: int, mode: int, caller: Caller) -> None:
-        """A topic, owned by the user who made it (`Lives.born`)."""
+        """A topic, owned by the user who made it (`Lives.born`). An internal
+        topic's name is no topic's here (lookups say ENOENT, whether it exists
+        or not): EINVAL, as Kafka refuses to create one (INVALID_REQUEST)."""
+        if name in INTERNAL_TOPICS:
+            raise fail(errno.EINVAL)
         try:
             view.store.create_topic(name, partitions=partitions)
         finally:
@@ -276,8 +280,8 @@ class Root(Directory):
         ``default_permissions``). A topic holding records is a non-empty
         directory: only its owner or root may delete it whole (ENOTEMPTY for
         anyone else)."""
-        if view.partitions(name) is None:
-            raise fail(errno.ENOENT)
+        if name in INTERNAL_TOPICS or view.partitions(name) is None:
+            raise fail(errno.ENOENT)  # an internal topic is not shown, nor deleted, here
         # a name the kernel was never told of has no inode: only its attributes are asked
         topic = view.inodes.at((name,)) or Topic((name,), view.lives.life(name))
         here, there = view.attrs(self), view.attrs(topic)
