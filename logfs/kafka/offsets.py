@@ -1,5 +1,7 @@
 """ListOffsets: the earliest (-2) and latest (-1) offsets, the first offset
-at or after a timestamp, and the offset of the largest timestamp (-3).
+at or after a timestamp, and the offset of the largest timestamp (-3): found,
+as Kafka's broker finds it, from each segment's largest timestamp (its time
+index) and one batch of the segment holding it, whatever the partition's size.
 
 With isolation level 1 (``read_committed``) the latest offset is the last stable
 offset, and a lookup by time answers only a committed record below it, as
@@ -8,28 +10,11 @@ Kafka's broker answers."""
 from __future__ import annotations
 
 from ..core.errors import LogfsError
-from ..core.format import decode_records
 from .access import READ, require
 from .codes import NO_THROTTLE, error_code
 from .protocol import LIST_OFFSETS, ErrorCode, make, schema
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
-
-
-def _max_timestamp(log) -> tuple[int, int]:
-    """(timestamp, offset) of the first record with the log's largest timestamp."""
-    best = None
-    for header, _ in log.raw_batches():
-        if not header.is_control and (best is None or header.max_timestamp > best.max_timestamp):
-            best = header
-    if best is None:
-        return -1, -1
-    for header, batch in log.raw_batches(best.base_offset, best.next_offset):
-        if header.base_offset == best.base_offset:
-            for record in decode_records(batch, header):
-                if record.timestamp == header.max_timestamp:
-                    return record.timestamp, record.offset
-    return best.max_timestamp, best.last_offset
 
 
 def _lookup(log, timestamp: int, committed: bool) -> tuple[int, int]:
@@ -39,7 +24,7 @@ def _lookup(log, timestamp: int, committed: bool) -> tuple[int, int]:
     if timestamp == EARLIEST:
         return -1, log.log_start_offset
     if timestamp == MAX_TIMESTAMP:
-        return _max_timestamp(log)
+        return log.max_timestamp_offset()  # from each segment's books: no scan
     offset = log.offset_for_time(timestamp, committed=committed)
     if offset is None:
         return -1, -1

@@ -320,6 +320,73 @@ def colliding_names_are_refused(h: Hostile) -> None:
     sh(f"rmdir {h.mnt}/{base}.b")
 
 
+def tiny_segments_list_without_stalling(h: Hostile) -> None:
+    """A topic of 1,500 one-record segments (segment.bytes=14, set by its owner):
+    ``ls segments/`` and ``find`` answer at once and never hold up the others."""
+    topic = h.name("tiny")
+    assert h.user_errno("mkdir", h.mnt / topic) == 0
+    assert h.user_errno("write", h.mnt / topic / "config", b"segment.bytes=14\n") == 0
+    fd = os.open(h.mnt / topic / "0/append", os.O_WRONLY)
+    try:
+        for i in range(1500):
+            os.write(fd, b"%d\n" % i)
+    finally:
+        os.close(fd)
+    with h.attack("tiny segments: ls segments/ and find", LISTING_BOUND_S):
+        start = time.monotonic()
+        listed = sh(f"ls {h.mnt}/{topic}/0/segments | wc -l").stdout
+        h.figure("tiny segments: ls of 1500 segments (s)", time.monotonic() - start)
+        assert int(listed) == 3 * 1500
+        start = time.monotonic()
+        sh(f"find {h.mnt}/{topic} > /dev/null")
+        h.figure("tiny segments: find (s)", time.monotonic() - start)
+    sh(f"rmdir {h.mnt}/{topic}")
+
+
+def partial_lines_are_bounded_per_mount(h: Hostile) -> None:
+    """max.message.bytes past the ceiling: EPERM; partial lines of many
+    descriptors past the mount's budget: ENOBUFS, RSS under the bound."""
+    topic = h.name("partial")
+    assert h.user_errno("mkdir", h.mnt / topic) == 0
+    config = h.mnt / topic / "config"
+    assert h.user_errno("write", config, b"max.message.bytes=2147483647\n") == errno.EPERM
+    assert h.user_errno("write", config, b"max.message.bytes=16777216\n") == 0
+    fds = [os.open(h.mnt / topic / "0/append", os.O_WRONLY) for _ in range(12)]
+    codes = set()
+    try:
+        with h.attack("partial lines: 12 descriptors of 12 MiB each"):
+            chunk = b"p" * (1 << 20)
+            for fd in fds:
+                for _ in range(12):
+                    try:
+                        os.write(fd, chunk)
+                    except OSError as e:
+                        codes.add(e.errno)
+                        break
+    finally:
+        for fd in fds:
+            os.close(fd)  # each held line becomes a record, its share given back
+    assert codes == {errno.ENOBUFS}
+    os.write(fd := os.open(h.mnt / topic / "0/append", os.O_WRONLY), b"x" * (1 << 20))
+    os.close(fd)  # the budget is free again
+    sh(f"rmdir {h.mnt}/{topic}")
+
+
+def group_offsets_out_of_range_are_einval(h: Hostile) -> None:
+    """``groups/<g>`` given a number past an int64: EINVAL at close, nothing committed."""
+    topic = h.name("grp")
+    assert h.user_errno("mkdir", h.mnt / topic) == 0
+    group = h.mnt / topic / "0/groups/app"
+    sh(f"echo 1 > {group}")  # the group's file exists: the other user writes to it
+    with h.attack("groups: offsets out of range"):
+        for text in (b"9223372036854775808\n", b"9" * 40 + b"\n"):
+            assert h.user_errno("write", group, text) == errno.EINVAL
+        assert h.user_errno("write", group, b"5\n6\n") == 0
+    assert group.read_text() == "6\n"
+    sh(f"rmdir {h.mnt}/{topic}")
+    assert "Traceback" not in (h.root / "daemon.log").read_text()
+
+
 CASES = [
     deleted_topic_keeps_its_descriptors,
     ownership_dies_with_the_topic,
@@ -329,6 +396,9 @@ CASES = [
     huge_claim_is_refused,
     bad_config_is_refused,
     colliding_names_are_refused,
+    tiny_segments_list_without_stalling,
+    partial_lines_are_bounded_per_mount,
+    group_offsets_out_of_range_are_einval,
 ]
 
 

@@ -175,7 +175,7 @@ def test_links_point_where_the_store_says(mount):
     assert mount.call("readlink", inode, None) in (b"../offset/0", b"../offset/1")
     name = "00000000000000000000.log"
     segment = mount.call("readlink", mount.lookup(f"orders/0/segments/{name}"))
-    assert os.fsdecode(segment) == mount.ops.store.log("orders", 0).segment_files()[name]
+    assert os.fsdecode(segment) == mount.ops.store.log("orders", 0).segment_file(name)
     assert os.path.samefile(segment, mount.ops.store.path / "orders-0" / name)
     with pytest.raises(pyfuse3.FUSEError, check=lambda e: e.errno == errno.EINVAL):
         mount.call("readlink", mount.lookup("orders/0/stream"), None)

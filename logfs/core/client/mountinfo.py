@@ -186,10 +186,14 @@ def write_record(
 
 
 def remove_record(data: str | os.PathLike, pid: int | None = None) -> bool:
-    """Remove the record if it is this process's (or ``pid``'s); True if removed."""
+    """Remove the record if it is this process's (or ``pid``'s): the pid and its
+    start time both the record's (a pid may be another process's now); True if
+    removed. Another daemon's record is never removed."""
     pid = os.getpid() if pid is None else pid
     record = read_record(data)
     if record is None or record.pid != pid:
+        return False
+    if record.pid_start_ticks != (process_start_ticks(pid) or 0):
         return False
     with contextlib.suppress(FileNotFoundError):
         os.unlink(record_path(data))

@@ -9,6 +9,7 @@ every partition is then recovered from offset 0.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Mapping
@@ -78,13 +79,19 @@ def write_checkpoints(
 
 
 def replace_file(path: Path, text: str) -> None:
-    """Replace ``path``'s contents by ``text`` atomically and durably."""
+    """Replace ``path``'s contents by ``text`` atomically and durably; if that
+    fails (a full disk), ``path`` is as it was and no ``.tmp`` is left."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     fsync_dir(path.parent)
 
 

@@ -5,15 +5,20 @@ A topic is deleted as Kafka deletes a partition: each directory is renamed
 aside to ``<topic>-<partition>.<uuid>-delete`` (the topic shortened so that
 the name fits 255 bytes, as Kafka shortens it), then removed. Every rename
 comes first: if one fails, those done are renamed back and the topic stays
-whole. While a deletion is under way its topic is listed in
-``DATA/.deleting``, so that a crash in between is finished when a writer
-next opens DATA (`finish_deletions`): the topic's remaining directories and
-its settings file are removed, and so are all ``-delete`` directories.
+whole. While a deletion is under way its topic is marked by an empty file,
+``DATA/.deleting-<sha1 of the topic name>``, so that a crash in between is
+finished when a writer next opens DATA (`finish_deletions`): the marked
+topics' remaining directories and settings files are removed (found by
+hashing the names of the partition directories and settings files), and so
+are all ``-delete`` directories. An empty file takes no data block, so a
+topic can be deleted on a full disk, the way to make room. (``DATA/.deleting``,
+a topic a line, as earlier versions marked them, is read and finished too.)
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import re
@@ -22,12 +27,12 @@ import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from .checkpoints import replace_file
-from .topics import CONFIG_DIR, NAME_MAX, settings_file_name
+from ..storage import fsync_dir
+from .topics import CONFIG_DIR, NAME_MAX, PROPERTIES
 
 logger = logging.getLogger(__name__)
 
-DELETING_FILE = ".deleting"
+DELETING_FILE = ".deleting"  # + "-<sha1 of the topic>"; alone: the earlier list of topics
 DELETE_DIR = re.compile(r".*-(0|[1-9][0-9]*)\.[0-9a-f]{32}-delete")
 
 
@@ -78,20 +83,37 @@ def delete_partitions(
 
 def finish_deletions(data: Path) -> None:
     """Finish what an interrupted deletion left (a writer's open)."""
-    for topic in _marked(data):
-        logger.info("finishing the deletion of topic %r", topic)
+    marked = {e.name[len(DELETING_FILE) + 1 :] for e in os.scandir(data) if _is_marker(e.name)}
+    marked |= {_digest(t) for t in _listed(data)}
+    if marked:
         for entry in os.scandir(data):
             name, _, p = entry.name.rpartition("-")
-            if name == topic and p.isdigit() and entry.is_dir():
-                os.rename(entry.path, data / delete_dir_name(topic, int(p)))
-        (data / CONFIG_DIR / settings_file_name(topic)).unlink(missing_ok=True)
+            if p.isdigit() and _digest(name) in marked and entry.is_dir():
+                logger.info("finishing the deletion of topic %r", name)
+                os.rename(entry.path, data / delete_dir_name(name, int(p)))
+        config = data / CONFIG_DIR
+        for entry in os.scandir(config) if config.is_dir() else ():
+            stem = entry.name.removesuffix(PROPERTIES)
+            # `settings_file_name`: <topic>.properties, or <190 chars>.<sha1>.properties
+            if stem != entry.name and (_digest(stem) in marked or stem[-40:] in marked):
+                os.unlink(entry.path)
     for entry in os.scandir(data):
         if DELETE_DIR.fullmatch(entry.name) and entry.is_dir():
             shutil.rmtree(entry.path, ignore_errors=True)
-    (data / DELETING_FILE).unlink(missing_ok=True)
+    for entry in os.scandir(data):
+        if _is_marker(entry.name) or entry.name == DELETING_FILE:
+            os.unlink(entry.path)
 
 
-def _marked(data: Path) -> list[str]:
+def _digest(topic: str) -> str:
+    return hashlib.sha1(topic.encode()).hexdigest()
+
+
+def _is_marker(name: str) -> bool:
+    return name.startswith(DELETING_FILE + "-") and len(name) == len(DELETING_FILE) + 41
+
+
+def _listed(data: Path) -> list[str]:
     try:
         return [t for t in (data / DELETING_FILE).read_text().splitlines() if t]
     except FileNotFoundError:
@@ -99,8 +121,11 @@ def _marked(data: Path) -> list[str]:
 
 
 def _mark(data: Path, topic: str, deleting: bool) -> None:
-    topics = [t for t in _marked(data) if t != topic] + ([topic] if deleting else [])
-    if topics:
-        replace_file(data / DELETING_FILE, "".join(t + "\n" for t in topics))
+    """Mark ``topic`` as being deleted, durably, or unmark it: an empty file
+    made or removed, no data block written."""
+    marker = data / f"{DELETING_FILE}-{_digest(topic)}"
+    if deleting:
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT, 0o644))
     else:
-        (data / DELETING_FILE).unlink(missing_ok=True)
+        marker.unlink(missing_ok=True)
+    fsync_dir(data)

@@ -52,12 +52,17 @@ class LogFlushing:
         fsync, so that `FlushTicket.sync` can run in a thread while appends go on.
 
         Raises:
-            LogFailedError: the partition is offline.
+            LogFailedError: the partition is offline, or goes offline now: its
+                active segment's file was removed or replaced from outside.
             OSError: writing the index entries failed (the partition goes
                 offline unless the error is a clean ENOSPC).
         """
         state = self.state
         state.failure.require_online()
+        lost = state.segments[-1].file_lost() if state.segments else None
+        if lost is not None:  # an fsync of the open file would make nothing durable
+            state.fail("checking the active segment's file", lost)
+            state.failure.require_online()
         try:
             return state.unflushed.ticket(state.dir, state.next_offset)
         except OSError as e:

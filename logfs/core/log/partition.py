@@ -55,7 +55,7 @@ class Log:
     """A topic-partition's segments, appends, flushes and retention.
 
     Callers outside core (the mount) use its methods, never its segments:
-    ``segment_files``, and ``stream`` for the records as lines.
+    ``segment_names`` and ``segment_file``, and ``stream`` for the records as lines.
     """
 
     def __init__(
@@ -186,8 +186,11 @@ class Log:
     def size_bytes(self) -> int:
         return self._reads.size_bytes
 
-    def segment_files(self) -> dict[str, str]:
-        return self._reads.segment_files()
+    def segment_names(self) -> list[str]:
+        return self._reads.segment_names()
+
+    def segment_file(self, name: str) -> str | None:
+        return self._reads.segment_file(name)
 
     def check_readable(self, offset: int) -> None:
         self._reads.check_readable(offset)
@@ -238,6 +241,9 @@ class Log:
     def offset_for_time(self, timestamp_ms: int, *, committed: bool = False) -> int | None:
         view = self.visibility(None) if committed else None
         return self._reads.offset_for_time(timestamp_ms, view)
+
+    def max_timestamp_offset(self) -> tuple[int, int]:
+        return self._reads.max_timestamp_offset()
 
     # ------------------------------------------------------------ transactions (transactions.py)
 

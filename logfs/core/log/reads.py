@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..format.decoding import decode_records, record_at
 from ..format.record import BatchHeader, Record
-from ..storage import LogSegment
+from ..storage import LogSegment, base_offset_of
 from .isolation import Visibility
 from .state import PartitionState
 
@@ -41,16 +41,29 @@ class LogReads:
     def size_bytes(self) -> int:
         return sum(s.size for s in self.state.segments)
 
-    def segment_files(self) -> dict[str, str]:
-        """Every segment's log, offset index and time index: file name -> absolute path."""
-        files = {}
-        for segment in self.state.segments:
-            paths = [segment.log_path, segment.index_path, segment.timeindex_path]
-            if len(segment.txn_index):
-                paths.append(segment.txn_index.path)
-            for path in paths:
-                files[os.path.basename(path)] = os.path.abspath(path)
-        return files
+    def segment_names(self) -> list[str]:
+        """Every segment's log, offset index, time index (and transaction index)
+        by file name, sorted: each segment's sorted, in base offset order (the
+        names are 20 digits, then the suffix), without a sort of the whole."""
+        return [
+            name
+            for segment in self.state.segments
+            for name in sorted(os.path.basename(p) for p in _paths(segment))
+        ]
+
+    def segment_file(self, name: str) -> str | None:
+        """The absolute path of the segment file called ``name`` (one of
+        `segment_names`), or None: one bisection, not a walk over the segments
+        (a listing looks up each of its names)."""
+        base = base_offset_of(name)
+        state = self.state
+        i = -1 if base is None else state.segment_index(base)
+        if i < 0 or state.bases[i] != base:
+            return None
+        for path in _paths(state.segments[i]):
+            if os.path.basename(path) == name:
+                return os.path.abspath(path)
+        return None
 
     def check_readable(self, offset: int) -> None:
         """Raise `LogFailedError` for a read at or past an offline partition's
@@ -237,6 +250,25 @@ class LogReads:
                     return record.offset
         return None
 
+    def max_timestamp_offset(self) -> tuple[int, int]:
+        """(timestamp, offset) of the first record stamped with the log's largest
+        timestamp, as Kafka's ListOffsets answers ``MAX_TIMESTAMP``; (-1, -1) for a
+        log without one. Each segment's books know its largest timestamp (loaded
+        from its time index), so only the segment that holds it is read, from its
+        time index's entry before it: never a walk over the partition."""
+        segments = list(self.state.segments)
+        best = max(segments, key=lambda s: s.max_timestamp, default=None)
+        if best is None or best.max_timestamp < 0:
+            return -1, -1
+        found = best.first_batch_at_time(best.max_timestamp)
+        if found is None:
+            return -1, -1
+        start = self.state.log_start_offset
+        for record in decode_records(found.batch, found.header):
+            if record.timestamp == found.header.max_timestamp and record.offset >= start:
+                return record.timestamp, record.offset
+        return -1, -1
+
     def _visible_at_time(self, timestamp_ms: int, start: int, view: Visibility) -> int | None:
         """The first record from ``start`` on that ``view`` shows, stamped at or
         after ``timestamp_ms``."""
@@ -261,3 +293,12 @@ class LogReads:
         """The keys appended to since the last call, once someone watches
         (`live_keys`); each key is given out once."""
         return self.state.keys.take_changed()
+
+
+def _paths(segment: LogSegment) -> list[str]:
+    """A segment's files as ``segments/`` shows them: the transaction index once
+    it has an entry."""
+    paths = [segment.log_path, segment.index_path, segment.timeindex_path]
+    if len(segment.txn_index):
+        paths.append(segment.txn_index.path)
+    return paths

@@ -9,8 +9,8 @@ Layout (Kafka's, so a broker's log directory opens too)::
       cleaner-offset-checkpoint            compacted partitions: first offset not cleaned
       config/<topic>.properties            the topic's own settings, key=value lines
       config/<topic>.owner                 the topic's owner, group and mode (owners.py)
-      .lock                                the writer lock (storage/lock.py)
-      .deleting                            topics being deleted, one a line (deletion.py)
+      .lock                                the writer lock, with DATA's own (storage/lock.py)
+      .deleting-<sha1>                     a topic being deleted, an empty file (deletion.py)
 
 The checkpoint files are Kafka's (checkpoints.py); a missing or garbled one only
 costs time. In a partition directory ``partition.metadata`` holds the topic's id
@@ -64,7 +64,7 @@ PARTITION_DIR = re.compile(r"(.+)-(0|[1-9][0-9]*)")
 class Store(OwnedTopics, Checkpoints):
     """A data directory of topic-partition logs.
 
-    A writable store holds an exclusive lock on ``DATA/.lock``; a read-only
+    A writable store holds an exclusive lock on DATA and ``DATA/.lock``; a read-only
     store takes no lock, never writes, and treats a torn tail as the end of
     the log, so it can read beside a live writer.
     """
@@ -88,10 +88,10 @@ class Store(OwnedTopics, Checkpoints):
         self._catalog = Catalog()
         self.checkpoint_failure: str | None = None  # why the last checkpoint write failed
         self._first_dirty: dict[tuple[str, int], int] = {}  # the cleaner's, per partition
-        self._settings = TopicSettings(self.path, defaults or {})
+        self._settings = TopicSettings(self.path, defaults or {}, self.limits.max_message_bytes)
         self.defaults = self._settings.defaults
         self._owners = TopicOwners(self.path, read_only=read_only)  # owners.py
-        self._lock_fd = -1
+        self._lock_fds: tuple[int, ...] = ()
         self._logs: dict[tuple[str, int], Log] = {}
         self.open_logs = MappingProxyType(self._logs)  # the partitions opened so far, read-only
         # partitions found on disk but not opened yet: (directory, recovery point, log start)
@@ -103,7 +103,7 @@ class Store(OwnedTopics, Checkpoints):
                 raise LogfsError(f"{self.path}: no such data directory")
         else:
             self.path.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = lock_data_dir(self.path, lock_timeout)
+            self._lock_fds = lock_data_dir(self.path, lock_timeout)
         try:
             self._open_logs(recover)
         except BaseException:
@@ -365,7 +365,7 @@ class Store(OwnedTopics, Checkpoints):
     def close(self) -> None:
         """Flush, checkpoint and release the lock (idempotent)."""
         try:
-            if not self.read_only and self._lock_fd >= 0:
+            if not self.read_only and self._lock_fds:
                 self.flush()
                 self.checkpoint()
                 for name, failure in self.failures().items():
@@ -378,9 +378,9 @@ class Store(OwnedTopics, Checkpoints):
                 log.close()
             self._logs.clear()
             self._unopened.clear()
-            if self._lock_fd >= 0:
-                os.close(self._lock_fd)
-                self._lock_fd = -1
+            for fd in self._lock_fds:
+                os.close(fd)
+            self._lock_fds = ()
 
     def __enter__(self) -> Store:
         return self

@@ -19,7 +19,12 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from ..config import TopicConfig, read_properties, write_properties
-from ..errors import InvalidConfigError, InvalidTopicError, PartitionLimitError
+from ..errors import (
+    InvalidConfigError,
+    InvalidTopicError,
+    PartitionLimitError,
+    PolicyViolationError,
+)
 from ..topic_keys import refuse_here
 from .checkpoints import replace_file
 
@@ -39,12 +44,16 @@ class Limits(NamedTuple):
 
     max_partitions: int = 50_000  # in the data directory (Kafka's max.broker.partitions)
     max_partitions_per_topic: int = 10_000
+    # The largest max.message.bytes a topic may have, its own or the defaults': a topic's
+    # owner sets it, and an open append file may hold a partial line that large.
+    max_message_bytes: int = 16 << 20
 
 
 # mount option (Kafka's name where it has one) -> `Limits` field
 LIMIT_OPTIONS = {
     "max.broker.partitions": "max_partitions",
     "logfs.max.partitions.per.topic": "max_partitions_per_topic",
+    "logfs.max.message.bytes.ceiling": "max_message_bytes",
 }
 
 
@@ -75,11 +84,15 @@ class TopicSettings:
     """Every topic's own settings (overrides) in ``DATA/config``, and the
     effective configuration they make over ``defaults``."""
 
-    def __init__(self, data: Path, defaults: Mapping[str, str]) -> None:
-        """Raises `InvalidConfigError` for bad ``defaults``."""
+    def __init__(
+        self, data: Path, defaults: Mapping[str, str], ceiling: int = Limits.max_message_bytes
+    ) -> None:
+        """Raises `InvalidConfigError` for bad ``defaults``, `PolicyViolationError`
+        for a max.message.bytes over ``ceiling`` (`Limits.max_message_bytes`)."""
         self.dir = data / CONFIG_DIR
+        self.ceiling = ceiling
         self.defaults = {k: str(v) for k, v in defaults.items()}
-        TopicConfig.from_properties(defaults=self.defaults)  # validate early
+        self._check_ceiling(TopicConfig.from_properties(defaults=self.defaults), "the default")
         self._overrides: dict[str, dict[str, str]] = {}
 
     def load(self, topics: Iterable[str]) -> None:
@@ -101,7 +114,7 @@ class TopicSettings:
     def set_defaults(self, defaults: Mapping[str, object]) -> dict[str, str]:
         """Replace the defaults (validated first); the new ones."""
         defaults = {k: str(v) for k, v in defaults.items()}
-        TopicConfig.from_properties(defaults=defaults)
+        self._check_ceiling(TopicConfig.from_properties(defaults=defaults), "the default")
         self.defaults = defaults
         return defaults
 
@@ -114,6 +127,7 @@ class TopicSettings:
         overrides = {k: str(v) for k, v in overrides.items()}
         refuse_here(overrides)
         config = TopicConfig.from_properties(overrides, self.defaults)
+        self._check_ceiling(config, f"topic {topic!r}'s")
         path = self.dir / settings_file_name(topic)
         if overrides:
             self.dir.mkdir(exist_ok=True)
@@ -122,6 +136,13 @@ class TopicSettings:
             path.unlink(missing_ok=True)
         self._overrides[topic] = overrides
         return config
+
+    def _check_ceiling(self, config: TopicConfig, whose: str) -> None:
+        if config.max_message_bytes > self.ceiling:
+            raise PolicyViolationError(
+                f"{whose} max.message.bytes={config.max_message_bytes} is over this "
+                f"data directory's ceiling, logfs.max.message.bytes.ceiling={self.ceiling}"
+            )
 
     def remove(self, topic: str) -> None:
         self._overrides.pop(topic, None)

@@ -8,12 +8,13 @@ Knows nothing of topics or partitions' policies."""
 from . import ownership
 from .descriptors import DESCRIPTORS, raise_nofile_limit
 from .lock import lock_data_dir
-from .logfile import fsync_dir, segment_name, sync_fd
+from .logfile import base_offset_of, fsync_dir, segment_name, sync_fd
 from .segment import LogSegment
 
 __all__ = [
     "DESCRIPTORS",
     "LogSegment",
+    "base_offset_of",
     "fsync_dir",
     "lock_data_dir",
     "ownership",

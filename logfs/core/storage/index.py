@@ -26,6 +26,15 @@ New entries are pending in memory until `write_pending` appends them to the
 file, which the segment calls when it is flushed, rolled or closed (and after
 recovery); an entry lost in a crash is rebuilt from the log, as the index is
 trusted only up to the recovery point.
+
+The entries held in memory, over every segment of the process, are bounded
+(indexmemory.py), as Kafka bounds them by mapping the
+files: past the bound, the index loaded longest ago whose every entry is in
+its file (a writer's sealed index: its segment takes no more appends) drops its
+arrays and reads its file again when next used. So memory does not grow with
+the data a daemon holds. Only a sealed index is dropped: one still appended to
+(perhaps in a worker thread, the cleaner's) never is; a read in another thread
+takes whole arrays, dropped or not, and the file holds the same entries.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import CorruptIndexError
+from .indexmemory import INDEX_MEMORY
 
 OFFSET_ENTRY = np.dtype([("offset", ">i4"), ("position", ">i4")])
 TIME_ENTRY = np.dtype([("timestamp", ">i8"), ("offset", ">i4")])
@@ -66,13 +76,46 @@ class _Index:
         self.base_offset = base_offset
         self.max_entries = max(1, max_bytes // self.dtype.itemsize)
         self.writable = writable
-        self._keys = np.empty(16, dtype=np.int64)
-        self._values = np.empty(16, dtype=np.int64)
-        self._set_count(0)
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # None: in the file only
+        self.sealed = False  # no entry is added any more (`seal`): the arrays may be dropped
+        self._reset(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
         self._written = 0  # entries [_written, _count) are not in the file yet
         self._fd = -1
 
     # ------------------------------------------------------------ state
+
+    @property
+    def _keys(self) -> np.ndarray:
+        return (self._arrays or self._reload())[0]
+
+    @property
+    def _values(self) -> np.ndarray:
+        return (self._arrays or self._reload())[1]
+
+    def seal(self) -> None:
+        """No entry will be added: once every entry is in the file, the arrays
+        may be dropped (`unload`)."""
+        self.sealed = True
+
+    def unload(self) -> bool:
+        """Drop the arrays if the index is sealed and the file holds every entry
+        (a writer's, nothing pending); True if dropped. Read again when next used."""
+        if not (self.sealed and self.writable and self._written == self._count):
+            return False
+        self._arrays = None
+        return True
+
+    def _reload(self) -> tuple[np.ndarray, np.ndarray]:
+        count, written = self._count, self._written
+        self.load()
+        if self._count < count:  # (more is a truncation about to rewrite the file)
+            raise CorruptIndexError(
+                f"{self.path}: {self._count} entries read back, {count} were written"
+            )
+        self._set_count(count)
+        self._written = min(written, count)
+        assert self._arrays is not None
+        return self._arrays
 
     def __len__(self) -> int:
         return self._count
@@ -161,16 +204,18 @@ class _Index:
 
     def _reset(self, keys: np.ndarray, values: np.ndarray, room: int = 0) -> None:
         """Hold ``keys`` and ``values``, with room for as many more and ``room``."""
-        capacity = max(16, (len(keys) + room) * 2)
-        self._keys = np.empty(capacity, dtype=np.int64)
-        self._values = np.empty(capacity, dtype=np.int64)
-        self._keys[: len(keys)] = keys
-        self._values[: len(values)] = values
+        capacity = max(16, (len(keys) + room) * 2) if len(keys) + room else 0
+        new_keys = np.empty(capacity, dtype=np.int64)
+        new_values = np.empty(capacity, dtype=np.int64)
+        new_keys[: len(keys)] = keys
+        new_values[: len(values)] = values
+        self._arrays = (new_keys, new_values)
         self._set_count(len(keys))
+        INDEX_MEMORY.held(self, 16 * capacity)
 
     def _add(self, key: int, value: int) -> None:
         if self._count == len(self._keys):
-            self._reset(self._keys[: self._count], self._values[: self._count])
+            self._reset(self._keys[: self._count], self._values[: self._count], 1)
         self._keys[self._count] = key
         self._values[self._count] = value
         self._set_count(self._count + 1)

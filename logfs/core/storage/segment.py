@@ -28,6 +28,7 @@ by `remove_segment_files`.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Iterator
@@ -171,6 +172,22 @@ class LogSegment(Opening):
             DESCRIPTORS.touch(self)
         return self._fd
 
+    def file_lost(self) -> OSError | None:
+        """Whether the ``.log`` file this segment writes through is no longer the
+        file at its path (removed, renamed away or replaced from outside): an
+        OSError saying which, else None. Two ``stat`` calls; only an open file
+        can tell (a closed one is opened by its path again)."""
+        if self._fd < 0:
+            return None
+        held = os.fstat(self._fd)
+        try:
+            found = os.stat(self.log_path)
+        except FileNotFoundError:
+            return FileNotFoundError(errno.ENOENT, "the segment file was removed", self.log_path)
+        if held.st_nlink == 0 or (found.st_dev, found.st_ino) != (held.st_dev, held.st_ino):
+            return OSError(errno.ESTALE, "the segment file was replaced", self.log_path)
+        return None
+
     def release(self) -> None:
         """Close the files to stay under the descriptor budget; pending index
         entries stay in memory, and the next use opens the files again."""
@@ -309,6 +326,12 @@ class LogSegment(Opening):
         if self.max_timestamp != NO_TIMESTAMP:
             self.time_index.maybe_append(self.max_timestamp, self.next_offset - 1)
         self.flush_indexes()
+        self.seal()
+
+    def seal(self) -> None:
+        """No more appends: the indexes' arrays may leave memory (indexmemory.py)."""
+        self.offset_index.seal()
+        self.time_index.seal()
 
     def flush_indexes(self) -> None:
         if self._managed:  # writing opens the index files

@@ -51,7 +51,7 @@ from ..errors import CorruptIndexError, CorruptRecordError, LogfsError
 from ..format.compression import NAMES
 from ..format.decoding import decode_records
 from ..format.record import HEADER_SIZE, BatchHeader, crc_matches, read_header
-from ..log.store import RECOVERY_POINT_FILE, Store, read_checkpoint
+from ..log.store import LOG_START_FILE, RECOVERY_POINT_FILE, Store, read_checkpoint
 from ..storage import ownership
 from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.logfile import base_offset_of, iter_batches, segment_name
@@ -261,6 +261,7 @@ def _problems(path: Path, progress: Progress | None = None) -> list[str]:
         ]
         owners = {topic: store.topic_owner(topic) for topic in store.topics()}
     recovery_points = read_checkpoint(path / RECOVERY_POINT_FILE)
+    log_starts = read_checkpoint(path / LOG_START_FILE)
     for done, (topic, partition, directory, compact) in enumerate(partitions, 1):
         name = f"{topic}-{partition}"
         next_offset, found = None, False
@@ -284,7 +285,9 @@ def _problems(path: Path, progress: Progress | None = None) -> list[str]:
             problems += txns.segment_problems(log_path, base, walked.end_offset)
             size, count = size + log_path.stat().st_size, count + 1
         recovery_point = recovery_points.get((topic, partition), 0)
-        if not found and next_offset is not None and next_offset < recovery_point:
+        if next_offset is None:  # no segment: a writer starts again at the log start
+            next_offset = log_starts.get((topic, partition), 0)
+        if not found and next_offset < recovery_point:
             problems.append(
                 f"{name}: the log ends at offset {next_offset}, before its recovery point "
                 f"{recovery_point}: offsets that were on the disk are missing"

@@ -24,7 +24,7 @@ from .generated import (
     key_value_limit,
     state_text,
 )
-from .memory import Pool, RecordCache
+from .memory import PARTIAL_LINES_BYTES, Pool, RecordCache
 from .openfile import OpenFile, Shared
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "LengthFramer",
     "LineFramer",
     "OpenFile",
+    "PARTIAL_LINES_BYTES",
     "Pool",
     "RecordCache",
     "Shared",

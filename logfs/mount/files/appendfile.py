@@ -10,9 +10,11 @@ open file; they are kept only when it was opened for reading too
 
 from __future__ import annotations
 
+import errno
 import os
 
 from ...core.log import Log
+from ..errnos import fail
 from .framing import Batches, BatchFramer, Framed, LengthFramer, LineFramer, Packed
 from .openfile import OpenFile, Shared
 
@@ -25,7 +27,10 @@ class AppendFile(OpenFile):
     """Appends to ``partition`` of ``topic`` (None: the topic's append file,
     records spread over its partitions), framed by ``framer``.
 
-    Held per open file: the framer's unterminated tail and the unread receipts.
+    Held per open file: the framer's unterminated tail (its bytes taken from
+    the mount's budget of partial lines, `Shared.partial_lines`: a write()
+    that would hold more than is left fails with ENOBUFS, nothing appended) and
+    the unread receipts.
     """
 
     def __init__(
@@ -47,6 +52,7 @@ class AppendFile(OpenFile):
         # seeking back. O_APPEND opens (Python "a+") stay seekable: Python's
         # buffered "+" modes refuse a file that cannot seek.
         self.nonseekable = reading and not flags & os.O_APPEND
+        self.held = 0  # bytes of the framer's tail taken from view.partial_lines
 
     async def read(self, offset: int, size: int) -> bytes:
         """The receipts not read yet, at most ``size`` bytes of them."""
@@ -63,9 +69,32 @@ class AppendFile(OpenFile):
         if self.write_now(data):
             return
         framed, tail = self.framer.feed(data)
-        self.append(framed)
+        before = self.hold(len(tail))
+        try:
+            self.append(framed)
+        except BaseException:
+            self.hold(before)
+            raise
         self.framer.pending = tail
         await self.appended()
+
+    def hold(self, size: int) -> int:
+        """Hold ``size`` bytes of tail from the mount's budget of partial lines
+        (ENOBUFS, nothing changed, if it has not that many left); what was
+        held before."""
+        before, budget = self.held, self.view.partial_lines
+        if size > before:
+            granted = budget.take(size - before)
+            if granted < size - before:
+                budget.give(granted)
+                raise fail(errno.ENOBUFS)
+        else:
+            budget.give(before - size)
+        self.held = size
+        return before
+
+    def forget(self) -> None:
+        self.hold(0)
 
     def write_now(self, data: bytes) -> bool:
         """One line per write(), what loggers write: exactly one unkeyed line to
@@ -116,6 +145,7 @@ class AppendFile(OpenFile):
             self.append(self.framer.finish())
         finally:
             self.framer.pending = b""
+            self.hold(0)
 
     def append(self, framed: Framed | Packed | Batches) -> None:
         """Append ``framed`` to this file's partition, or spread it over the

@@ -6,7 +6,8 @@ least recently used dropped past a number of bytes: a node keeps only its
 size and timestamp, so nodes the kernel holds on to cost little however
 large their values. `Pool` is the read-ahead that ``stream`` readers share:
 what one reader holds beyond its request is taken from it and given back
-once read.
+once read; and, as a second pool, the bytes of partial lines that open append
+files hold (`PARTIAL_LINES_BYTES`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from ...core.format import Record
 RECORD_CACHE_BYTES = 64 << 20
 # Read-ahead of all stream readers of a mount, beyond what each one asked for.
 READ_AHEAD_SHARED_BYTES = 64 << 20
+# Partial lines (and binary frames, batches) held by all open append files of a
+# mount until the rest is written: each one's own cap is the topic's
+# max.message.bytes, so without this many writers could hold that many each.
+PARTIAL_LINES_BYTES = 64 << 20
 
 RECORD_OVERHEAD = 200  # a Record and its bytes objects, roughly
 

@@ -29,6 +29,7 @@ class Shared(Protocol):
 
     store: Store
     read_ahead: Pool  # shared by the stream readers
+    partial_lines: Pool  # the partial lines all open append files hold
 
     def records_appended(self, topic: str, count: int) -> None:
         """``count`` records were appended to ``topic`` (the daemon's metrics)."""
@@ -88,6 +89,10 @@ class OpenFile:
     async def release(self) -> None:
         """The last close of the file: as a close, unless a kind holds more."""
         await self.flush()
+
+    def forget(self) -> None:
+        """Dropped by the mount (after `release`, or without it once its topic
+        is gone): what it took of the mount's shared budgets goes back."""
 
     def unmount(self) -> None:
         """At unmount: what must not be lost of what this file holds."""

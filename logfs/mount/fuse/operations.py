@@ -197,22 +197,36 @@ class Operations(pyfuse3.Operations):
         """One chunk of the listing (as much as the kernel's buffer takes): the
         names are listed once per opendir (again when it starts over, as for
         rewinddir), so a large directory's listing costs each chunk only its
-        entries and other requests are served between chunks."""
+        entries and other requests are served between chunks.
+
+        ``.`` and ``..`` come first, as every directory lists them; the kernel
+        takes no reference on either (it never looks them up from a listing),
+        so neither is counted as looked up."""
         inode, entries = self._listings.get(fh, (fh, None))
         node = self.view.node(inode)
         if entries is None or start_id == 0:
-            entries = node.entries(self.view)
+            entries = [".", "..", *node.entries(self.view)]
             self._listings[fh] = (inode, entries)
         for i in range(start_id, len(entries)):
             try:
-                child = resolve(self.view, (*node.path, entries[i]))
+                if i < 2:
+                    child = node if i == 0 or not node.path else self._parent(node)
+                else:
+                    child = resolve(self.view, (*node.path, entries[i]))
             except pyfuse3.FUSEError:
                 continue  # gone since the listing was made
             if not pyfuse3.readdir_reply(
                 token, os.fsencode(entries[i]), self.view.attrs(child), i + 1
             ):
                 break
-            self.inodes.looked_up(child)
+            if i >= 2:
+                self.inodes.looked_up(child)
+
+    def _parent(self, node):
+        """The directory holding ``node`` (not the root): the kernel knows it,
+        having looked ``node`` up through it."""
+        parent = self.inodes.at(node.path[:-1])
+        return parent if parent is not None else resolve(self.view, node.path[:-1])
 
     async def releasedir(self, fh):
         self._listings.pop(fh, None)
@@ -342,8 +356,10 @@ class Operations(pyfuse3.Operations):
                 await self._release(fh)
         except pyfuse3.FUSEError as e:
             log_rejected(logging.WARNING, "closing a file lost what it held: errno %d", e.errno)
-        self.files.pop(fh, None)
+        file = self.files.pop(fh, None)
         self._opened.pop(fh, None)
+        if file is not None:
+            file.forget()
 
     @fuse_errors
     async def fsync(self, fh, datasync):

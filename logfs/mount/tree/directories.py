@@ -124,7 +124,7 @@ class SegmentDir(Directory):
         return Segment
 
     def entries(self, view: View) -> list[str]:
-        return sorted(view.log(self).segment_files())
+        return view.log(self).segment_names()
 
 
 class GroupsDir(Directory):
@@ -264,7 +264,11 @@ class Root(Directory):
         return [t for t in view.topics() if t not in INTERNAL_TOPICS]
 
     def mkdir(self, view: View, name: str, partitions: int, mode: int, caller: Caller) -> None:
-        """A topic, owned by the user who made it with ``mode`` (kept in DATA)."""
+        """A topic, owned by the user who made it with ``mode`` (kept in DATA). An
+        internal topic's name is no topic's here (lookups say ENOENT, whether it exists
+        or not): EINVAL, as Kafka refuses to create one (INVALID_REQUEST)."""
+        if name in INTERNAL_TOPICS:
+            raise fail(errno.EINVAL)
         owner = new_owner(caller, mode, view.options)
         try:
             view.store.create_topic(name, partitions=partitions, owner=owner)
@@ -279,8 +283,8 @@ class Root(Directory):
         ``default_permissions``). A topic holding records is a non-empty
         directory: only its owner or root may delete it whole (ENOTEMPTY for
         anyone else)."""
-        if view.partitions(name) is None:
-            raise fail(errno.ENOENT)
+        if name in INTERNAL_TOPICS or view.partitions(name) is None:
+            raise fail(errno.ENOENT)  # an internal topic is not shown, nor deleted, here
         refused = may_delete(
             caller, view.root_owner(), view.topic_owner(name), holds_records(view.store, name)
         )

@@ -24,6 +24,8 @@ from .lives import TopicLife
 from .nodes import WRITABLE
 from .view import Node, Stat, View
 
+MAX_OFFSET = 2**63 - 1  # Kafka's offsets are signed 64-bit
+
 
 def offset_text(view: View, group: str, topic: str, partition: int) -> bytes:
     """The committed offset as the file reads it; empty when there is none."""
@@ -96,14 +98,17 @@ class GroupFile(SnapshotFile):
 
     async def flush(self) -> None:
         """close(): commit the number written, once."""
-        text, self.written = bytes(self.written).strip(), bytearray()
+        numbers, self.written = bytes(self.written).split(), bytearray()
         Group.pending.discard(self.path)
-        if not text:
+        if not numbers:
             return  # nothing written: nothing to commit
-        if not text.isdigit():
-            raise fail(errno.EINVAL)
+        # Digits and white space were all write() let through; of several
+        # numbers (``printf '5\n6\n'``) the last is the newest position.
+        offset = int(numbers[-1])
+        if offset > MAX_OFFSET:
+            raise fail(errno.EINVAL)  # no offset of Kafka's (an int64) is this large
         topic, partition, group = self.path[0], int(self.path[1]), self.path[3]
-        self.view.groups.commit_offset(group, topic, partition, int(text))
+        self.view.groups.commit_offset(group, topic, partition, offset)
 
     async def release(self) -> None:
         """The last close: a group this file made is its maker's from now

@@ -184,7 +184,7 @@ class Segment(Link):
     __slots__ = ()
 
     def refresh(self, view: View) -> None:
-        target = view.log(self).segment_files().get(self.path[3])
+        target = view.log(self).segment_file(self.path[3])
         if target is None:
             raise fail(errno.ENOENT)
         self.target = target

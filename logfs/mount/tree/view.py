@@ -41,7 +41,7 @@ from ...core.config import flush_messages_reached
 from ...core.log import FromStream, Log, Owner, PartitionStream, Store, Uncounted
 from ...groups import Coordinator
 from ..errnos import Metrics, fail
-from ..files import OpenFile, Pool, RecordCache
+from ..files import PARTIAL_LINES_BYTES, OpenFile, Pool, RecordCache
 from .inodes import InodeTable
 from .keyfiles import Keys
 from .lives import Caller, Lives, TopicLife
@@ -204,6 +204,7 @@ class View:
         self.keys = Keys(store)
         self.records = RecordCache()  # what offset/<n> and keys/ files show
         self.read_ahead = Pool()  # shared by the stream readers
+        self.partial_lines = Pool(PARTIAL_LINES_BYTES)  # held by the open append files
         self.buffered = buffered  # the buffered mode's append streams, or None
         self._counting: dict[Uncounted, trio.Event] = {}
         # The root shows DATA's owner, group and permission bits (uid=, gid= and umask=

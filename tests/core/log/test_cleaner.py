@@ -276,8 +276,9 @@ def test_a_crash_at_each_step_leaves_the_log_before_or_after(tmp_path, monkeypat
                 crashed = False
             except SystemExit:
                 crashed = True
-        os.close(store._lock_fd)  # the process is gone: no flush, no close
-        store._lock_fd = -1
+        for fd in store._lock_fds:  # the process is gone: no flush, no close
+            os.close(fd)
+        store._lock_fds = ()
         with Store(data) as reopened:
             log = reopened.log("c", 0)
             got = records(log)

@@ -222,8 +222,9 @@ def test_recovery_reads_the_tail_from_the_disk_not_the_page_cache(data, monkeypa
     store.checkpoint()
     position = log.active_segment.size
     log.append([b"b"])
-    os.close(store._lock_fd)  # a crash: nothing flushed or checkpointed
-    store._lock_fd = -1
+    for fd in store._lock_fds:  # a crash: nothing flushed or checkpointed
+        os.close(fd)
+    store._lock_fds = ()
     advised = []
     real = os.posix_fadvise
     monkeypatch.setattr(
@@ -290,8 +291,9 @@ def test_a_failed_fsync_while_recovering_opens_the_partition_offline(data, monke
     store.log("t", 0).flush()
     store.checkpoint()
     store.log("t", 0).append([b"b"])
-    os.close(store._lock_fd)  # a crash: "b" is neither flushed nor checkpointed
-    store._lock_fd = -1
+    for fd in store._lock_fds:  # a crash: "b" is neither flushed nor checkpointed
+        os.close(fd)
+    store._lock_fds = ()
     monkeypatch.setattr(os, "fdatasync", eio)
     with Store(data) as store:  # the mount comes up; the partition does not
         log = store.log("t", 0)

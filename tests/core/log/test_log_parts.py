@@ -101,7 +101,7 @@ def test_unflushed_counts_records_and_hands_out_what_to_sync(tmp_path):
         # each segment's .log, .index and .timeindex, and the directory, by path
         assert len(ticket.fds) == 3 * len(segments) + 1
         inodes = {os.stat(path).st_ino for path in ticket.fds}
-        assert inodes == {os.stat(p).st_ino for p in log.segment_files().values()} | {
+        assert inodes == {os.stat(p).st_ino for p in map(log.segment_file, log.segment_names())} | {
             os.stat(log.dir).st_ino
         }
         assert (ticket.next_offset, ticket.messages) == (2, 2)

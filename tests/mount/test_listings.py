@@ -1,0 +1,179 @@
+"""Listings and lookups that stay cheap whatever a topic holds, and the
+errnos of the tree: ``segments/`` of 5,100 segment files listed in well under
+a second while another ``cat state`` is answered, ``.`` and ``..`` in every
+listing, ``groups/<group>`` writes refused or taken as the docs say."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import threading
+import time
+
+import pyfuse3
+import pytest
+from mount_helpers import Daemon, sh
+from test_operations import FS, fuse_error
+
+from logfs import Store
+from logfs.core.tools.offline import check
+
+SEGMENTS = 1700  # 5,100 files
+
+
+def tiny_segments(data, n: int) -> None:
+    """A topic ``t`` whose every record is a segment of its own (segment.bytes=14,
+    Kafka's least), ``n`` records long."""
+    with Store(data) as store:
+        store.create_topic("t", 1, {"segment.bytes": "14"})
+        log = store.log("t", 0)
+        for i in range(n):
+            log.append([b"%d" % i])
+
+
+def test_segment_names_and_files_agree_with_the_directory(tmp_path):
+    tiny_segments(tmp_path / "data", 30)
+    with Store(tmp_path / "data") as store:
+        log = store.log("t", 0)
+        names = log.segment_names()
+        assert names == sorted(names) and len(names) == 3 * 30
+        for name in names:
+            path = log.segment_file(name)
+            assert os.path.dirname(path) == os.path.abspath(log.dir)
+            assert os.path.basename(path) == name
+        # what is no segment's file is not found: another suffix, another base, not a name
+        first = names[0][:20]
+        for missing in (f"{first}.snapshot", f"{int(first) + 10**6:020d}.log", "x.log", ".log"):
+            assert log.segment_file(missing) is None
+        assert set(os.listdir(log.dir)) >= {n for n in names if n.endswith(".log")}
+
+
+def test_every_listing_starts_with_dot_and_dot_dot(tmp_path, monkeypatch):
+    store = Store(tmp_path / "data")
+    fs = FS(store, partitions=1)
+    fs.call("mkdir", pyfuse3.ROOT_INODE, b"orders", 0o755, None)
+    replies = []
+    monkeypatch.setattr(
+        pyfuse3,
+        "readdir_reply",
+        lambda token, name, attrs, i: replies.append((name, attrs)) or True,
+    )
+    for path, parent in (
+        ("", ""),
+        ("orders", ""),
+        ("orders/0", "orders"),
+        ("orders/0/offset", "orders/0"),
+    ):
+        replies.clear()
+        inode = fs.inode(path)
+        fh = fs.call("opendir", inode, None)
+        fs.call("readdir", fh, 0, None)
+        fs.call("releasedir", fh)
+        (dot, here), (dotdot, up) = replies[:2]
+        assert (dot, dotdot) == (b".", b"..")
+        assert here.st_ino == inode and up.st_ino == fs.inode(parent)
+        assert not {b".", b".."} & {n for n, _ in replies[2:]}  # listed once
+    # a listing resumed after the dots (the kernel's next chunk) does not repeat them
+    replies.clear()
+    fh = fs.call("opendir", fs.inode("orders"), None)
+    fs.call("readdir", fh, 0, None)
+    first = [n for n, _ in replies]
+    replies.clear()
+    fs.call("readdir", fh, 2, None)
+    assert [n for n, _ in replies] == first[2:]
+    fs.call("releasedir", fh)
+    store.close()
+    assert check(tmp_path / "data") == []
+
+
+def test_segments_of_a_large_partition_list_fast_and_never_stall_others(tmp_path):
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    tiny_segments(data, SEGMENTS)
+    with Daemon(data, mnt):
+        state = mnt / "t" / "0" / "state"
+        state.read_text()
+        waits: list[float] = []
+        stop = threading.Event()
+
+        def reader() -> None:  # another `cat state`, all along: the loop never stalls
+            while not stop.is_set():
+                started = time.monotonic()
+                state.read_bytes()
+                waits.append(time.monotonic() - started)
+                time.sleep(0.01)
+
+        other = threading.Thread(target=reader)
+        other.start()
+        try:
+            started = time.monotonic()
+            listed = os.listdir(mnt / "t" / "0" / "segments")
+            took = time.monotonic() - started
+            started = time.monotonic()
+            found = subprocess.run(
+                ["find", str(mnt / "t")], capture_output=True, text=True, timeout=60, check=True
+            ).stdout.split()
+            took_find = time.monotonic() - started
+        finally:
+            stop.set()
+            other.join()
+        assert len(listed) == 3 * SEGMENTS
+        assert len([p for p in found if "/segments/" in p]) == 3 * SEGMENTS
+        assert took < 1.0, f"ls segments/ of {SEGMENTS} segments took {took:.2f} s"
+        assert took_find < 3.0, f"find took {took_find:.2f} s"
+        assert waits and max(waits) < 1.0, f"cat state waited {max(waits):.2f} s"
+
+
+def test_group_files_refuse_what_no_offset_is_and_take_what_the_docs_allow(tmp_path):
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    with Daemon(data, mnt):
+        (mnt / "g").mkdir()
+        group = mnt / "g" / "0" / "groups" / "app"
+        # several numbers: the last is committed
+        assert sh(f"printf '5\\n6\\n' > {group}", check=False).returncode == 0
+        assert group.read_text() == "6\n"
+        # past an int64: EINVAL at close, nothing committed, no traceback in the log
+        for too_large in ("9223372036854775808", "99999999999999999999999"):
+            with pytest.raises(OSError) as refused, open(group, "w") as f:
+                f.write(too_large + "\n")
+            assert refused.value.errno == errno.EINVAL
+        assert group.read_text() == "6\n"
+        with open(group, "w") as f:
+            f.write("9223372036854775807\n")
+        assert group.read_text() == "9223372036854775807\n"
+        assert "Traceback" not in (data.parent / "daemon.log").read_text()
+        # `ls -a` lists the dots
+        listed = sh(f"ls -a {mnt / 'g' / '0'}").stdout.split()
+        assert listed[:2] == [".", ".."] and "groups" in listed
+
+
+def test_a_segment_name_that_no_segment_has_is_enoent(tmp_path):
+    store = Store(tmp_path / "data")
+    fs = FS(store, partitions=1)
+    fs.call("mkdir", pyfuse3.ROOT_INODE, b"orders", 0o755, None)
+    segments = fs.inode("orders/0/segments")
+    for name in (b"00000000000000000000.log", b"00000000000000000000.index"):
+        assert fs.call("lookup", segments, name, None).st_ino
+    for name in (b"00000000000000000001.log", b"00000000000000000000.snapshot", b"log"):
+        with fuse_error(errno.ENOENT):
+            fs.call("lookup", segments, name, None)
+    store.close()
+
+
+def test_internal_topics_are_no_topics_of_the_mount(tmp_path):
+    store = Store(tmp_path / "data")
+    fs = FS(store, partitions=1)
+    root = pyfuse3.ROOT_INODE
+    for _ in range(2):  # before and after the topic exists in DATA
+        with fuse_error(errno.ENOENT):
+            fs.call("lookup", root, b"__consumer_offsets", None)
+        with fuse_error(errno.EINVAL):
+            fs.call("mkdir", root, b"__consumer_offsets", 0o755, None)
+        with fuse_error(errno.ENOENT):
+            fs.call("rmdir", root, b"__consumer_offsets", None)
+        if "__consumer_offsets" not in store.topics():
+            store.create_topic("__consumer_offsets", 1)
+    assert "__consumer_offsets" in store.topics()  # neither made nor deleted by the mount
+    store.close()
