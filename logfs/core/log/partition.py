@@ -1,27 +1,24 @@
 """One topic-partition: an ordered list of segments in ``<topic>-<partition>/``.
 
 The last segment is the active one; appends go there until the roll rule
-(`LogSegment.should_roll`, Kafka's) says to start a new one at the next
-offset. Offsets are dense from the log start offset to ``next_offset``,
-except where the cleaner removed records from a compacted topic (cleaner.py):
-reads treat a gap like an offset out of range.
+(`LogSegment.should_roll`, Kafka's) says to start a new one at the next offset.
+Offsets are dense from the log start offset to ``next_offset``, except where the
+cleaner removed records from a compacted topic (cleaner.py): reads treat a gap
+like an offset out of range.
 
-Durability: everything below ``recovery_point`` has been fsynced. Opening a
-log recovers it (see recovery.py): every batch from the recovery point on is
-validated, the first bad batch and everything after it is removed, and the
-indexes past the recovery point are rebuilt.
+Durability: everything below ``recovery_point`` has been fsynced. Opening a log
+recovers it (recovery.py): every batch from the recovery point on is validated,
+the first bad batch and all after it removed, the indexes past it rebuilt.
+Failure: an I/O error that leaves the partition's files in an unknown state takes
+the partition offline (`fail`, failure.py): its recovery point never moves again
+and only records below it are served.
 
-Failure: an I/O error that leaves the partition's files in an unknown state
-takes the partition offline (`fail`, failure.py): its recovery point never
-moves again and only records below it are served.
-
-`Log` is built of parts over one `PartitionState` (state.py), which it makes
-and hands to each: `LogReads` (reads.py), `LogAppends` (appends.py),
-`LineWriter` (the one-line fast path, _line.pyx), `LogFlushing`
-(flushing.py) and `LogTransactions` (producers, markers, the last stable
-offset: transactions.py). Here are what is the whole log's — loading, configuration,
-retention, the cleaner's swaps, closing — and the log's public names, each
-given to the part that does it.
+`Log` is built of parts over one `PartitionState` (state.py), which it makes and
+hands to each: `LogReads` (reads.py), `LogAppends` (appends.py), `LineWriter` (the
+one-line fast path, _line.pyx), `LogFlushing` (flushing.py) and `LogTransactions`
+(producers, markers, the last stable offset: transactions.py). Here are what is
+the whole log's — loading, configuration, retention, the cleaner's swaps, closing
+— and the log's public names, each given to the part that does it.
 """
 
 from __future__ import annotations
@@ -376,14 +373,11 @@ class Log:
         return count
 
     def delete_records(self, offset: int) -> int:
-        """Kafka's DeleteRecords (`retention.delete_records`): returns the log start
-        offset, which the caller checkpoints (``log-start-offset-checkpoint``)."""
+        """Kafka's DeleteRecords (retention.py): the new log start, to checkpoint."""
         start, moved = self.log_start_offset, retention.delete_records(self._state, offset)
         if moved != start:
             self._txn.log_start_moved()
         return moved
-
-    # ------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
         state = self._state

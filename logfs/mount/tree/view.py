@@ -10,8 +10,7 @@ groupfiles.py for files) says what that kind does, and the open file it gives (a
 the errno of "not this kind" for the rest, so the FUSE handlers never ask which kind
 a node is.
 
-Inodes are handed out on lookup and dropped when the kernel forgets them: ``offset/<n>``
-files cost memory only while the kernel holds them.
+Inodes are handed out on lookup, dropped when the kernel forgets them.
 """
 
 from __future__ import annotations
