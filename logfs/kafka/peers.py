@@ -69,7 +69,9 @@ def request(peer: tuple[str, int], local: tuple[str, int]) -> bytes | None:
     if src is None or dst is None or src.version != dst.version:
         return None
     family = socket.AF_INET if src.version == 4 else socket.AF_INET6
-    sockid = SOCKID.pack(peer[1], local[1], src.packed.ljust(16, b"\0"), dst.packed.ljust(16, b"\0"))
+    sockid = SOCKID.pack(
+        peer[1], local[1], src.packed.ljust(16, b"\0"), dst.packed.ljust(16, b"\0")
+    )
     body = (
         REQUEST.pack(family, socket.IPPROTO_TCP, 0, 0, ALL_STATES)
         + sockid
