@@ -14,6 +14,8 @@ from ..core.errors import LogfsError
 from ..core.log import Log, Store
 from ..groups import Coordinator, TransactionCoordinator
 from ..kafka import (
+    AUTO_CREATE_PER_REQUEST,
+    LISTENER_BUDGETS,
     MAX_CONNECTIONS,
     MAX_REQUEST_BYTES,
     REQUEST_TIMEOUT,
@@ -80,6 +82,9 @@ def kafka_listener(
             acks_all_fsync=settings.get("kafka.acks.all.fsync", False),
             sync=sync,
             configs=broker_configs(store, options, f"{host}:{port}", cleaner),
+            auto_create_per_request=settings.get(
+                "kafka.auto.create.topics.per.request", AUTO_CREATE_PER_REQUEST
+            ),
         )
         listener = Listener(
             broker,
@@ -89,11 +94,22 @@ def kafka_listener(
             request_timeout=settings.get("kafka.request.timeout.ms", REQUEST_TIMEOUT * 1000) / 1000,
             max_connections=settings.get("kafka.max.connections", MAX_CONNECTIONS),
             ssl_context=_ssl_context(settings),
+            **_budgets(settings),
         )
         listener.bind()
     except (ValueError, OSError) as e:
         raise LogfsError(f"kafka={options.kafka}: {getattr(e, 'strerror', None) or e}") from None
     return listener
+
+
+def _budgets(settings) -> dict:
+    """The listener's budgets the options give (`LISTENER_BUDGETS`: option ->
+    argument, its unit), the rest left at their defaults."""
+    given = {}
+    for option, (argument, unit, _) in LISTENER_BUDGETS.items():
+        if option in settings:
+            given[argument] = settings[option] * unit
+    return given
 
 
 def _ssl_context(settings):

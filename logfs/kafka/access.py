@@ -54,13 +54,15 @@ class Access(NamedTuple):
 
 class Client(NamedTuple):
     """Who sent a request: the address it reached, its principal (None when
-    the listener does not authenticate), and where it came from as Kafka
-    shows a client's host (``/127.0.0.1``)."""
+    the listener does not authenticate), where it came from as Kafka
+    shows a client's host (``/127.0.0.1``), and the listener's number for its
+    connection (what group members joined over, `Broker.disconnected`)."""
 
     host: str
     port: int
     user: str | None = None
     peer: str = ""
+    connection: int | None = None
 
 
 def require(broker, client: Client, want: str, topic: str) -> None:

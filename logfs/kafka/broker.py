@@ -39,6 +39,8 @@ from .protocol import BadRequest, Reply, Request
 
 logger = logging.getLogger(__name__)
 
+AUTO_CREATE_PER_REQUEST = 10  # topics one Metadata request may create
+
 HANDLERS = {
     protocol.API_VERSIONS: metadata.api_versions,
     protocol.METADATA: metadata.metadata,
@@ -72,6 +74,9 @@ class Broker:
         partitions: partitions of a topic created without a count (auto-created).
         auto_create: create a topic a Metadata request names (Kafka's
             ``auto.create.topics.enable``).
+        auto_create_per_request: at most so many topics created by one Metadata
+            request (each makes files: a request naming thousands must not hold
+            the event loop); the client asks again for the rest.
         ready: set once the store's partitions are recovered; requests wait for it.
         topic_deleted: called with a topic's name after DeleteTopics removed it
             (the mount forgets the topic's inodes, as after ``rmdir``).
@@ -102,10 +107,12 @@ class Broker:
         acks_all_fsync: bool = False,
         sync: Callable[[Log, int], Awaitable[None]] | None = None,
         configs: BrokerConfigs | None = None,
+        auto_create_per_request: int = AUTO_CREATE_PER_REQUEST,
     ) -> None:
         self.store = store
         self.partitions = partitions
         self.auto_create = auto_create and not store.read_only
+        self.auto_create_per_request = auto_create_per_request
         self.ready = ready
         self.topic_deleted = topic_deleted
         self.users = users
@@ -139,6 +146,11 @@ class Broker:
             ticket = log.prepare_flush()
             await trio.to_thread.run_sync(ticket.sync)
             log.complete_flush(ticket)
+
+    def disconnected(self, connection: int) -> None:
+        """A client's connection closed: group members that joined over it and
+        never synced leave now (their metadata is let go)."""
+        self.groups.disconnected(connection)
 
     def allows(self, client: Client, want: str) -> bool:
         """Whether ``client``'s principal may ``want`` (access.py) on topics."""

@@ -9,9 +9,10 @@ with key type 1; the transaction coordinator's requests are transactions.py's).
 
 from __future__ import annotations
 
-from ..core.errors import LogfsError
+from ..core.errors import KafkaCode, LogfsError
 from ..groups import DEAD, ConsumerGroup, GroupError
 from . import group_offsets
+from .access import READ
 from .codes import NO_THROTTLE, NODE_ID, error_code
 from .protocol import (
     DELETE_GROUPS,
@@ -77,6 +78,8 @@ async def join_group(broker, request, advertised):
     protocols = [(p.name, p.metadata) for p in body.protocols]
     code, round_, member_id = ErrorCode.none, None, body.member_id
     try:
+        if not broker.allows(advertised, READ):  # as committing offsets needs
+            raise GroupError(KafkaCode.GROUP_AUTHORIZATION_FAILED)
         round_, member_id = await broker.groups.join(
             body.group_id,
             body.member_id,
@@ -88,6 +91,7 @@ async def join_group(broker, request, advertised):
             request.client_id or "",
             advertised.peer,
             version >= 4,
+            connection=advertised.connection,
         )
         if round_ is None:
             code = ErrorCode.member_id_required

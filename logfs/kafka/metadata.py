@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import uuid
 
+import trio
+
 from ..core.config import INTERNAL_TOPICS
 from ..core.errors import LogfsError
 from .access import WRITE
@@ -39,7 +41,7 @@ def api_versions_unsupported():
     return m.ApiVersionsResponse(error_code=ErrorCode.unsupported_version, api_keys=_api_keys(m))
 
 
-def metadata(broker, request, advertised):
+async def metadata(broker, request, advertised):
     m = schema(METADATA, request.version)
     store = broker.store
     ids = store.topic_ids
@@ -52,6 +54,7 @@ def metadata(broker, request, advertised):
         names = [t.name for t in wanted if t.name is not None]
     allow = getattr(request.body, "allow_auto_topic_creation", True)
     topics = [_by_id(broker, m, t.topic_id) for t in wanted or () if t.name is None]
+    creations = broker.auto_create_per_request
     for name in names:
         code = ErrorCode.none
         count = store.topics().get(name, 0)
@@ -61,13 +64,17 @@ def metadata(broker, request, advertised):
             and allow
             and broker.auto_create
             and not internal
+            and creations > 0
             and broker.allows(advertised, WRITE)
         ):
+            creations -= 1
             try:
                 store.create_topic(name, partitions=broker.partitions)
                 count = broker.partitions
             except LogfsError as e:
                 code = error_code(e)
+            await trio.lowlevel.checkpoint()  # others' requests between two creations
+            count = store.topics().get(name, 0)  # (deleted meanwhile: unknown)
         if not count and code == ErrorCode.none:
             code = ErrorCode.unknown_topic_or_partition
         partitions = _partitions(m, count)
