@@ -5,6 +5,9 @@ together (docs/kafka.md, Limits):
   (Kafka's ``queued.max.request.bytes``). A connection whose frame does not fit
   waits, unread, until earlier frames are answered: the kernel's socket buffer
   holds the rest and TCP tells the client to slow down; the daemon does not grow.
+  One client holds at most half the budget (or one frame, if larger), so a
+  client that declares large frames and sends them slowly leaves the other
+  half to everyone else.
 - `ConnectionSlots`: connections per client. A loopback client is counted by
   the uid that owns its socket (peers.py), as every local user shares
   127.0.0.1; any other client by its address (Kafka's ``max.connections.per.ip``).
@@ -44,10 +47,13 @@ LISTENER_BUDGETS = {
 
 
 class RequestMemory:
-    """A byte budget for request frames: `hold` waits until ``size`` bytes fit.
+    """A byte budget for request frames: `hold` waits until ``size`` bytes fit,
+    in the budget and in the client's share of it.
 
     A frame larger than the whole budget waits for the budget to be empty and
-    then holds all of it, so it is served alone rather than never.
+    then holds all of it, so it is served alone rather than never. A client
+    holding nothing may take one frame of any size that fits; beyond that its
+    frames together stay within half the budget.
 
     Args:
         total: the budget in bytes.
@@ -56,6 +62,7 @@ class RequestMemory:
     def __init__(self, total: int) -> None:
         self.total = total
         self.held = 0
+        self.by_client: dict[Hashable, int] = {}  # what each client key holds
         self.waiting = 0  # connections waiting for bytes, for statistics()
         self._freed = trio.lowlevel.ParkingLot()
 
@@ -63,25 +70,37 @@ class RequestMemory:
         """What a frame of ``size`` bytes takes of the budget."""
         return min(size, self.total)
 
-    async def hold(self, size: int) -> int:
-        """Take ``size`` bytes (at most the budget) once they fit; what was taken,
-        to give back to `release`."""
-        charge = self.charge(size)
+    def _fits(self, charge: int, key: Hashable) -> bool:
         if self.held + charge > self.total:
+            return False
+        mine = self.by_client.get(key, 0)
+        return not mine or mine + charge <= self.total // 2
+
+    async def hold(self, size: int, key: Hashable = None) -> int:
+        """Take ``size`` bytes (at most the budget) for client ``key`` once they
+        fit; what was taken, to give back to `release`."""
+        charge = self.charge(size)
+        if not self._fits(charge, key):
             self.waiting += 1
             try:
-                while self.held + charge > self.total:
+                while not self._fits(charge, key):
                     await self._freed.park()
             finally:
                 self.waiting -= 1
         self.held += charge
+        self.by_client[key] = self.by_client.get(key, 0) + charge
         return charge
 
-    def release(self, charge: int) -> None:
-        """Give back what `hold` took."""
+    def release(self, charge: int, key: Hashable = None) -> None:
+        """Give back what `hold` took for ``key``."""
         if not charge:
             return
         self.held -= charge
+        left = self.by_client.get(key, 0) - charge
+        if left > 0:
+            self.by_client[key] = left
+        else:
+            self.by_client.pop(key, None)
         self._freed.unpark_all()
 
     def statistics(self) -> dict[str, int]:

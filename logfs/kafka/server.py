@@ -236,7 +236,7 @@ class Connection:
                     f"a request of {size} bytes (at most {self.listener.max_request_bytes})"
                 )
             waiting = trio.current_time()
-            self.held = await memory.hold(size)
+            self.held = await memory.hold(size, self.key)
             try:
                 # The frame's time starts at its first byte, less the wait for the budget.
                 deadline = started + self.listener.request_timeout
@@ -254,7 +254,7 @@ class Connection:
 
     def _let_go(self) -> None:
         """Give the frame's bytes back to the request budget."""
-        self.listener.memory.release(self.held)
+        self.listener.memory.release(self.held, self.key)
         self.held = 0
 
     async def _head(self) -> tuple[int, float] | None:

@@ -5,8 +5,9 @@ what it saw as one JSON line.
 Modes (the JSON argument's fields):
 
 - ``hold``: open ``count`` connections to ``address``, send ``prefix`` (hex) on
-  each, then watch them for ``seconds``: ``opened``, and for each connection the
-  second (from the end of opening) at which the listener closed it, or null.
+  each (or ``prefixes``, one for each), then watch them for ``seconds``:
+  ``opened``, and for each connection the second (from the end of opening) at
+  which the listener closed it, or null.
 - ``flood``: ``count`` connections at once, each sending a frame of ``size``
   bytes (a size field, then zeros): ``sent`` bytes per connection, ``seconds``.
 - ``attempts``: ``threads`` threads run ``attempts`` (each a list of hex frames)
@@ -33,9 +34,10 @@ def _connect(address) -> socket.socket:
 
 
 def hold(spec: dict) -> dict:
-    prefix = bytes.fromhex(spec.get("prefix", ""))
+    prefixes = spec.get("prefixes") or [spec.get("prefix", "")] * spec["count"]
     socks = []
-    for _ in range(spec["count"]):
+    for hexed in prefixes:
+        prefix = bytes.fromhex(hexed)
         try:
             sock = _connect(spec["address"])
         except OSError:

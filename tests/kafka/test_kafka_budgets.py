@@ -158,6 +158,32 @@ def test_request_memory_makes_frames_wait_not_grow():
     run(test)
 
 
+def test_one_client_holds_at_most_half_the_budget_beyond_one_frame():
+    async def test():
+        memory = RequestMemory(100)
+        got = []
+
+        async def frame(key, size):
+            got.append((key, size, await memory.hold(size, key)))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(frame, "a", 70)  # one frame over half: taken
+            await trio.sleep(0.1)
+            nursery.start_soon(frame, "a", 20)  # a second of a's: waits for a's first
+            await trio.sleep(0.1)
+            nursery.start_soon(frame, "b", 30)  # b still has room
+            await trio.sleep(0.1)
+            assert [(k, s) for k, s, _ in got] == [("a", 70), ("b", 30)]
+            assert memory.by_client == {"a": 70, "b": 30} and memory.waiting == 1
+            memory.release(70, "a")
+        assert got[-1][:2] == ("a", 20) and memory.by_client == {"a": 20, "b": 30}
+        memory.release(20, "a")
+        memory.release(30, "b")
+        assert memory.held == 0 and memory.by_client == {}
+
+    run(test)
+
+
 def test_connection_slots_per_user_and_per_address():
     slots = ConnectionSlots(per_ip=2, per_user=3)
     alice, remote = client_key(1000, "127.0.0.1"), client_key(None, "10.0.0.7")
@@ -267,6 +293,25 @@ def test_one_user_cannot_take_every_connection(tmp_path, users):
         served_idle = [t for t in idle_out["closed"] if t is None or t >= 1]
         assert len(served_idle) == 100 and all(t is not None and t < 6 for t in served_idle)
         assert answered_in(served) < 1
+        assert_unharmed(served, data)
+
+
+def test_frames_declared_and_never_sent_leave_others_their_share(tmp_path, users):
+    """One user declares a 99 MiB and a 29 MiB frame (the whole budget) and sends
+    one byte of each: its second waits for its first, so others are answered, and
+    each is closed at the request timeout (the second's counted once it has its share)."""
+    data = control_data(tmp_path)
+    with Served(data, "kafka.request.timeout.ms=5000") as served:
+        prefixes = [(size * MiB).to_bytes(4, "big").hex() + "00" for size in (99, 29)]
+        spec = {"address": served.address, "prefixes": prefixes, "seconds": 14}
+        holder = as_user(users[0], "hold", spec)
+        time.sleep(1)
+        assert answered_in(served) < 1
+        out = result(holder)
+        first, second = out["closed"]
+        # The second's time starts once it has its bytes: when the first is closed.
+        assert first is not None and 3 < first < 7, out
+        assert second is not None and first + 3 < second < 13, out
         assert_unharmed(served, data)
 
 
@@ -414,3 +459,90 @@ def test_a_bad_budget_is_one_line_and_no_daemon(tmp_path, option):
     assert done.returncode != 0
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert option.split("=")[0] in done.stderr
+
+
+def test_two_users_flooding_at_once_share_one_budget(tmp_path, users):
+    """Two users' 8 connections each send 60 MiB frames at once: the daemon still
+    holds at most the budget, and a third client is answered meanwhile."""
+    data = control_data(tmp_path)
+    with Served(data, f"queued.max.request.bytes={64 * MiB}") as served:
+        before = rss_mib(served.proc.pid)
+        spec = {"address": served.address, "count": 8, "size": 60 * MiB}
+        with Watch(served) as watch:
+            floods = [as_user(user, "flood", spec) for user in users]
+            outs = [result(flood, timeout=600) for flood in floods]
+        assert all(sum(out["sent"]) > 4 * 60 * MiB for out in outs)
+        assert max(watch.rss) - before < 64 + 60, (before, max(watch.rss))
+        assert max(watch.waits) < 1, watch.waits
+        assert_unharmed(served, data)
+
+
+def test_creating_many_topics_at_once_leaves_others_served(tmp_path):
+    """CreateTopics naming 500 topics: each is created, and other clients are
+    answered between two creations."""
+    data = control_data(tmp_path)
+    with Served(data) as served:
+        t = load_request_schema(19, 5)
+        m = __import__(t.__module__, fromlist=["CreatableTopic"])
+        topics = tuple(
+            m.CreatableTopic(
+                name=f"many-{i}",
+                num_partitions=1,
+                replication_factor=1,
+                assignments=(),
+                configs=(),
+            )  # fmt: skip
+            for i in range(500)
+        )
+        body = t(topics=topics, timeout=datetime.timedelta(seconds=60), validate_only=False)
+        with Watch(served) as watch:
+            answer = call(served.address, 19, 5, body)
+        assert [x.error_code for x in answer.topics] == [0] * 500
+        assert max(watch.waits, default=0) < 1, watch.waits
+        assert_unharmed(served, data)
+
+
+def test_joining_a_group_needs_the_right_to_read(tmp_path):
+    """With SASL, a principal that may not read DATA's topics may not join a
+    group either (its metadata is never held); root may."""
+    import confluent_kafka as ck
+
+    pwd.getpwnam("nobody")  # the principal below is this local user
+    data = control_data(tmp_path)
+    data.chmod(0o700)
+    credentials = tmp_path / "kafka-users"
+    credentials.write_text("root:rootpw\nnobody:nobodypw\n")
+    credentials.chmod(0o600)
+    with Served(data, f"kafka.sasl.users={credentials}") as served:
+
+        def consumer(user: str, password: str) -> ck.Consumer:
+            return ck.Consumer({
+                "bootstrap.servers": served.bootstrap, "group.id": "joiners",
+                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+                "sasl.username": user, "sasl.password": password,
+                "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            })  # fmt: skip
+
+        errors = []
+        nobody = consumer("nobody", "nobodypw")
+        nobody.subscribe(["control"], on_assign=lambda *a: errors.append("assigned"))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not errors:
+            try:
+                message = nobody.poll(0.5)
+            except ck.KafkaException as e:
+                errors.append(e.args[0].name())
+            else:
+                if message is not None and message.error() is not None:
+                    errors.append(message.error().name())
+        nobody.close()
+        assert errors and errors[0] == "GROUP_AUTHORIZATION_FAILED", errors
+        root = consumer("root", "rootpw")
+        root.subscribe(["control"])
+        got = None
+        deadline = time.monotonic() + 30
+        while got is None and time.monotonic() < deadline:
+            got = root.poll(0.5)
+        root.close()
+        assert got is not None and got.error() is None and got.value() == b"unchanged"
+        assert_unharmed(served, data, metadata=False)
