@@ -9,8 +9,8 @@ leave or an expired session starts a new round; members learn of it from
 REBALANCE_IN_PROGRESS in their heartbeats.
 
 Bounds: a member that does not heartbeat within its session timeout is
-removed (`expire`, run by the daemon), and so is one whose connection closed
-before it synced (`disconnected`); a group without members or committed
+removed (`expire`, run by the daemon), and one whose connection closed
+before it synced within the shortest session (`disconnected`); a group without members or committed
 offsets is forgotten, so an idle group costs only its offsets; a group holds
 at most ``group.max.size`` members (settings.py); members' protocol metadata
 is bounded per member and in all (budget.py).
@@ -378,18 +378,19 @@ class Coordinator(GroupStore):
         return member if member is not None and member.connection == connection else None
 
     def disconnected(self, connection: int) -> int:
-        """The listener's ``connection`` closed: its members that have not synced
-        since they last joined leave (their metadata is let go now, not at the
-        end of their session). How many left."""
-        removed = 0
+        """The listener's ``connection`` closed: the sessions of its members that
+        have not synced since they last joined end within
+        ``group.min.session.timeout.ms`` (their metadata is let go then, not at
+        the end of a session the client chose), unless they sync or heartbeat
+        meanwhile, on another connection. How many were cut short."""
+        cut, soon = 0, trio.current_time() + self.settings.min_session_ms / 1000
         for group_id, member_id in self._joined_over.pop(connection, ()):
             member = self._member(group_id, member_id, connection)
-            if member is None or member.synced or member.waiting:
+            if member is None or member.synced or member.deadline <= soon:
                 continue
-            logger.info("group %s: member %s left with its connection", group_id, member_id)
-            self._remove(self.groups[group_id], member_id)
-            removed += 1
-        return removed
+            member.deadline = soon
+            cut += 1
+        return cut
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Expire sessions every `SWEEP_SECONDS` until cancelled."""
