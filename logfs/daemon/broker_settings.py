@@ -10,7 +10,7 @@ import os
 from ..core.config import parse_int
 from ..core.errors import InvalidConfigError
 from ..core.log import Store
-from ..kafka import MAX_CONNECTIONS, MAX_REQUEST_BYTES, BrokerConfigs
+from ..kafka import LISTENER_BUDGETS, MAX_CONNECTIONS, MAX_REQUEST_BYTES, BrokerConfigs
 from .cleaner_task import Cleaner
 from .options import MountOptions
 
@@ -56,6 +56,9 @@ def broker_configs(
             "kafka.max.connections" in kafka,
         ),
     }
+    for name, (_, _, default) in LISTENER_BUDGETS.items():
+        if not name.startswith("kafka."):  # Kafka's own settings
+            fixed[name] = (kafka.get(name, default), name in kafka)
     flusher = options.tasks["flusher"]
     for name, seconds, default in (
         ("log.retention.check.interval.ms", flusher.get("retention_interval"), 300000),

@@ -13,6 +13,8 @@ from ..core.errors import LogfsError
 from ..core.log import Log, Store
 from ..groups import Coordinator, TransactionCoordinator
 from ..kafka import (
+    AUTO_CREATE_PER_REQUEST,
+    LISTENER_BUDGETS,
     MAX_CONNECTIONS,
     MAX_REQUEST_BYTES,
     REQUEST_TIMEOUT,
@@ -75,6 +77,9 @@ def kafka_listener(
             sync=sync,
             configs=broker_configs(store, options, f"{host}:{port}", cleaner),
             metrics=metrics,
+            auto_create_per_request=settings.get(
+                "kafka.auto.create.topics.per.request", AUTO_CREATE_PER_REQUEST
+            ),
         )
         listener = Listener(
             broker,
@@ -84,11 +89,22 @@ def kafka_listener(
             request_timeout=settings.get("kafka.request.timeout.ms", REQUEST_TIMEOUT * 1000) / 1000,
             max_connections=settings.get("kafka.max.connections", MAX_CONNECTIONS),
             ssl_context=_ssl_context(settings),
+            **_budgets(settings),
         )
         listener.bind()
     except (ValueError, OSError) as e:
         raise LogfsError(f"kafka={options.kafka}: {getattr(e, 'strerror', None) or e}") from None
     return listener
+
+
+def _budgets(settings) -> dict:
+    """The listener's budgets the options give (`LISTENER_BUDGETS`: option ->
+    argument, its unit), the rest left at their defaults."""
+    given = {}
+    for option, (argument, unit, _) in LISTENER_BUDGETS.items():
+        if option in settings:
+            given[argument] = settings[option] * unit
+    return given
 
 
 def _ssl_context(settings):

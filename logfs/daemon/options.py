@@ -62,6 +62,13 @@ KAFKA_OPTIONS = {
     "kafka.ssl.certfile": "path",
     "kafka.ssl.keyfile": "path",
     "kafka.acks.all.fsync": "bool",
+    # The listener's budgets (kafka/budgets.py), under Kafka's names where it has them.
+    "queued.max.request.bytes": "positive",
+    "connections.max.idle.ms": "positive",
+    "max.connections.per.ip": "positive",
+    "kafka.max.connections.per.user": "positive",
+    "connection.failed.authentication.delay.ms": "natural",
+    "kafka.auto.create.topics.per.request": "positive",
 }
 
 
@@ -162,8 +169,9 @@ def _kafka_value(key: str, value: str) -> int | bool | str:
         if value not in ("true", "false"):
             raise LogfsError(f"{key}={value}: expected true or false")
         return value == "true"
-    if not value.isdigit() or int(value) < 1:
-        raise LogfsError(f"{key}={value}: expected a positive integer")
+    least = 0 if KAFKA_OPTIONS[key] == "natural" else 1
+    if not value.isdigit() or int(value) < least or int(value) >= 2**63:
+        raise LogfsError(f"{key}={value}: expected an integer of at least {least}")
     return int(value)
 
 

@@ -9,9 +9,11 @@ leave or an expired session starts a new round; members learn of it from
 REBALANCE_IN_PROGRESS in their heartbeats.
 
 Bounds: a member that does not heartbeat within its session timeout is
-removed (`expire`, run by the daemon); a group without members or
-committed offsets is forgotten, so an idle group costs only its offsets; a
-group holds at most ``group.max.size`` members (settings.py).
+removed (`expire`, run by the daemon), and one whose connection closed
+before it synced within the shortest session (`disconnected`); a group without members or committed
+offsets is forgotten, so an idle group costs only its offsets; a group holds
+at most ``group.max.size`` members (settings.py); members' protocol metadata
+is bounded per member and in all (budget.py).
 
 Consumer groups of KIP-848's protocol share the groups' names and offsets;
 their protocol is modern_coordinator.py's (`Coordinator.consumer`), and the
@@ -30,6 +32,7 @@ import uuid
 import trio
 
 from ..core.errors import KafkaCode
+from .budget import MetadataBudget, cost, member_protocols
 from .consumer import PROTOCOL_TYPE
 from .modern import ConsumerGroup
 from .modern_coordinator import ConsumerGroups
@@ -64,6 +67,10 @@ class Coordinator(GroupStore):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.consumer = ConsumerGroups(self)
+        self.metadata = MetadataBudget(
+            self.settings.member_metadata_max_bytes, self.settings.metadata_max_bytes
+        )
+        self._joined_over: dict[int, set[tuple[str, str]]] = {}  # connection -> its members
 
     # ------------------------------------------------------------ rebalancing
 
@@ -131,10 +138,12 @@ class Coordinator(GroupStore):
         client_id: str,
         client_host: str,
         require_known_id: bool,
+        connection: int | None = None,
     ) -> tuple[Round | None, str]:
         """JoinGroup: the round the member joined once it has ended, and the
         member's id. (None, new id) when the client must rejoin with that id
-        (MEMBER_ID_REQUIRED)."""
+        (MEMBER_ID_REQUIRED). ``connection``: the listener's connection it came
+        over, whose close drops the member unless it synced."""
         self.load()
         if not group_id:
             raise GroupError(KafkaCode.INVALID_GROUP_ID)
@@ -142,6 +151,7 @@ class Coordinator(GroupStore):
             raise GroupError(KafkaCode.INVALID_SESSION_TIMEOUT)
         if not protocol_type or not protocols:
             raise GroupError(KafkaCode.INCONSISTENT_GROUP_PROTOCOL)
+        self.metadata.check(protocols)
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and group.members:  # a classic member there
             return self.consumer.classic.join(
@@ -164,6 +174,8 @@ class Coordinator(GroupStore):
                 raise GroupError(KafkaCode.GROUP_MAX_SIZE_REACHED)
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if static is not None:  # the instance restarted: it takes its place anew
+                self.metadata.admit(protocols, cost(static.protocols))
+                self._track(connection, group_id, member_id, static)
                 answer = self._rejoin_static(
                     group, static, member_id, protocols, session_ms, rebalance_ms
                 )
@@ -177,8 +189,10 @@ class Coordinator(GroupStore):
             raise GroupError(KafkaCode.UNKNOWN_MEMBER_ID)
         elif static is not None and static.member_id != member_id:
             raise GroupError(KafkaCode.FENCED_INSTANCE_ID)
-        group.pending.pop(member_id, None)
         member = group.members.get(member_id)
+        if not rejoined:
+            self.metadata.admit(protocols, cost(member.protocols) if member else 0)
+        group.pending.pop(member_id, None)
         if member is None:
             member = group.members[member_id] = Member(
                 member_id, instance_id, client_id, client_host, session_ms, rebalance_ms
@@ -194,6 +208,7 @@ class Coordinator(GroupStore):
             return current_round(group), member_id
         member.session_ms, member.rebalance_ms = session_ms, rebalance_ms
         member.protocols = list(protocols)
+        self._track(connection, group_id, member_id, member)
         group.protocol_type = protocol_type
         round_ = group.round
         self._prepare(group)
@@ -292,6 +307,7 @@ class Coordinator(GroupStore):
             protocol is not None and protocol != group.protocol
         ):
             raise GroupError(KafkaCode.INCONSISTENT_GROUP_PROTOCOL)
+        member.synced = True
         return group.protocol_type, group.protocol, member.assignment
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None):
@@ -343,7 +359,38 @@ class Coordinator(GroupStore):
             if group.state == PREPARING and group.round_deadline < now:
                 self._maybe_complete(group, overdue=True)
             self.forget_if_idle(group)
+        self.metadata.recount(member_protocols(self.groups.values()))
         return removed
+
+    def _track(self, connection: int | None, group_id: str, member_id: str, member) -> None:
+        """Remember that ``member`` joined over ``connection`` (`disconnected`)."""
+        member.connection, member.synced = connection, False
+        if connection is None:
+            return
+        joined = self._joined_over.setdefault(connection, set())
+        joined.add((group_id, member_id))
+        if len(joined) > 2 * self.settings.max_size:  # members gone since: forget them
+            joined -= {(g, m) for g, m in joined if self._member(g, m, connection) is None}
+
+    def _member(self, group_id: str, member_id: str, connection: int):
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if isinstance(group, Group) else None
+        return member if member is not None and member.connection == connection else None
+
+    def disconnected(self, connection: int) -> int:
+        """The listener's ``connection`` closed: the sessions of its members that
+        have not synced since they last joined end within
+        ``group.min.session.timeout.ms`` (their metadata is let go then, not at
+        the end of a session the client chose), unless they sync or heartbeat
+        meanwhile, on another connection. How many were cut short."""
+        cut, soon = 0, trio.current_time() + self.settings.min_session_ms / 1000
+        for group_id, member_id in self._joined_over.pop(connection, ()):
+            member = self._member(group_id, member_id, connection)
+            if member is None or member.synced or member.deadline <= soon:
+                continue
+            member.deadline = soon
+            cut += 1
+        return cut
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Expire sessions every `SWEEP_SECONDS` until cancelled."""

@@ -2,8 +2,9 @@
 group coordinator (``group.*``), given as ``-o`` options of ``logfs mount``
 and ``logfs serve``, checked as Kafka's ``GroupCoordinatorConfig`` checks
 them. One node: a group holds at most 1000 members whatever Kafka's
-``group.max.size`` default (unbounded) says, so that a client cannot grow
-the daemon without bound.
+``group.max.size`` default (unbounded) says, and classic members' protocol
+metadata is bounded per member and in all (budget.py), so that a client
+cannot grow the daemon without bound.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, NamedTuple
 from ..core.config import INT_MAX, parse_int
 from ..core.errors import InvalidConfigError
 from .assignors import ASSIGNORS
+from .budget import MEMBER_METADATA_MAX_BYTES, METADATA_MAX_BYTES
 
 MAX_MEMBERS = 1000
 POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
@@ -51,6 +53,8 @@ class GroupSettings(NamedTuple):
     consumer_max_size: int = MAX_MEMBERS
     assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
     migration_policy: str = "bidirectional"
+    member_metadata_max_bytes: int = MEMBER_METADATA_MAX_BYTES  # budget.py
+    metadata_max_bytes: int = METADATA_MAX_BYTES
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> GroupSettings:
@@ -114,4 +118,7 @@ OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "group.consumer.max.size": ("consumer_max_size", parse_int(1, MAX_MEMBERS)),
     "group.consumer.assignors": ("assignors", _assignors),
     "group.consumer.migration.policy": ("migration_policy", _policy),
+    # logfs's own: what classic members' protocol metadata may hold (budget.py)
+    "group.member.metadata.max.bytes": ("member_metadata_max_bytes", parse_int(1, INT_MAX)),
+    "group.metadata.max.bytes": ("metadata_max_bytes", parse_int(1, 2**62)),
 }

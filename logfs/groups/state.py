@@ -53,6 +53,8 @@ class Member:
         "deadline",
         "joined",
         "waiting",
+        "connection",
+        "synced",
     )
 
     def __init__(self, member_id, instance_id, client_id, client_host, session_ms, rebalance_ms):
@@ -64,6 +66,8 @@ class Member:
         self.deadline = 0.0
         self.joined = False  # rejoined in the current round
         self.waiting = 0  # requests parked in JoinGroup/SyncGroup: the member is alive
+        self.connection: int | None = None  # the listener's connection it last joined over
+        self.synced = False  # got its assignment since it last joined
 
     def touch(self) -> None:
         self.deadline = trio.current_time() + self.session_ms / 1000

@@ -52,8 +52,10 @@ class Client(NamedTuple):
     """Who sent a request: the address it reached, its principal (None when
     the listener does not authenticate), where it came from as Kafka shows a
     client's host (``/127.0.0.1``), the uid owning a loopback client's socket
-    (None: not a loopback client, or not found), and the local user it is
-    (`identity_of`, found once per connection; None: found per request)."""
+    (None: not a loopback client, or not found), the local user it is
+    (`identity_of`, found once per connection; None: found per request), and the
+    listener's number for its connection (what group members joined over,
+    `Broker.disconnected`)."""
 
     host: str
     port: int
@@ -61,6 +63,7 @@ class Client(NamedTuple):
     peer: str = ""
     uid: int | None = None
     who: Identity | None = None
+    connection: int | None = None
 
 
 def identity_of(sasl: bool, user: str | None, uid: int | None) -> Identity:

@@ -4,6 +4,8 @@ are configs.py's)."""
 
 from __future__ import annotations
 
+import trio
+
 from ..core.config import TopicConfig
 from ..core.errors import (
     InvalidConfigError,
@@ -26,7 +28,7 @@ def _outcome(action) -> tuple[ErrorCode, str | None]:
     return ErrorCode.none, None
 
 
-def create_topics(broker, request, advertised):
+async def create_topics(broker, request, advertised):
     m = schema(CREATE_TOPICS, request.version)
     store = broker.store
     results = []
@@ -48,6 +50,7 @@ def create_topics(broker, request, advertised):
             store.create_topic(topic.name, partitions=count, config=configs, owner=owner)
 
         code, message = _outcome(create)
+        await trio.lowlevel.checkpoint()  # others' requests between two creations
         results.append(
             make(
                 m.CreatableTopicResult,

@@ -40,6 +40,8 @@ from .protocol import BadRequest, Reply, Request
 
 logger = logging.getLogger(__name__)
 
+AUTO_CREATE_PER_REQUEST = 10  # topics one Metadata request may create
+
 
 class Metrics(Protocol):
     """What the listener tells the daemon's metrics (logfs/metrics's `Metrics`), which
@@ -92,6 +94,9 @@ class Broker:
         partitions: partitions of a topic created without a count (auto-created).
         auto_create: create a topic a Metadata request names (Kafka's
             ``auto.create.topics.enable``).
+        auto_create_per_request: at most so many topics created by one Metadata
+            request (each makes files: a request naming thousands must not hold
+            the event loop); the client asks again for the rest.
         ready: set once the store's partitions are recovered; requests wait for it.
         topic_deleted: called with a topic's name after DeleteTopics removed it
             (the mount forgets the topic's inodes, as after ``rmdir``).
@@ -127,11 +132,13 @@ class Broker:
         sync: Callable[[Log, int], Awaitable[None]] | None = None,
         configs: BrokerConfigs | None = None,
         metrics: Metrics | None = None,
+        auto_create_per_request: int = AUTO_CREATE_PER_REQUEST,
     ) -> None:
         self.store = store
         self.metrics = metrics
         self.partitions = partitions
         self.auto_create = auto_create and not store.read_only
+        self.auto_create_per_request = auto_create_per_request
         self.ready = ready
         self.topic_deleted = topic_deleted
         self.users = users
@@ -165,6 +172,11 @@ class Broker:
             ticket = log.prepare_flush()
             await trio.to_thread.run_sync(ticket.sync)
             log.complete_flush(ticket)
+
+    def disconnected(self, connection: int) -> None:
+        """A client's connection closed: group members that joined over it and
+        never synced leave now (their metadata is let go)."""
+        self.groups.disconnected(connection)
 
     def allows(self, client: Client, want) -> bool:
         """Whether ``client`` may ``want`` (access.py's READ or OWNER) on the

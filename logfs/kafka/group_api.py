@@ -92,6 +92,7 @@ async def join_group(broker, request, advertised):
             request.client_id or "",
             advertised.peer,
             version >= 4,
+            connection=advertised.connection,
         )
         if round_ is None:
             code = ErrorCode.member_id_required

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import uuid
 
+import trio
+
 from ..core.config import INTERNAL_TOPICS
 from ..core.errors import AccessDeniedError, LogfsError
 from .access import DESCRIBE, allows, new_topic_owner, require_create
@@ -39,7 +41,7 @@ def api_versions_unsupported():
     return m.ApiVersionsResponse(error_code=ErrorCode.unsupported_version, api_keys=_api_keys(m))
 
 
-def metadata(broker, request, advertised):
+async def metadata(broker, request, advertised):
     m = schema(METADATA, request.version)
     store = broker.store
     ids = store.topic_ids
@@ -56,16 +58,13 @@ def metadata(broker, request, advertised):
         names = [t.name for t in wanted if t.name is not None]
     allow = getattr(request.body, "allow_auto_topic_creation", True)
     topics = [_by_id(broker, advertised, m, t.topic_id) for t in wanted or () if t.name is None]
+    creations = broker.auto_create_per_request
     for name in names:
         code = ErrorCode.none
         count = store.topics().get(name, 0)
         internal = name in INTERNAL_TOPICS
-        if (
-            not count
-            and allow
-            and broker.auto_create
-            and not internal
-        ):
+        if not count and allow and broker.auto_create and not internal and creations > 0:
+            creations -= 1
             try:
                 require_create(broker, advertised, name)
                 owner = new_topic_owner(broker, advertised)
@@ -73,6 +72,8 @@ def metadata(broker, request, advertised):
                 count = broker.partitions
             except LogfsError as e:
                 code = error_code(e)
+            await trio.lowlevel.checkpoint()  # others' requests between two creations
+            count = store.topics().get(name, 0)  # (deleted meanwhile: unknown)
         elif count and not allows(broker, advertised, DESCRIBE, name):
             code, count = error_code(AccessDeniedError(name)), 0
         if not count and code == ErrorCode.none:

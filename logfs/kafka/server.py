@@ -2,11 +2,18 @@
 connection answered one at a time and in order (as Kafka's broker does).
 
 Bounds per connection (PRODUCT §11): a request frame is at most
-``max_request_bytes`` (Kafka's ``socket.request.max.bytes``); a frame once
-begun must arrive within ``request_timeout`` seconds (a slow client cannot
-hold a request open forever); at most ``max_connections`` connections are
-served at once, further ones are closed at once. A frame that does not parse
-closes its connection only; nothing a client sends stops the listener.
+``max_request_bytes`` (Kafka's ``socket.request.max.bytes``); a frame must
+arrive whole within ``request_timeout`` seconds of its size field's first
+byte (a slow client cannot hold a request open forever; waiting for the
+request budget is not counted); a connection that sends nothing for
+``idle_timeout`` seconds between requests is closed (Kafka's
+``connections.max.idle.ms``). Bounds over all connections (budgets.py): the
+bytes of frames held at once (``queued.max.request.bytes``: a connection
+waits for them, the daemon does not grow); at most ``max_connections``
+connections, and at most so many per local user or per address, further ones
+closed at once; failed authentications answered one delay apart per client.
+A frame that does not parse closes its connection only; nothing a client
+sends stops the listener.
 
 With an ``ssl_context`` the listener speaks only TLS (Kafka's SSL and
 SASL_SSL listeners): a connection's TLS handshake must end within
@@ -15,9 +22,7 @@ SASL_SSL listeners): a connection's TLS handshake must end within
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import ipaddress
 import logging
 import os
 import socket
@@ -27,11 +32,18 @@ import time
 import numpy
 import trio
 
-from ..core.errors import LogfsError
-from . import peers, protocol, sasl, tls
+from . import budgets, peers, protocol, sasl, tls
 from .access import Client, identity_of
 from .broker import Broker
-from .protocol import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, BadRequest, Region, Reply
+from .protocol import (
+    API_VERSIONS,
+    PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    BadRequest,
+    Region,
+    Reply,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -39,42 +51,6 @@ MAX_REQUEST_BYTES = 100 * 1024 * 1024
 REQUEST_TIMEOUT = 30.0
 MAX_CONNECTIONS = 1000
 LOG_PER_SECOND = 10  # closed connections logged per second at most
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """``[HOST:]PORT`` -> (host, port); without HOST, loopback only.
-
-    Raises:
-        ValueError: not a port number 0-65535.
-    """
-    host, _, port = text.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
-    if not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"{text!r}: expected [HOST:]PORT with a port number 0-65535")
-    return host, int(port)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether every address ``host`` names is a loopback one."""
-    try:
-        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except OSError:
-        return False
-    return all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in found)
-
-
-def check_exposure(host: str, users: dict | None, allow_anonymous: bool) -> None:
-    """A listener other programs' machines can reach needs SASL credentials,
-    unless anonymous access is asked for explicitly.
-
-    Raises:
-        LogfsError: a non-loopback ``host`` without either.
-    """
-    if users is None and not allow_anonymous and not is_loopback(host):
-        raise LogfsError(
-            f"{host} is not a loopback address: give SASL credentials "
-            "(-o kafka.sasl.users=FILE) or allow anonymous clients (-o kafka.allow.anonymous=true)"
-        )
 
 
 class Listener:
@@ -90,6 +66,11 @@ class Listener:
         request_timeout: float = REQUEST_TIMEOUT,
         max_connections: int = MAX_CONNECTIONS,
         ssl_context: ssl.SSLContext | None = None,
+        queued_max_request_bytes: int = budgets.QUEUED_MAX_REQUEST_BYTES,
+        idle_timeout: float = budgets.CONNECTIONS_MAX_IDLE_MS / 1000,
+        max_connections_per_ip: int = budgets.MAX_CONNECTIONS_PER_IP,
+        max_connections_per_user: int = budgets.MAX_CONNECTIONS_PER_USER,
+        failed_authentication_delay: float = budgets.FAILED_AUTHENTICATION_DELAY_MS / 1000,
     ) -> None:
         self.broker = broker
         self.ssl_context = ssl_context
@@ -100,7 +81,13 @@ class Listener:
         self.max_request_bytes = max_request_bytes
         self.request_timeout = request_timeout
         self.max_connections = max_connections
+        self.idle_timeout = idle_timeout
+        self.memory = budgets.RequestMemory(queued_max_request_bytes)
+        self.slots = budgets.ConnectionSlots(max_connections_per_ip, max_connections_per_user)
+        self.failures = budgets.FailedAuthentications(failed_authentication_delay)
         self.connections = 0
+        self.opened = 0  # connections accepted so far: each one's number
+        self.closed_idle = 0  # connections closed for sending nothing
         self.closed_bad = 0  # connections closed for a bad frame
         self._log_second, self._logged, self._suppressed = -1, 0, 0
         self.socket: socket.socket | None = None
@@ -146,11 +133,21 @@ class Listener:
             await stream.aclose()
             return
         self.connections += 1
-        secure = None
+        secure, key = None, None
         try:
+            key = await self._client_key(stream.socket)
+            refused = self.slots.take(key)
+            if refused is not None:
+                key = None
+                raise BadRequest(refused)
             if self.ssl_context is not None:
-                secure = await self._handshake(stream)
-            await Connection(self, stream, secure).serve()
+                secure = await tls.handshake(stream, self.ssl_context, self.request_timeout)
+            self.opened += 1
+            connection = Connection(self, stream, secure, key, self.opened)
+            try:
+                await connection.serve()
+            finally:
+                self.broker.disconnected(connection.number)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             pass  # the client went away
         except BadRequest as e:
@@ -163,27 +160,20 @@ class Listener:
             logger.exception("closing a Kafka connection after an internal error")
         finally:
             self.connections -= 1
+            if key is not None:
+                self.slots.give(key)
             if secure is not None:
                 await trio.aclose_forcefully(secure)
             await trio.aclose_forcefully(stream)
 
-    async def _handshake(self, stream: trio.SocketStream) -> trio.SSLStream:
-        """The connection's TLS stream once its handshake is done.
-
-        Raises:
-            BadRequest: the handshake failed (a client that does not speak TLS,
-                no common version or cipher) or did not end in time.
-        """
-        secure = trio.SSLStream(stream, self.ssl_context, server_side=True)
-        with trio.move_on_after(self.request_timeout) as scope:
-            try:
-                await secure.do_handshake()
-            except trio.BrokenResourceError as e:
-                why = getattr(e.__cause__, "reason", None) or e.__cause__ or "the client went away"
-                raise BadRequest(f"TLS handshake failed: {why}") from None
-        if scope.cancelled_caught:
-            raise BadRequest(f"the TLS handshake did not end within {self.request_timeout:g} s")
-        return secure
+    @staticmethod
+    async def _client_key(sock) -> tuple:
+        """Who ``sock``'s connection counts against (budgets.client_key)."""
+        try:
+            peer, local = sock.getpeername(), sock.getsockname()
+        except OSError:
+            raise trio.BrokenResourceError from None  # already gone
+        return budgets.client_key(await peers.peer_uid(peer, local), str(peer[0]))
 
 
 class Connection:
@@ -194,12 +184,20 @@ class Connection:
         stream: the TCP connection.
         secure: its TLS stream, when the listener speaks TLS (then every byte
             goes through it).
+        key: who it counts against (budgets.client_key).
+        number: the listener's number for it.
     """
 
     def __init__(
-        self, listener: Listener, stream: trio.SocketStream, secure: trio.SSLStream | None = None
+        self,
+        listener: Listener,
+        stream: trio.SocketStream,
+        secure: trio.SSLStream | None = None,
+        key: tuple | None = None,
+        number: int = 0,
     ) -> None:
         self.listener = listener
+        self.key, self.number = key, number
         self.socket = stream.socket
         self.secure = secure
         self.stream = secure or stream
@@ -215,66 +213,112 @@ class Connection:
         self.who = identity_of(self.credentials is not None, None, None)  # nobody, so far
         self.exchange: sasl.Plain | sasl.scram.ScramServer | None = None  # after SaslHandshake
         self.raw_token_expected = False  # after SaslHandshake v0
+        self.held = 0  # bytes of the request budget the frame being answered holds
+        self.frame: memoryview | None = None  # the frame received, until parsed
 
     async def serve(self) -> None:
-        broker = self.listener.broker
-        if self.credentials is None:  # who the client is: the owner of its socket
-            with contextlib.suppress(OSError):
-                sock = self.socket
-                self.uid = await peers.peer_uid(sock.getpeername(), sock.getsockname())
+        memory = self.listener.memory
+        if self.credentials is None:  # who the client is: the owner of its socket (peers.py)
+            known = self.key is not None and self.key[0] == "uid"
+            self.uid = self.key[1] if known else None
             self.who = identity_of(False, None, self.uid)
         while True:
-            head = await self._receive(4, first=True)
+            head = await self._head()
             if head is None:
                 return
-            size = protocol.frame_size(head)
+            size, started = head
             if not 0 < size <= self.listener.max_request_bytes:
                 raise BadRequest(
                     f"a request of {size} bytes (at most {self.listener.max_request_bytes})"
                 )
-            with trio.move_on_after(self.listener.request_timeout) as scope:
-                frame = await self._receive(size)
-            if scope.cancelled_caught or frame is None:
-                raise BadRequest(
-                    f"a request of {size} bytes did not arrive within "
-                    f"{self.listener.request_timeout:g} s"
-                )
-            if self.raw_token_expected:  # SaslHandshake v0: bare tokens, bare answers
-                try:
-                    answer = sasl.step(self.exchange, bytes(frame))
-                except sasl.Failed as e:
-                    raise BadRequest(f"SASL authentication failed: {e}") from None
-                await self.stream.send_all(len(answer).to_bytes(4, "big") + answer)
-                if self.exchange.done:
-                    self._authenticated()
-                continue
-            started = time.perf_counter()
-            request = protocol.read_request(frame)
-            refused = None
-            if request.api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) and request.body is not None:
-                reply, refused = self._sasl(request)
-            elif (
-                self.credentials is not None
-                and self.user is None
-                and request.api_key != API_VERSIONS
-            ):
-                raise BadRequest(f"request {request.api_key} before SASL authentication")
-            else:
-                client = Client(*self.advertised, self.user, self.peer, self.uid, self.who)
-                reply = await broker.handle(request, client)
-            if reply is not None:  # else acks=0: Kafka's broker does not answer
-                try:
-                    await self._send(protocol.encode_response(request, reply))
-                finally:
-                    reply.close()
-            if broker.metrics is not None:  # Kafka's TotalTimeMs: read to answer sent
-                # kio's class names are Kafka's; a body-less request here is an
-                # ApiVersions of a version not served (answered with its error).
-                kind = type(request.body).__name__.removesuffix("Request")
-                name = "ApiVersions" if request.body is None else kind
-                broker.metrics.request(name, (time.perf_counter() - started) * 1000)
-            if refused:
-                raise BadRequest(refused)
+            waiting = trio.current_time()
+            self.held = await memory.hold(size, self.key)
+            try:
+                # The frame's time starts at its first byte, less the wait for the budget.
+                deadline = started + self.listener.request_timeout
+                with trio.move_on_at(deadline + trio.current_time() - waiting) as scope:
+                    self.frame = await self._receive(size)
+                if scope.cancelled_caught or self.frame is None:
+                    raise BadRequest(
+                        f"a request of {size} bytes did not arrive within "
+                        f"{self.listener.request_timeout:g} s"
+                    )
+                await self._answer()
+            finally:
+                self.frame = None
+                self._let_go()
+
+    def _let_go(self) -> None:
+        """Give the frame's bytes back to the request budget."""
+        self.listener.memory.release(self.held, self.key)
+        self.held = 0
+
+    async def _head(self) -> tuple[int, float] | None:
+        """The next frame's size and when its first byte came; None when the
+        client closed the connection, or sent nothing for the idle timeout.
+
+        Raises:
+            BadRequest: the size field was begun and not finished in time.
+        """
+        with trio.move_on_after(self.listener.idle_timeout) as idle:
+            first = await self._receive(1, first=True)
+        if idle.cancelled_caught:
+            self.listener.closed_idle += 1
+            return None
+        if first is None:
+            return None
+        started = trio.current_time()
+        with trio.move_on_at(started + self.listener.request_timeout) as scope:
+            rest = await self._receive(3)
+        if scope.cancelled_caught:
+            raise BadRequest(
+                f"a request's size field did not arrive within {self.listener.request_timeout:g} s"
+            )
+        return protocol.frame_size(bytes(first) + bytes(rest)), started
+
+    async def _answer(self) -> None:
+        """Answer the request in ``self.frame``. Its bytes go back to the budget
+        once parsed, but a Produce's (its records are views of the frame) only
+        once answered."""
+        frame, self.frame = self.frame, None  # the one reference: dropped once parsed
+        if self.raw_token_expected:  # SaslHandshake v0: bare tokens, bare answers
+            try:
+                answer = sasl.step(self.exchange, bytes(frame))
+            except sasl.Failed as e:
+                await self.listener.failures.wait(self.key)
+                raise BadRequest(f"SASL authentication failed: {e}") from None
+            await self.stream.send_all(len(answer).to_bytes(4, "big") + answer)
+            if self.exchange.done:
+                self._authenticated()
+            return
+        started = time.perf_counter()
+        request = protocol.read_request(frame)
+        del frame
+        if request.api_key != PRODUCE:
+            self._let_go()
+        broker, refused = self.listener.broker, None
+        if request.api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) and request.body is not None:
+            reply, refused = self._sasl(request)
+        elif self.credentials is not None and self.user is None and request.api_key != API_VERSIONS:
+            raise BadRequest(f"request {request.api_key} before SASL authentication")
+        else:
+            who = (self.user, self.peer, self.uid, self.who, self.number)
+            reply = await broker.handle(request, Client(*self.advertised, *who))
+        if reply is not None:  # else acks=0: Kafka's broker does not answer
+            if refused:  # Kafka's connection.failed.authentication.delay.ms, per client
+                await self.listener.failures.wait(self.key)
+            try:
+                await self._send(protocol.encode_response(request, reply))
+            finally:
+                reply.close()
+        if broker.metrics is not None:  # Kafka's TotalTimeMs: read to answer sent
+            # kio's class names are Kafka's; a body-less request here is an
+            # ApiVersions of a version not served (answered with its error).
+            kind = type(request.body).__name__.removesuffix("Request")
+            name = "ApiVersions" if request.body is None else kind
+            broker.metrics.request(name, (time.perf_counter() - started) * 1000)
+        if refused:
+            raise BadRequest(refused)
 
     def _sasl(self, request) -> tuple[Reply, str | None]:
         """SaslHandshake or SaslAuthenticate: the reply, and why to close the

@@ -1,6 +1,6 @@
 """TLS on the listener (Kafka's SSL and SASL_SSL listeners): the server's
-context from PEM files, and a Fetch answer's record bytes through the TLS
-stream.
+context from PEM files, a connection's handshake, and a Fetch answer's record
+bytes through the TLS stream.
 
 Under TLS the record bytes must be encrypted in user space, so they cannot go
 by ``sendfile`` (Kafka loses zero copy under TLS too): they are read from the
@@ -16,7 +16,7 @@ import ssl
 import trio
 
 from ..core.errors import LogfsError
-from .protocol import Region
+from .protocol import BadRequest, Region
 
 CHUNK = 256 * 1024  # record bytes read and encrypted at a time
 
@@ -50,6 +50,27 @@ def server_context(certfile: str, keyfile: str | None = None) -> ssl.SSLContext:
     except OSError as e:
         raise LogfsError(f"{e.filename or certfile}: {e.strerror}") from None
     return context
+
+
+async def handshake(
+    stream: trio.SocketStream, context: ssl.SSLContext, timeout: float
+) -> trio.SSLStream:
+    """The connection's TLS stream once its handshake is done.
+
+    Raises:
+        BadRequest: the handshake failed (a client that does not speak TLS,
+            no common version or cipher) or did not end within ``timeout`` seconds.
+    """
+    secure = trio.SSLStream(stream, context, server_side=True)
+    with trio.move_on_after(timeout) as scope:
+        try:
+            await secure.do_handshake()
+        except trio.BrokenResourceError as e:
+            why = getattr(e.__cause__, "reason", None) or e.__cause__ or "the client went away"
+            raise BadRequest(f"TLS handshake failed: {why}") from None
+    if scope.cancelled_caught:
+        raise BadRequest(f"the TLS handshake did not end within {timeout:g} s")
+    return secure
 
 
 async def send_region(stream: trio.abc.SendStream, region: Region) -> None:
