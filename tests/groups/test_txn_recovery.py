@@ -198,3 +198,31 @@ def test_a_retried_end_keeps_the_decision(tmp_path, commit):
         again.end_txn("t", pid, epoch, commit)
         assert again.transaction("t").state_name == done
         assert txn_log.load(store)["t"].status == again.transaction("t").status
+
+
+def test_offsets_of_a_producers_successive_transactions_survive_a_restart(tmp_path):
+    """Each transaction's offsets are a batch of sequence -1 in ``__consumer_offsets``
+    (the coordinator writes it for the producer); the second and later ones of an
+    epoch were taken for retries of the first and left out, so a restart went back
+    to the first transaction's offsets and a consume-transform-produce loop read
+    its input again."""
+    data = tmp_path / "data"
+    member = (-1, "", None)
+    with Store(data) as store:
+        store.create_topic("in", partitions=2)
+        txns = TransactionCoordinator(store, Coordinator(store))
+        pid, epoch = txns.init_producer_id("t", 60000)
+        for n in (5, 9, 14):
+            txns.add_offsets("t", pid, epoch, "g")
+            offsets = {("in", 0): (n, -1, ""), ("in", 1): (n + 1, -1, "")}
+            assert set(txns.txn_offset_commit("t", pid, epoch, "g", member, offsets).values()) == {
+                0
+            }
+            txns.end_txn("t", pid, epoch, commit=True)
+        txns.add_offsets("t", pid, epoch, "g")  # an aborted one counts for nothing
+        txns.txn_offset_commit("t", pid, epoch, "g", member, {("in", 0): (99, -1, "")})
+        txns.end_txn("t", pid, epoch, commit=False)
+        live = {tp: c.offset for tp, c in Coordinator(store).committed("g").items()}
+    assert live == {("in", 0): 14, ("in", 1): 15}
+    with Store(data) as store:  # a restart reads them back
+        assert {tp: c.offset for tp, c in Coordinator(store).committed("g").items()} == live
