@@ -7,7 +7,7 @@ read_committed reader of ``out`` sees every input record transformed exactly
 once, in order per partition: no gap, no duplicate.
 
 The moments and victims come from a seeded generator; the seed is printed (run
-again with LOGFS_TXN_SEED=<seed> to replay the same schedule) and
+again with LOGFS_STRESS_SEED=<seed> to replay the same schedule) and
 LOGFS_STRESS=long runs more rounds over more records (tests/helpers/stress.py).
 """
 
@@ -34,6 +34,7 @@ PARTITIONS = 3
 RECORDS = scale(400, 4000)  # per input partition
 ROUNDS = scale(8, 60)
 STALL = 15
+PAUSE = 0.05  # seconds between the loop's transactions: kills land mid-run
 
 
 def free_port() -> int:
@@ -56,7 +57,7 @@ class Loop:
             with open(self.log, "ab") as out:
                 self.proc = subprocess.Popen(
                     [sys.executable, str(CTP), self.bootstrap, "ctp", "ctp-group",
-                     str(PARTITIONS)],
+                     str(PARTITIONS), str(PAUSE)],
                     stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
                 )  # fmt: skip
             self.starts += 1
@@ -82,8 +83,8 @@ def produce_input(bootstrap: str) -> dict[int, list[bytes]]:
 
 
 def test_consume_transform_produce_is_exactly_once_under_kill_9(tmp_path):
-    seed = int(os.environ.get("LOGFS_TXN_SEED") or random.randrange(1 << 32))
-    print(f"LOGFS_TXN_SEED={seed}")
+    seed = int(os.environ.get("LOGFS_STRESS_SEED") or random.randrange(1 << 32))
+    print(f"LOGFS_STRESS_SEED={seed}")
     rng = random.Random(seed)
     data = tmp_path / "data"
     with Store(data) as store:
@@ -97,8 +98,18 @@ def test_consume_transform_produce_is_exactly_once_under_kill_9(tmp_path):
         values = produce_input(daemon.bootstrap)
         loop.ensure()
         progress = []  # records the loop had committed at each kill
+        done = 0
         for _ in range(ROUNDS):
-            time.sleep(rng.uniform(0.3, 1.5))
+            # each kill comes at a random moment after the loop committed again
+            # since the last one, so that it lands in the run, not in a start
+            deadline = time.monotonic() + 30
+            while (now := committed_count(daemon.bootstrap)) <= done:
+                assert time.monotonic() < deadline, f"seed {seed}: no progress"
+                loop.ensure()
+                time.sleep(0.05)
+            if now == PARTITIONS * RECORDS:
+                break
+            time.sleep(rng.uniform(0, 0.6))
             victim = rng.choice(("loop", "loop", "daemon", "both"))
             if victim in ("loop", "both"):
                 loop.kill()
@@ -107,7 +118,8 @@ def test_consume_transform_produce_is_exactly_once_under_kill_9(tmp_path):
                 daemon.kill()
                 kills["daemon"] += 1
                 daemon.start()
-            progress.append(sum(max(o, 0) for o in committed_positions(daemon.bootstrap)))
+            done = committed_count(daemon.bootstrap)
+            progress.append(done)
             loop.ensure()
         # Let the last loop finish the input: every input offset committed. A loop
         # that commits nothing for STALL seconds is killed and started again (its
@@ -162,6 +174,10 @@ def committed_positions(bootstrap: str) -> list[int]:
         return [tp.offset for tp in consumer.committed(wanted, timeout=10)]
     finally:
         consumer.close()
+
+
+def committed_count(bootstrap: str) -> int:
+    return sum(max(offset, 0) for offset in committed_positions(bootstrap))
 
 
 def summary(values: list[bytes]) -> str:
