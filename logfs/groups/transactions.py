@@ -288,7 +288,9 @@ class TransactionCoordinator:
         txn = self._known(txn_id, producer_id, epoch)
         done = COMPLETE_COMMIT if commit else COMPLETE_ABORT
         prepared = PREPARE_COMMIT if commit else PREPARE_ABORT
-        if txn.status in (done, prepared):  # a retry of the same decision
+        if txn.status == done:  # a retry of the same decision, already carried out
+            return
+        if txn.status == prepared:  # a retry while markers are pending
             self._finish(txn)
             return
         if txn.status != ONGOING:
@@ -310,7 +312,11 @@ class TransactionCoordinator:
         self._finish(txn)
 
     def _finish(self, txn: Txn) -> None:
-        """Write the markers still to write, then Complete* once all are."""
+        """Write the markers still to write, then Complete* once all are. Only a
+        prepared transaction has anything to finish: a completed one keeps its
+        decision (a retried EndTxn must not turn a commit into an abort)."""
+        if txn.status not in (PREPARE_COMMIT, PREPARE_ABORT):
+            return
         commit = txn.status == PREPARE_COMMIT
         for topic, partition in sorted(txn.unmarked):
             try:

@@ -65,3 +65,51 @@ def produce(address, topic: str, partitions: dict[int, bytes]) -> dict[int, tupl
     )
     [answer] = call(address, PRODUCE, 9, body).responses
     return {p.index: (p.error_code, p.base_offset) for p in answer.partition_responses}
+
+
+LIST_OFFSETS = 2
+
+
+def end_offsets(address, topic: str, partitions: int, isolation: int) -> list[int]:
+    """Each partition's end as ListOffsets (v7, latest) answers it: the log end
+    offset at isolation 0, the last stable offset at isolation 1."""
+    t = load_request_schema(LIST_OFFSETS, 7)
+    m = sys.modules[t.__module__]
+    body = t(
+        replica_id=-1, isolation_level=isolation,
+        topics=(m.ListOffsetsTopic(name=topic, partitions=tuple(
+            m.ListOffsetsPartition(partition_index=p, timestamp=-1, current_leader_epoch=-1)
+            for p in range(partitions)
+        )),),
+    )  # fmt: skip
+    answer = call(address, LIST_OFFSETS, 7, body).topics[0].partitions
+    return [p.offset for p in sorted(answer, key=lambda p: p.partition_index)]
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, isolation: str) -> dict[int, list]:
+    """Every record of ``topic`` a confluent-kafka (librdkafka) consumer of
+    ``isolation`` reads from the start, per partition: (offset, key, value)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}",
+        "isolation.level": isolation, "enable.partition.eof": True,
+        "enable.auto.commit": False,
+    })  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: dict[int, list] = {p: [] for p in range(partitions)}
+    ends: set[int] = set()
+    deadline = time.monotonic() + 60
+    while len(ends) < partitions:
+        assert time.monotonic() < deadline, f"no end of {topic} in 60 s: {got}"
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        if message.error():
+            assert message.error().code() == message.error()._PARTITION_EOF, message.error()
+            ends.add(message.partition())
+            continue
+        ends.discard(message.partition())
+        got[message.partition()].append((message.offset(), message.key(), message.value()))
+    consumer.close()
+    return got

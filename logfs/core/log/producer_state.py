@@ -83,7 +83,11 @@ class ProducerEntry:
         return self.batches[-1].last_sequence if self.batches else NO_SEQUENCE
 
     def duplicate_of(self, header: BatchHeader) -> BatchMeta | None:
-        if header.producer_epoch != self.epoch:
+        """The batch ``header`` repeats (a producer's retry), if any. A batch
+        without a sequence is the coordinator's own (offsets committed in a
+        transaction) and never a retry, as Kafka checks duplicates of its
+        clients' batches only: every such batch of an epoch has sequence -1."""
+        if header.producer_epoch != self.epoch or header.base_sequence == NO_SEQUENCE:
             return None
         last = last_sequence(header)
         for batch in self.batches:
