@@ -1,12 +1,11 @@
 """pyfuse3 Operations: the mount's tree over a Store (see docs/mount.md).
 
-Handlers resolve the inode and hand the request to its node or open file:
-what each kind of node is and does is in the tree room (tree/directories.py,
-tree/nodes.py), what an open file holds and does in the files room
-(files/generated.py, files/appendfile.py), the state they share in
-tree/view.py, the line, binary and batch framing in files/framing.py. Every
-error becomes the errno the one table of errors gives it (core/errors.py,
-read by mount/errnos.py); only `FUSEError` leaves a handler.
+Handlers resolve the inode and hand the request to its node or open file: what
+each kind of node is and does is in the tree room (tree/directories.py, nodes.py),
+what an open file holds and does in the files room (files/generated.py,
+appendfile.py), the state they share in tree/view.py, the framing in
+files/framing.py. Every error becomes the errno of the one table of errors
+(core/errors.py, read by mount/errnos.py); only `FUSEError` leaves a handler.
 """
 
 from __future__ import annotations
@@ -39,16 +38,13 @@ class Operations(pyfuse3.Operations):
 
     Args:
         store: the data directory's store.
-        groups: the group coordinator the ``groups/`` files show: the daemon's
-            one, which its Kafka listener shares (by default one of its own).
-        sync: ``sync(log)`` makes a log durable with its fsyncs off the loop:
-            the daemon's flusher's (by default they run in line).
+        groups: the group coordinator the ``groups/`` files show (the daemon's).
+        sync: ``sync(log)`` makes a log durable off the loop (the flusher's; else in line).
         partitions: partitions of a topic made by mkdir.
         owner: the owner, group and modes the mount shows (``uid=`` and friends).
-        buffered: the buffered mode (``acks=0``, buffered.py), whose write-backs
-            open the append files below ``mountpoint``.
-        ready: set once the store's partitions are recovered (the daemon's);
-            by default set at once for a store with nothing to recover.
+        buffered: the buffered mode (``acks=0``), whose write-backs open the append
+            files below ``mountpoint``.
+        ready: set once the store's partitions are recovered (default: at once if none).
         metrics: the daemon's metrics (logfs/metrics), told of every request, or None.
         recovery: how far the recovery at the start went (the daemon's; a JSON object).
     """
@@ -103,8 +99,7 @@ class Operations(pyfuse3.Operations):
         self._listings: dict[int, tuple[int, list[str] | None]] = {}
 
     def kind_of(self, name: str, args: tuple) -> str:
-        """The kind of file or directory request ``name`` with ``args`` is about,
-        for the metrics: its open file's or node's class (a bounded set of names)."""
+        """For the metrics: the class of the open file or node a request is about."""
         if not args or name == "statfs":
             return "Root"
         if name in FILE_REQUESTS:
@@ -152,14 +147,12 @@ class Operations(pyfuse3.Operations):
         return self.view.attrs(node)  # times (touch) are accepted and not stored
 
     def _change_owner(self, node, attr, fields, ctx) -> None:
-        """chown and chmod, so that services that chown their logs to a worker
-        user (nginx's reopen, logrotate's ``create``, ``install -m``) work; the
-        kernel then checks access by them with ``default_permissions``. A
-        topic's and a consumer group's are kept in DATA and the listener
-        decides from them too (`View.keep_owner`); other paths' for the
-        mount's life. As in Unix: only root gives a file away, its owner may
-        chmod it and give it to a group of theirs; files keep no set-user-ID
-        or set-group-ID bit."""
+        """chown and chmod, so that services that chown their logs to a worker user
+        (nginx's reopen, logrotate's ``create``, ``install -m``) work; the kernel then
+        checks access by them (``default_permissions``). A topic's and a group's are
+        kept in DATA, where the listener decides from them too (`View.keep_owner`);
+        other paths' for the mount's life. As in Unix: only root gives a file away, its
+        owner may chmod it and give it to a group of theirs; no set-user/group-ID bits."""
         if self.store.read_only:
             raise fail(errno.EROFS)
         current = self.view.attrs(node)
@@ -242,16 +235,15 @@ class Operations(pyfuse3.Operations):
     @fuse_errors
     async def rmdir(self, parent_inode, name, ctx=None):
         """Topics only: partitions cannot be removed, as in Kafka."""
-        self.view.node(parent_inode).rmdir(self.view, os.fsdecode(name), Caller.of(ctx))
-        if self.buffered is not None:
-            self.buffered.forget_topic(os.fsdecode(name))
-        if self.metrics is not None:
-            self.metrics.forget_topic(os.fsdecode(name))
+        topic = os.fsdecode(name)
+        self.view.node(parent_inode).rmdir(self.view, topic, Caller.of(ctx))
+        for forgets in (self.buffered, self.metrics):  # what they kept of the topic
+            if forgets is not None:
+                forgets.forget_topic(topic)
 
     @fuse_errors
     async def create(self, parent_inode, name, mode, flags, ctx=None):
-        """Only ``keys/<k>`` of a compacted topic can be created (a new key,
-        written at close); the rest of the tree is fixed."""
+        """Only ``keys/<k>`` (a new key, written at close) and ``groups/<g>``."""
         node, file = self.view.node(parent_inode).create(self.view, os.fsdecode(name))
         if node.shows == "group":  # a new group is its maker's (settled at close)
             self.view.groups.claim_group(node.path[3], new_group_owner(Caller.of(ctx)))
@@ -315,8 +307,7 @@ class Operations(pyfuse3.Operations):
 
     @fuse_errors
     async def read(self, fh, off, size):
-        """A deleted topic's open file reads as ended: what was read before
-        the deletion stays read, the rest is gone with the topic."""
+        """A deleted topic's open file reads as ended (the rest is gone with it)."""
         file = self._file(fh)
         if self.topic_deleted(fh):
             return b""
