@@ -510,3 +510,18 @@ def test_the_mounts_inner_rooms_import_one_way_and_only_exports(tmp_path):
         "logfs.mount.tree.view imports logfs.mount.files.appendfile.AppendFile (a room's module, "
         "not its exports)",
     ]
+
+
+MAX_LINES = 400  # STYLE.md: a module a reader takes in whole
+
+
+def test_no_source_file_is_over_400_lines():
+    sources = [*(ROOT / "logfs").rglob("*.py"), *(ROOT / "logfs").rglob("*.pyx")]
+    sources += (ROOT / "logfs").rglob("*.pxd")
+    assert len(sources) > 100  # the package's sources were found
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in sources
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
