@@ -21,8 +21,9 @@ migration (``group.consumer.migration.policy``, ``bidirectional`` by default).
   owns. Its session is its own session timeout.
 - **Downgrade.** When the last member of the consumer protocol leaves and
   classic members remain (policy ``downgrade`` or ``bidirectional``), the
-  group becomes a classic group again at its epoch, every member holding its
-  assignment, and a rebalance starts.
+  group becomes a classic group again at its epoch, not bumped by the leave
+  (the generation the members commit at until they rejoin), every member
+  holding its assignment, and a rebalance starts.
 """
 
 from __future__ import annotations
@@ -110,8 +111,11 @@ class ClassicMembers:
         logger.info("group %s: converted to a consumer group", group.group_id)
         return converted
 
-    def maybe_downgrade(self, group: ConsumerGroup) -> None:
-        """Back to a classic group when only classic members remain (then rebalanced)."""
+    def maybe_downgrade(self, group: ConsumerGroup) -> bool:
+        """Back to a classic group when only classic members remain (then rebalanced),
+        its generation the group's epoch as it stands: the one the members are at
+        once they have reconciled, so that what they commit meanwhile is taken.
+        Whether it was converted."""
         members = list(group.members.values())
         if (
             not members
@@ -119,7 +123,7 @@ class ClassicMembers:
             or self.settings.migration_policy not in ("downgrade", "bidirectional")
             or len(members) > self.settings.max_size
         ):
-            return
+            return False
         classic = Group(group.group_id)
         classic.offsets, classic.protocol_type = group.offsets, PROTOCOL_TYPE
         classic.generation = group.epoch
@@ -141,6 +145,7 @@ class ClassicMembers:
         self.modern.books.groups[group.group_id] = classic
         logger.info("group %s: converted back to a classic group", group.group_id)
         self.modern.books.rebalance(classic)
+        return True
 
     # ------------------------------------------------------------ the classic requests
 

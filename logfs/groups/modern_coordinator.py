@@ -266,14 +266,16 @@ class ConsumerGroups:
 
     def fence(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """Remove a member: its partitions go to the others at the next epoch (written
-        at the next `ModernBooks.write`)."""
+        at the next `ModernBooks.write`). When only classic members remain, the group
+        is converted back instead, at the epoch they are at: their commits of that
+        generation go on being taken while they rejoin (Kafka's downgrade bumps no
+        epoch either)."""
         group.remove(member.member_id)
         self.records.removed(group, member.member_id)
-        self.refresh(group, bump=True)
         if self.books.forget_if_idle(group):
             self.records.deleted(group)
-        else:
-            self.classic.maybe_downgrade(group)
+        elif not self.classic.maybe_downgrade(group):
+            self.refresh(group, bump=True)
 
     def expire(self, now: float) -> int:
         """Fence the members whose session ended or who kept revoked partitions past

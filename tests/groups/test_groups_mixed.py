@@ -198,6 +198,50 @@ def test_a_consumer_member_converts_a_live_classic_group_and_everyone_shares(sto
     in_trio(run)
 
 
+def test_classic_members_commit_at_their_generation_while_the_group_converts_back(store):
+    """The last consumer member leaving converts the group back at the epoch the
+    classic members are at: what they commit before they rejoin is taken, and their
+    sessions go on through the rebalance that follows."""
+    coordinator = Coordinator(store)
+
+    async def run():
+        a, b = await stable_classic_pair(coordinator)
+        m = Modern(coordinator)
+        m.beat()
+        for _ in range(6):
+            await a.beat()
+            await b.beat()
+            m.beat()
+        group = coordinator.group("g")
+        assert group.state == "Stable" and a.generation == b.generation == group.epoch
+        m.leave()
+        group = coordinator.group("g")
+        assert group.kind == "classic" and group.state == "PreparingRebalance"
+        assert group.generation == a.generation
+        for client, p in ((a, 0), (b, 1)):  # the records each processed before rejoining
+            done = coordinator.commit_offsets(
+                "g", client.generation, client.member_id, None, {("t", p): (7, -1, "")}, False
+            )
+            assert done == {("t", p): KafkaCode.NONE}
+        assert {tp: c.offset for tp, c in coordinator.committed("g").items()} == {
+            ("t", 0): 7,
+            ("t", 1): 7,
+        }
+        before = a.generation
+        await trio.sleep(5)  # within their 10 s sessions
+        async with trio.open_nursery() as n:  # each told of the round by its heartbeat
+            n.start_soon(a.beat)
+            n.start_soon(b.beat)
+        await trio.sleep(8)  # past the sessions they had at the conversion
+        coordinator.expire()
+        group = coordinator.group("g")
+        assert group.state == "Stable" and set(group.members) == {a.member_id, b.member_id}
+        assert a.generation == b.generation == before + 1
+        assert disjoint(a, b) and a.owned | b.owned == {("t", p) for p in range(6)}
+
+    in_trio(run)
+
+
 def test_kafkas_refusals_of_a_conversion(store):
     async def run():
         c = Coordinator(store, settings=GroupSettings(migration_policy="downgrade"))
