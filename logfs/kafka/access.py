@@ -135,11 +135,14 @@ def group_allows(broker, client: Client, op: GroupOp, group_id: str) -> bool:
     root = broker.access
     if root is None:
         return True
+    who = identity(broker, client)
+    if not permits(who, root, SEARCH):  # as every path of the mount, a group's file too
+        return False
     groups = broker.groups
     shown = None
     if groups.group_exists(group_id):
         shown = group_shown(groups.group_owner(group_id), root)
-    return group_allowed(identity(broker, client), op, shown)
+    return group_allowed(who, op, shown)
 
 
 def require_group(broker, client: Client, op: GroupOp, group_id: str) -> None:

@@ -503,47 +503,19 @@ def test_creating_many_topics_at_once_leaves_others_served(tmp_path):
         assert_unharmed(served, data)
 
 
-def test_joining_a_group_needs_the_right_to_read(tmp_path):
-    """With SASL, a principal that may not read DATA's topics may not join a
-    group either (its metadata is never held); root may."""
-    import confluent_kafka as ck
-
-    pwd.getpwnam("nobody")  # the principal below is this local user
+def test_joining_a_group_needs_the_right_to_read(tmp_path, users):
+    """A loopback client is the user owning its socket: one who may not search
+    DATA (0700, root's) may not join a group either, so its metadata is never
+    held (GROUP_AUTHORIZATION_FAILED); root may."""
     data = control_data(tmp_path)
     data.chmod(0o700)
-    credentials = tmp_path / "kafka-users"
-    credentials.write_text("root:rootpw\nnobody:nobodypw\n")
-    credentials.chmod(0o600)
-    with Served(data, f"kafka.sasl.users={credentials}") as served:
-
-        def consumer(user: str, password: str) -> ck.Consumer:
-            return ck.Consumer({
-                "bootstrap.servers": served.bootstrap, "group.id": "joiners",
-                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
-                "sasl.username": user, "sasl.password": password,
-                "auto.offset.reset": "earliest", "enable.auto.commit": False,
-            })  # fmt: skip
-
-        errors = []
-        nobody = consumer("nobody", "nobodypw")
-        nobody.subscribe(["control"], on_assign=lambda *a: errors.append("assigned"))
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not errors:
-            try:
-                message = nobody.poll(0.5)
-            except ck.KafkaException as e:
-                errors.append(e.args[0].name())
-            else:
-                if message is not None and message.error() is not None:
-                    errors.append(message.error().name())
-        nobody.close()
-        assert errors and errors[0] == "GROUP_AUTHORIZATION_FAILED", errors
-        root = consumer("root", "rootpw")
-        root.subscribe(["control"])
-        got = None
-        deadline = time.monotonic() + 30
-        while got is None and time.monotonic() < deadline:
-            got = root.poll(0.5)
-        root.close()
-        assert got is not None and got.error() is None and got.value() == b"unchanged"
-        assert_unharmed(served, data, metadata=False)
+    with Served(data) as served:
+        frame = join_frame("joiners", bytes(1024)).hex()
+        spec = {"address": served.address, "attempts": [[frame]], "threads": 1, "close_within": 1}
+        out = result(as_user(users[0], "attempts", spec))
+        [answer] = out["answers"][0]
+        refused = decode_response(JOIN_GROUP, 3, bytes.fromhex(answer))[1]
+        assert refused.error_code == ErrorCode.group_authorization_failed
+        with connect(served.address) as sock:  # root, the test's own uid
+            assert join_code(sock, "joiners", bytes(1024)) == ErrorCode.none
+        assert_unharmed(served, data)

@@ -204,9 +204,10 @@ def test_members_go_on_after_a_restart_if_they_heartbeat(tmp_path):
 
 
 def test_committing_needs_the_right_to_read_the_topic(tmp_path):
-    """DATA owned by root, mode 0700: the local user nobody may not read its
-    topics, so it may neither commit nor fetch offsets; root may. A group is
-    its maker's: nobody may not commit for root's group at all."""
+    """DATA owned by root, mode 0711: the local user nobody may search it but not
+    read its topics, so it may neither commit nor fetch offsets; root may. A group
+    is its maker's: nobody may not commit for root's group at all. (Without search
+    on DATA nobody may touch any group: every path of the mount needs it.)"""
     import pwd
 
     import confluent_kafka as ck
@@ -217,7 +218,7 @@ def test_committing_needs_the_right_to_read_the_topic(tmp_path):
     data = tmp_path / "data"
     with Store(data) as store:
         store.create_topic("secret")
-    data.chmod(0o700)
+    data.chmod(0o711)
     users = tmp_path / "users"
     users.write_text("root:rootpw\nnobody:nobodypw\n")
     with Served(data, f"kafka.sasl.users={users}") as served:
