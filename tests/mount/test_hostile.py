@@ -19,6 +19,7 @@ import contextlib
 import errno
 import itertools
 import os
+import pwd
 import random
 import shutil
 import stat
@@ -377,7 +378,9 @@ def group_offsets_out_of_range_are_einval(h: Hostile) -> None:
     topic = h.name("grp")
     assert h.user_errno("mkdir", h.mnt / topic) == 0
     group = h.mnt / topic / "0/groups/app"
-    sh(f"echo 1 > {group}")  # the group's file exists: the other user writes to it
+    sh(f"echo 1 > {group}")  # the group exists, root's: given to the other user, who writes
+    user = pwd.getpwnam(h.user)
+    os.chown(group, user.pw_uid, user.pw_gid)
     with h.attack("groups: offsets out of range"):
         for text in (b"9223372036854775808\n", b"9" * 40 + b"\n"):
             assert h.user_errno("write", group, text) == errno.EINVAL
