@@ -21,9 +21,18 @@ from .progress import Progress
 
 
 def _key_values(text: str) -> dict[str, str]:
-    """``a=1,b=2`` or repeated ``-o a=1 -o b=2`` into a dict; bare words map to ''."""
-    pairs = (item.partition("=") for item in filter(None, text.split(",")))
-    return {key.strip(): value for key, _, value in pairs}
+    """``a=1,b=2`` into a dict, bare words mapping to ''; a bare ``HOST:PORT`` goes on the
+    value before it, so a list of servers reads as written (``mirror.to=kafka://a:1,b:2``)."""
+    options: dict[str, str] = {}
+    last = ""
+    for item in filter(None, text.split(",")):
+        if "=" not in item and ":" in item and last:  # another server of the last key
+            options[last] += "," + item
+        else:
+            name, _, value = item.partition("=")
+            last = name.strip()
+            options[last] = value
+    return options
 
 
 def _options(args) -> dict[str, str]:
@@ -55,7 +64,7 @@ def cmd_list(args) -> int:
 
 
 def _describe_groups(args) -> int:
-    from .groups import describe_groups  # trio loads only when asked for
+    from .groups import describe_groups, group_lines  # trio loads only when asked for
 
     with Store(args.data, read_only=True) as store:
         groups = describe_groups(store)
@@ -63,30 +72,9 @@ def _describe_groups(args) -> int:
         for g in groups:
             g["offsets"] = [o for o in g["offsets"] if o["topic"] == args.topic]
         groups = [g for g in groups if g["offsets"]]
-    if args.json:
-        print(json.dumps(groups, indent=2))
-        return 0
-    for g in groups:
-        protocol = f"{g['protocol_type']}/{g['protocol'] or ''}".strip("/")
-        print(
-            f"Group: {g['group']}\tType: {g['type']}\tState: {g['state']}\t"
-            f"Protocol: {protocol}\tGeneration: {g['generation']}\tMembers: {len(g['members'])}"
-        )
-        for m in g["members"]:
-            assigned = ",".join(f"{t}-{p}" for t, p in m["assignment"])
-            print(
-                f"\tMember: {m['member_id']}\tInstance: {m['group_instance_id'] or '-'}\t"
-                f"ClientId: {m['client_id']}\tHost: {m['client_host'] or '-'}\t"
-                f"Assigned: {assigned or '-'}"
-            )
-        for o in g["offsets"]:
-            end = "-" if o["log_end_offset"] is None else o["log_end_offset"]
-            lag = "-" if o["lag"] is None else o["lag"]
-            print(
-                f"\tTopic: {o['topic']}\tPartition: {o['partition']}\t"
-                f"CommittedOffset: {o['committed_offset']}\tLogEndOffset: {end}\t"
-                f"Lag: {lag}\tMember: {o['member_id'] or '-'}"
-            )
+    text = json.dumps(groups, indent=2) if args.json else "\n".join(group_lines(groups))
+    if text:  # no groups: no line
+        print(text)
     return 0
 
 
@@ -106,16 +94,11 @@ def cmd_describe(args) -> int:
             partitions = []
             for p in store.partitions(topic):
                 log = store.log(topic, p)
-                partitions.append(
-                    {
-                        "partition": p,
-                        "log_start_offset": log.log_start_offset,
-                        "next_offset": log.next_offset,
-                        "recovery_point": log.recovery_point,
-                        "segments": len(log.segments),
-                        "size_bytes": log.size_bytes,
-                    }
-                )
+                partitions.append({
+                    "partition": p, "log_start_offset": log.log_start_offset,
+                    "next_offset": log.next_offset, "recovery_point": log.recovery_point,
+                    "segments": len(log.segments), "size_bytes": log.size_bytes,
+                })  # fmt: skip
             out.append(
                 {"topic": topic, "config": store.topic_overrides(topic), "partitions": partitions}
             )

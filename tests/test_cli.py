@@ -102,3 +102,17 @@ def test_every_command_explains_itself():
     for option in ("ro", "allow_other", "default_permissions", "partitions=N", "uid=N", "umask=NNN",
                    "flush.ms", "retention.ms", "cleanup.policy"):  # fmt: skip
         assert option in mount, option
+
+
+def test_a_list_of_servers_in_o_reads_as_written():
+    """``-o mirror.to=kafka://a:1,b:2,mirror.topics=x``: a bare HOST:PORT after a
+    value goes on that value; other bare words stay options of their own."""
+    from logfs.cli import _key_values
+
+    assert _key_values("mirror.to=kafka://a:1,b:2,c:3,mirror.topics=x,ro,allow_other") == {
+        "mirror.to": "kafka://a:1,b:2,c:3",
+        "mirror.topics": "x",
+        "ro": "",
+        "allow_other": "",
+    }
+    assert _key_values("a=1,,b=2") == {"a": "1", "b": "2"}

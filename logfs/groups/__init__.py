@@ -20,7 +20,7 @@ from .consumer_offsets import Committed
 from .coordinator import MAX_GROUP_SIZE, Coordinator
 from .heartbeats import Heartbeat, HeartbeatAnswer
 from .modern import ConsumerGroup, ConsumerMember
-from .report import describe_groups
+from .report import describe_groups, group_lines
 from .settings import OPTIONS as GROUP_OPTIONS
 from .settings import GroupSettings
 from .state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Group, GroupError, Member, Round
@@ -53,4 +53,5 @@ __all__ = [
     "TransactionError",
     "Txn",
     "describe_groups",
+    "group_lines",
 ]

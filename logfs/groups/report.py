@@ -87,3 +87,31 @@ def _consumer_group(group) -> dict:
         "protocol": None,
         "members": members,
     }
+
+
+def group_lines(groups: list[dict]) -> list[str]:
+    """`describe_groups` as ``logfs describe --groups`` prints it: a line per group,
+    then a tab-indented line per member and per committed offset."""
+    lines = []
+    for g in groups:
+        protocol = f"{g['protocol_type']}/{g['protocol'] or ''}".strip("/")
+        lines.append(
+            f"Group: {g['group']}\tType: {g['type']}\tState: {g['state']}\t"
+            f"Protocol: {protocol}\tGeneration: {g['generation']}\tMembers: {len(g['members'])}"
+        )
+        for m in g["members"]:
+            assigned = ",".join(f"{t}-{p}" for t, p in m["assignment"])
+            lines.append(
+                f"\tMember: {m['member_id']}\tInstance: {m['group_instance_id'] or '-'}\t"
+                f"ClientId: {m['client_id']}\tHost: {m['client_host'] or '-'}\t"
+                f"Assigned: {assigned or '-'}"
+            )
+        for o in g["offsets"]:
+            end = "-" if o["log_end_offset"] is None else o["log_end_offset"]
+            lag = "-" if o["lag"] is None else o["lag"]
+            lines.append(
+                f"\tTopic: {o['topic']}\tPartition: {o['partition']}\t"
+                f"CommittedOffset: {o['committed_offset']}\tLogEndOffset: {end}\t"
+                f"Lag: {lag}\tMember: {o['member_id'] or '-'}"
+            )
+    return lines
