@@ -179,29 +179,18 @@ def _alter_broker(broker, advertised, name, setting, deleting, validate) -> None
     broker.configs.alter(setting, deleting, validate)
 
 
-def incremental_alter_configs(broker, request, advertised):
-    m = schema(INCREMENTAL_ALTER_CONFIGS, request.version)
-    store, validate = broker.store, request.body.validate_only
+def _alter_each(m, resources, alter) -> tuple:
+    """Each resource (a topic or the broker) altered by ``alter(resource)``, and its
+    answer: Kafka's code and message for what that raised."""
     results = []
-    for resource in request.body.resources:
+    for resource in resources:
         code, message = KafkaCode.NONE, None
         try:
-            name = resource.resource_name
-            if resource.resource_type == TOPIC_RESOURCE:
-                effective = store.topic_config(name).to_properties()
-                overrides = _altered(store.topic_overrides(name), effective, resource.configs)
-                _alter_topic(broker, advertised, name, overrides, validate)
-            elif resource.resource_type == BROKER_RESOURCE:
-                values = {k: s.value or "" for k, s in broker.configs.describe().items()}
-                after = _altered(
-                    {}, values, [c for c in resource.configs if c.config_operation != DELETE]
-                )
-                deleting = [c.name for c in resource.configs if c.config_operation == DELETE]
-                _alter_broker(broker, advertised, name, after, deleting, validate)
-            else:
+            if resource.resource_type not in (TOPIC_RESOURCE, BROKER_RESOURCE):
                 raise InvalidRequestError(
                     f"resource type {resource.resource_type} has no settings here"
                 )
+            alter(resource)
         except (LogfsError, OSError) as e:
             code, message = error_code(e), str(e).splitlines()[0] if str(e) else None
         results.append(
@@ -213,9 +202,29 @@ def incremental_alter_configs(broker, request, advertised):
                 resource_name=resource.resource_name,
             )
         )
-    return make(
-        m.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results)
-    )
+    return tuple(results)
+
+
+def incremental_alter_configs(broker, request, advertised):
+    m = schema(INCREMENTAL_ALTER_CONFIGS, request.version)
+    store, validate = broker.store, request.body.validate_only
+
+    def alter(resource) -> None:
+        name = resource.resource_name
+        if resource.resource_type == TOPIC_RESOURCE:
+            effective = store.topic_config(name).to_properties()
+            overrides = _altered(store.topic_overrides(name), effective, resource.configs)
+            _alter_topic(broker, advertised, name, overrides, validate)
+        else:
+            values = {k: s.value or "" for k, s in broker.configs.describe().items()}
+            after = _altered(
+                {}, values, [c for c in resource.configs if c.config_operation != DELETE]
+            )
+            deleting = [c.name for c in resource.configs if c.config_operation == DELETE]
+            _alter_broker(broker, advertised, name, after, deleting, validate)
+
+    results = _alter_each(m, request.body.resources, alter)
+    return make(m.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=results)
 
 
 def alter_configs(broker, request, advertised):
@@ -223,29 +232,14 @@ def alter_configs(broker, request, advertised):
     defaults), as Kafka's AlterConfigs does."""
     m = schema(ALTER_CONFIGS, request.version)
     validate = request.body.validate_only
-    results = []
-    for resource in request.body.resources:
-        code, message = KafkaCode.NONE, None
+
+    def alter(resource) -> None:
         given = {c.name: c.value or "" for c in resource.configs}
-        try:
-            if resource.resource_type == TOPIC_RESOURCE:
-                _alter_topic(broker, advertised, resource.resource_name, given, validate)
-            elif resource.resource_type == BROKER_RESOURCE:
-                gone = [k for k in broker.configs.dynamic if k not in given]
-                _alter_broker(broker, advertised, resource.resource_name, given, gone, validate)
-            else:
-                raise InvalidRequestError(
-                    f"resource type {resource.resource_type} has no settings here"
-                )
-        except (LogfsError, OSError) as e:
-            code, message = error_code(e), str(e).splitlines()[0] if str(e) else None
-        results.append(
-            make(
-                m.AlterConfigsResourceResponse,
-                error_code=code,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
-        )
-    return make(m.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+        if resource.resource_type == TOPIC_RESOURCE:
+            _alter_topic(broker, advertised, resource.resource_name, given, validate)
+        else:
+            gone = [k for k in broker.configs.dynamic if k not in given]
+            _alter_broker(broker, advertised, resource.resource_name, given, gone, validate)
+
+    results = _alter_each(m, request.body.resources, alter)
+    return make(m.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=results)
