@@ -19,6 +19,7 @@ from typing import Protocol
 
 import pyfuse3
 
+from ..core.client import names
 from ..core.errors import CorruptIndexError, CorruptRecordError, InvalidBatchError, LogfsError
 
 logger = logging.getLogger(__name__)
@@ -106,25 +107,44 @@ def errno_for(exc: BaseException) -> int:
 
 
 # What the mount answers while its partitions are being recovered: the root's
-# attributes (monitoring reads user.logfs.health); everything else waits.
+# attributes (monitoring reads user.logfs.health) and its ``.state`` file, looked
+# up, opened, read and closed; everything else waits.
 WHILE_RECOVERING = {"getattr", "getxattr", "listxattr", "statfs"}
+STATE_REQUESTS = {"lookup", "getattr", "open", "read", "flush", "_release"}
+STATE_NAME = names.MOUNT_STATE.encode()
+
+
+def answered_early(ops, name: str, args: tuple) -> bool:
+    """Whether request ``name`` of the mount's handlers ``ops`` is answered while
+    its partitions are recovered (`WHILE_RECOVERING`)."""
+    if name == "statfs":
+        return True
+    if not args:
+        return False
+    if name in WHILE_RECOVERING and args[0] == pyfuse3.ROOT_INODE:
+        return True
+    if name not in STATE_REQUESTS:
+        return False
+    if name == "lookup":
+        return args[0] == pyfuse3.ROOT_INODE and args[1] == STATE_NAME
+    if name in ("read", "flush", "_release"):
+        return args[0] in ops.files  # only .state can have been opened before now
+    node = ops.inodes.get(args[0])
+    return node is not None and node.shows == "mount"
 
 
 def fuse_errors(handler):
     """Turn every exception a handler raises into a FUSEError. Requests wait
     until the store is recovered (`Operations.ready`), but for the root's
-    attributes. With the daemon's metrics (`Operations.metrics`), each request's
-    time and errno are told to them."""
+    attributes and ``.state`` (`answered_early`). With the daemon's metrics
+    (`Operations.metrics`), each request's time and errno are told to them."""
     name = handler.__name__
-    early = name in WHILE_RECOVERING
     operation = name.lstrip("_")
 
     @functools.wraps(handler)
     async def wrapper(self, *args):
-        if not self.ready.is_set():
-            root = name == "statfs" or (args and args[0] == pyfuse3.ROOT_INODE)
-            if not (early and root):
-                await self.ready.wait()
+        if not self.ready.is_set() and not answered_early(self, name, args):
+            await self.ready.wait()
         metrics = self.metrics
         if metrics is None:
             try:

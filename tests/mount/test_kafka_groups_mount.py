@@ -81,6 +81,6 @@ def test_group_files_without_the_listener_persist_in_consumer_offsets(tmp_path):
         subprocess.run(["sh", "-c", f"echo 5 > {mnt / 'plain' / '0' / 'groups' / 'tail'}"],
                        check=True, timeout=60)  # fmt: skip
         assert (mnt / "plain" / "0" / "groups" / "tail").read_text() == "5\n"
-        assert sorted(p.name for p in mnt.iterdir()) == ["plain"]
+        assert sorted(p.name for p in mnt.iterdir()) == [".state", "plain"]
     with Served(data) as served:
         assert fetched(served.bootstrap, "tail", "plain") == 5

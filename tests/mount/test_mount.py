@@ -319,11 +319,19 @@ def test_recovery_after_a_crash_is_visible_and_requests_wait(tmp_path):
         daemon.kill()
     daemon = Daemon(data, mountpoint, log=tmp_path / "second.log").start()
     try:
-        health = []
+        health, states = [], []
         while not health or health[-1] != b"ok":
             health.append(os.getxattr(mountpoint, "user.logfs.health"))
+            states.append(json.loads((mountpoint / ".state").read_bytes()))
         assert health[0] == b"recovering" and set(health) == {b"recovering", b"ok"}
+        # the mount's .state tells the same, for scripts that read files only
+        recovering = [s["recovery"] for s in states if s["health"] == "recovering"]
+        assert recovering and recovering[0]["done"] is False, states[:3]
+        assert all(r["recovered"] <= r["partitions"] <= 1 for r in recovering), recovering
         assert sh(f"wc -l < {mountpoint}/t/0/stream").stdout.strip() == "20000000"
+        done = json.loads((mountpoint / ".state").read_bytes())
+        assert done["health"] == "ok" and done["failures"] == {} and done["pid"] == daemon.proc.pid
+        assert done["recovery"]["done"] is True and done["recovery"]["recovered"] == 1
     finally:
         daemon.stop()
     log = (tmp_path / "second.log").read_text()

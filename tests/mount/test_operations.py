@@ -126,11 +126,13 @@ def test_mkdir_makes_topics_and_partitions(fs):
         fs.call("mkdir", fs.inode("orders"), b"two", 0o755, None)
     with fuse_error(errno.EPERM):
         fs.call("mkdir", fs.inode("orders/0"), b"x", 0o755, None)
+    with fuse_error(errno.EEXIST):  # the mount's own file, not a topic's name here
+        fs.call("mkdir", pyfuse3.ROOT_INODE, b".state", 0o755, None)
     assert fs.store.topics() == {"orders": 3}
 
 
 def test_listing(fs, monkeypatch):
-    assert fs.listdir("", monkeypatch) == ["orders"]
+    assert fs.listdir("", monkeypatch) == [".state", "orders"]
     assert fs.listdir("orders", monkeypatch) == ["0", "1", "append", "append.bin", "config"]
     assert sorted(fs.listdir("orders/0", monkeypatch)) == sorted(
         ["append", "append.batches", "append.bin", "from", "offset", "segments", "state", "stream"]

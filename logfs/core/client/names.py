@@ -40,6 +40,7 @@ OFFSET = "offset"
 TIME = "time"
 SEGMENTS = "segments"
 FROM = "from"
+MOUNT_STATE = ".state"  # the root: the mount's own state, what its extended attributes tell
 
 # FUSE's max_write: the largest write() that reaches the daemon whole (one
 # append), and the st_blksize the mount reports, by which tools size writes.

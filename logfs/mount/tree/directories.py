@@ -30,15 +30,17 @@ import errno
 import json
 import os
 import stat
+import time
 
 from ...core.access import holds_records, may_delete, new_owner
 from ...core.client import names
 from ...core.config import INTERNAL_TOPICS
 from ..errnos import fail
-from ..files import KeyFile, OpenFile
+from ..files import KeyFile, OpenFile, SnapshotFile
 from .groupfiles import Group, GroupFile, listed
 from .lives import Caller, TopicLife
 from .nodes import (
+    REGULAR,
     Append,
     AppendBatches,
     AppendBin,
@@ -257,11 +259,13 @@ class Root(Directory):
     @classmethod
     def child(cls, name: str) -> type[Node] | None:
         # The group coordinator's internal topic is not shown, as Kafka hides it.
+        if name == names.MOUNT_STATE:
+            return MountState
         return None if name in INTERNAL_TOPICS else Topic
 
     def entries(self, view: View) -> list[str]:
         view.topics_changed()  # once per listing: topics made by the Kafka face
-        return [t for t in view.topics() if t not in INTERNAL_TOPICS]
+        return [names.MOUNT_STATE, *(t for t in view.topics() if t not in INTERNAL_TOPICS)]
 
     def mkdir(self, view: View, name: str, partitions: int, mode: int, caller: Caller) -> None:
         """A topic, owned by the user who made it with ``mode`` (kept in DATA). An
@@ -269,6 +273,8 @@ class Root(Directory):
         or not): EINVAL, as Kafka refuses to create one (INVALID_REQUEST)."""
         if name in INTERNAL_TOPICS:
             raise fail(errno.EINVAL)
+        if name == names.MOUNT_STATE:
+            raise fail(errno.EEXIST)  # the mount's own file (a topic of that name: Kafka only)
         owner = new_owner(caller, mode, view.options)
         try:
             view.store.create_topic(name, partitions=partitions, owner=owner)
@@ -298,23 +304,65 @@ class Root(Directory):
 
     def xattrs(self, view: View) -> dict[str, bytes]:
         """The daemon's pid, DATA, the mount's health with why, and how far its
-        recovery at the start went."""
-        store = view.store
-        if not view.is_ready():
-            health, failures = "recovering", {}
-        else:
-            offline = store.failures()
-            failures = dict(offline) | store.flush_failures()
-            if store.checkpoint_failure:
-                failures["checkpoints"] = f"writing failed: {store.checkpoint_failure}"
-            health = "failed" if offline else "degraded" if failures else "ok"
+        recovery at the start went (`mount_state`)."""
+        state = mount_state(view)
         return {
-            names.PID_XATTR: str(os.getpid()).encode(),
-            names.DATA_XATTR: os.fsencode(os.path.abspath(store.path)),
-            names.HEALTH_XATTR: health.encode(),
-            names.FAILURES_XATTR: json.dumps(failures, sort_keys=True).encode(),
-            names.RECOVERY_XATTR: json.dumps(view.recovery(), sort_keys=True).encode(),
+            names.PID_XATTR: str(state["pid"]).encode(),
+            names.DATA_XATTR: os.fsencode(state["data"]),
+            names.HEALTH_XATTR: state["health"].encode(),
+            names.FAILURES_XATTR: json.dumps(state["failures"], sort_keys=True).encode(),
+            names.RECOVERY_XATTR: json.dumps(state["recovery"], sort_keys=True).encode(),
         }
+
+
+class MountState(Node):
+    """``MNT/.state``: the mount's own state as a JSON line, what the root's
+    extended attributes tell: read by scripts and monitoring that cannot read
+    extended attributes, the recovery's progress while it goes included. Its
+    name keeps it out of ``ls`` and shadows a topic ``.state`` (reachable over
+    Kafka only)."""
+
+    __slots__ = ()
+    shows = "mount"
+
+    def __init__(self, path: tuple[str, ...], life: TopicLife | None = None, inode: int = 0):
+        super().__init__(path, None, inode)  # the mount's, not a topic's
+
+    @classmethod
+    def placed(cls, view: View, path: tuple[str, ...]) -> None:
+        """Always there."""
+
+    def stat(self, view: View) -> Stat:
+        return Stat(REGULAR, len(mount_state_text(view)), time.time_ns(), timeout=0)
+
+    def opened(self, view: View, flags: int) -> OpenFile:
+        return SnapshotFile(mount_state_text(view))
+
+
+def mount_state(view: View) -> dict:
+    """``{"pid", "data", "health", "failures", "recovery"}``: health is ``ok``,
+    ``degraded`` (a flush or the checkpoints failed), ``failed`` (a partition is
+    offline) or ``recovering``; failures map what failed to why."""
+    store = view.store
+    if not view.is_ready():
+        health, failures = "recovering", {}
+    else:
+        offline = store.failures()
+        failures = dict(offline) | store.flush_failures()
+        if store.checkpoint_failure:
+            failures["checkpoints"] = f"writing failed: {store.checkpoint_failure}"
+        health = "failed" if offline else "degraded" if failures else "ok"
+    return {
+        "pid": os.getpid(),
+        "data": os.path.abspath(store.path),
+        "health": health,
+        "failures": failures,
+        "recovery": view.recovery(),
+    }
+
+
+def mount_state_text(view: View) -> bytes:
+    return (json.dumps(mount_state(view), sort_keys=True) + "\n").encode()
 
 
 def node_class(path: tuple[str, ...]) -> type[Node] | None:

@@ -74,7 +74,7 @@ class Node:
     compacted_only = False
     directory = False
     writable = False
-    shows = ""  # "groups" or "group": a node whose owner or mode are not its topic's
+    shows = ""  # "groups", "group", "mount": a node not shown as its topic's
 
     def __init__(
         self, path: tuple[str, ...], life: TopicLife | None = None, inode: int = 0
@@ -178,7 +178,7 @@ class View:
             (the daemon's flusher's); without it a log is flushed in line.
         buffered: the buffered mode's append streams (buffered.py), or None.
         is_ready: whether the store's partitions are recovered.
-        recovery: how far their recovery went, for the root's ``user.logfs.recovery``.
+        recovery: how far their recovery went (the root's ``user.logfs.recovery``, ``.state``).
         metrics: the daemon's metrics (logfs/metrics), or None.
     """
 
@@ -206,16 +206,13 @@ class View:
         self.partial_lines = Pool(PARTIAL_LINES_BYTES)  # held by the open append files
         self.buffered = buffered  # the buffered mode's append streams, or None
         self._counting: dict[Uncounted, trio.Event] = {}
-        # The root shows DATA's owner, group and permission bits (uid=, gid= and umask=
-        # replace them, as for sshfs and ntfs-3g), each topic its owner kept in DATA
-        # (core/access.py: the listener decides from the same), so that with
-        # -o allow_other,default_permissions the kernel lets other users do through
-        # the mount what they own or are given, and no more (docs/operations.md).
+        # The root shows DATA's owner and modes (uid=, gid=, umask= replace them), each
+        # topic its owner kept in DATA (core/access.py, as the listener): with allow_other,
+        # default_permissions the kernel lets users do what they own or are given, no more.
         self.options = owner
         self.data = data_owner(store.path, owner)
-        # chown and chmod of the root, remembered for the mount's life: (uid, gid, mode
-        # bits); those of paths in a topic live and die with the topic (`TopicLife`),
-        # those of a topic itself are kept in DATA (`Store.set_topic_owner`)
+        # chown and chmod of the root, for the mount's life: (uid, gid, mode bits); those
+        # of paths in a topic live and die with it (`TopicLife`), a topic's are in DATA
         self.changed_owner: dict[tuple[str, ...], tuple[int, int, int]] = {}
         self.lives = Lives()
         self._topics: dict[str, int] | None = None  # store.topics(), kept between changes
@@ -266,8 +263,9 @@ class View:
     def shown(self, node: Node) -> Owner:
         """``node``'s owner, group and permission bits before any chown of a
         path inside a topic (core/access.py)."""
-        if not node.path:
-            return self.root_owner()
+        if not node.path or node.shows == "mount":  # the root, or its ``.state``
+            root = self.root_owner()
+            return root._replace(mode=root.mode & 0o444) if node.path else root
         topic = self.topic_owner(node.topic)
         if len(node.path) == 1:
             return topic
@@ -287,6 +285,8 @@ class View:
     def keep_owner(self, node: Node, owner: Owner) -> None:
         """chown or chmod of ``node``: a topic's kept in DATA by the store, a
         consumer group's by the coordinator, another path's for the mount's life."""
+        if node.shows == "mount":
+            raise fail(errno.EPERM)  # the mount's ``.state`` is the root's, as it is
         if len(node.path) == 1:
             self.store.set_topic_owner(node.topic, owner)
         elif node.shows == "group":
