@@ -41,7 +41,7 @@ from ..core.client import mountinfo
 from ..core.log import Store
 from ..groups import Coordinator, TransactionCoordinator
 from ..metrics import MetricsService
-from ..mirror import MirrorOut
+from ..mirror import MirrorOut, RetentionFloors
 from ..mount import FuseMount
 from .cleaner_task import Cleaner
 from .flusher import Flusher
@@ -103,10 +103,15 @@ class Daemon:
             self.metrics = MetricsService(options.metrics, store, self.groups, self.ready.is_set)
         books = None if self.metrics is None else self.metrics.metrics
         # The mirror reads DATA read-only, as any reader beside the daemon: appends never
-        # wait for it (logfs/mirror/outbound.py); retention waits for it.
+        # wait for it (logfs/mirror/outbound.py); retention waits for it, and for the
+        # mirrors run as processes of their own (their status files in DATA).
         self.mirror = None if options.mirror is None else MirrorOut(self.data, options.mirror)
-        keep = {} if self.mirror is None else {"keep_from": self.mirror.retention_floor}
-        self.flusher = Flusher(store, **options.tasks["flusher"], **keep) if writable else None
+        own = None if self.mirror is None else self.mirror.settings.id
+        self.floors = RetentionFloors(self.data, own)
+        self.flusher = (
+            Flusher(store, **options.tasks["flusher"], keep_from=self.retention_floor)
+            if writable else None
+        )  # fmt: skip
         self.cleaner = Cleaner(store, **options.tasks["cleaner"]) if writable else None
         sync = None if self.flusher is None else self.flusher.flush_log
         self.mount = None
@@ -139,6 +144,14 @@ class Daemon:
             self.cleaner,
             books,
         )
+
+    def retention_floor(self, topic: str, partition: int) -> int | None:
+        """The offset retention keeps in a partition: the lowest position of the
+        mirrors that forward it (None: none waits)."""
+        floors = [self.floors(topic, partition)]
+        if self.mirror is not None:
+            floors.append(self.mirror.retention_floor(topic, partition))
+        return min((f for f in floors if f is not None), default=None)
 
     def topic_deleted(self, topic: str) -> None:
         """A topic deleted over Kafka: the mount forgets its inodes, the metrics its series."""

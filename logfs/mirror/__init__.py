@@ -7,12 +7,13 @@ or a face: it runs in a thread of a daemon (`logfs mount`, `logfs serve` with
 from .outbound import MirrorOut
 from .process import mirror_main
 from .settings import OPTIONS, MirrorSettings
-from .status import describe_lines, read_statuses
+from .status import RetentionFloors, describe_lines, read_statuses
 from .target import TargetError
 
 __all__ = [
     "OPTIONS",
     "MirrorOut",
+    "RetentionFloors",
     "MirrorSettings",
     "TargetError",
     "describe_lines",

@@ -150,6 +150,8 @@ class MirrorOut:
         return {
             "to": self.settings.to,
             "id": self.settings.id,
+            "topics": self.settings.topics,
+            "retention_wait": self.settings.retention_wait,
             "error": self.error,
             "topic_errors": dict(self.topic_errors),
             "forwarded": self.forwarded,

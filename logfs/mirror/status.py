@@ -4,6 +4,7 @@
 at most once a second and whenever the error changes. Its fields:
 
 - ``to``, ``id``: where and as whom the mirror forwards;
+- ``topics``, ``retention_wait``: its ``mirror.topics`` and ``mirror.retention.wait``;
 - ``pid``, ``updated_ms``: the process that wrote it and when (a status whose process is
   gone is shown as stale);
 - ``error``: the last round's failure, or null; ``topic_errors``: topics not mirrored;
@@ -22,7 +23,10 @@ import contextlib
 import json
 import os
 import re
+import time
 from pathlib import Path
+
+from ..core.config import INTERNAL_TOPICS
 
 PREFIX, SUFFIX = "logfs-mirror.", ".json"
 
@@ -63,6 +67,53 @@ def read_statuses(data: str | os.PathLike) -> list[dict]:
                 status["stale"] = not _alive(status["pid"])
                 out.append(status)
     return out
+
+
+class RetentionFloors:
+    """What a daemon's retention keeps for the mirrors that run as processes of their
+    own (``logfs mirror DATA ...``), read from their status files in DATA at most
+    every ``every`` seconds: per partition, the lowest position of the mirrors with
+    ``retention_wait`` whose ``topics`` match it, 0 for a partition such a mirror has
+    not listed yet. A mirror whose process is gone still holds (it resumes from its
+    position when started again): its status file removed, or the mirror run with
+    ``mirror.retention.wait=false``, lets retention go on. ``own`` is the daemon's own
+    mirror's id, whose floor the daemon asks of it directly."""
+
+    def __init__(
+        self, data: str | os.PathLike, own: str | None = None, every: float = 1.0,
+        clock=time.monotonic,
+    ) -> None:  # fmt: skip
+        self.data, self.own, self.every, self.clock = data, own, every, clock
+        self._read_at: float | None = None
+        self._mirrors: list[tuple[re.Pattern, dict, dict]] = []
+
+    def __call__(self, topic: str, partition: int) -> int | None:
+        now = self.clock()
+        if self._read_at is None or now - self._read_at >= self.every:
+            self._read_at, self._mirrors = now, self._read()
+        if topic in INTERNAL_TOPICS:  # never mirrored
+            return None
+        floors = [
+            positions.get(f"{topic}-{partition}", 0)
+            for topics, positions, refused in self._mirrors
+            if topics.fullmatch(topic) and topic not in refused
+        ]
+        return min(floors, default=None)
+
+    def _read(self) -> list[tuple[re.Pattern, dict, dict]]:
+        mirrors = []
+        for status in read_statuses(self.data):
+            if status.get("id") == self.own or not status.get("retention_wait", True):
+                continue
+            with contextlib.suppress(re.error, TypeError, AttributeError):
+                positions = {
+                    name: p["position"]
+                    for name, p in (status.get("partitions") or {}).items()
+                    if isinstance(p.get("position"), int)
+                }
+                refused = status.get("topic_errors") or {}  # topics it does not mirror
+                mirrors.append((re.compile(status.get("topics") or ".*"), positions, refused))
+        return mirrors
 
 
 def describe_lines(statuses: list[dict]) -> list[str]:

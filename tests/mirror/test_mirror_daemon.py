@@ -147,3 +147,41 @@ def test_retention_waits_for_the_mirror_unless_told_not_to(tmp_path):
             else:
                 wait_for(lambda e=edge: log_start(e) > 0, "retention", timeout=30)
         assert "Traceback" not in served.output()
+
+
+def test_retention_waits_for_a_mirror_run_as_a_process_of_its_own(tmp_path):
+    """``logfs mirror DATA ...`` beside a serving daemon: its status file in DATA holds
+    the daemon's retention at its position, also once its process is killed (it resumes
+    from there); with ``mirror.retention.wait=false``, or its status file removed,
+    retention goes on."""
+    with socket.socket() as s:  # a port nothing listens on: the cluster is down
+        s.bind(("127.0.0.1", 0))
+        down = f"kafka://127.0.0.1:{s.getsockname()[1]}"
+    settings = ["log.retention.check.interval.ms=100", "segment.bytes=1024", "retention.ms=1"]
+    for wait in ("true", "false"):
+        edge = tmp_path / f"edge-{wait}"
+        with Served(edge, *settings) as served, open(tmp_path / f"mirror-{wait}.log", "ab") as log:
+            mirror = subprocess.Popen(
+                [*LOGFS, "mirror", str(edge), down, "-o", f"mirror.retention.wait={wait}"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            )  # fmt: skip
+            try:
+                wait_for(lambda e=edge: any(e.glob("logfs-mirror.*.json")), "status", timeout=60)
+                producer = Producer({"bootstrap.servers": served.bootstrap, "batch.size": 500})
+                for i in range(300):
+                    producer.produce("t", b"%040d" % i)
+                producer.flush(30)
+                if wait == "true":
+                    time.sleep(2)  # twenty retention checks
+                    assert log_start(edge) == 0 and len(stored(edge, "t")) == 300
+                    mirror.kill()  # a mirror gone still holds: it resumes from its position
+                    mirror.wait(30)
+                    time.sleep(2)
+                    assert log_start(edge) == 0
+                    for status in edge.glob("logfs-mirror.*.json"):
+                        status.unlink()  # the operator lets it go
+                wait_for(lambda e=edge: log_start(e) > 0, "retention", timeout=30)
+            finally:
+                mirror.kill()
+                mirror.wait(30)
+        assert "Traceback" not in served.output()
