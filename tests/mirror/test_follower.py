@@ -9,17 +9,20 @@ from __future__ import annotations
 import errno
 import json
 import random
+import re
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
 from kafka_helpers import mounted
 from mirror_helpers import PASSWORD, USER
 from mount_helpers import LOGFS, Daemon, force_unmount, sh
+from prometheus_client.parser import text_string_to_metric_families
 from tcp_proxy import Proxy
 from waiting import wait_for
 
@@ -124,8 +127,11 @@ def test_a_follower_copies_its_leader_byte_for_byte_and_tail_f_sees_it(tmp_path,
     shell_lines(leader.mnt, "events", 200, "before")
     transactions(leader, "events", 6, "txn")
     mnt = tmp_path / "mnt"
-    with mounted(tmp_path / "follower", mnt, *leader.follow()) as (daemon, address):
+    metrics = "metrics=127.0.0.1:0"
+    with mounted(tmp_path / "follower", mnt, *leader.follow(), metrics) as (daemon, address):
         identical(leader, tmp_path / "follower", "events")
+        for p in (0, 1):
+            wait_for(lambda p=p: follower_lag(daemon, p) == (0, 0), "lag 0 in the metrics")
         for p in (0, 1):  # the local LSO and what read_committed readers see: the leader's
             mine, theirs = state(mnt, "events", p), state(leader.mnt, "events", p)
             assert mine["last_stable_offset"] == theirs["last_stable_offset"]
@@ -160,32 +166,74 @@ def test_a_follower_copies_its_leader_byte_for_byte_and_tail_f_sees_it(tmp_path,
     assert "Traceback" not in daemon.output()
 
 
+def follower_lag(daemon, partition: int) -> tuple[float, float] | None:
+    """``logfs_follower_lag_messages`` and ``_ms`` of events-``partition`` as served."""
+    found = re.search(r"serving metrics on http://([\d.]+:\d+)/", daemon.output())
+    if found is None:
+        return None
+    with urllib.request.urlopen(f"http://{found[1]}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    lags = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith("logfs_follower_lag_") and sample.labels == {
+                "source": sample.labels.get("source"), "topic": "events",
+                "partition": str(partition),
+            }:  # fmt: skip
+                lags[sample.name] = sample.value
+    if len(lags) != 2:
+        return None
+    return lags["logfs_follower_lag_messages"], lags["logfs_follower_lag_ms"]
+
+
 def test_followed_partitions_are_read_only_on_the_mount_and_the_listener(tmp_path, leader):
     shell_lines(leader.mnt, "events", 10, "x")
     mnt = tmp_path / "mnt"
-    with mounted(tmp_path / "follower", mnt, *leader.follow()) as (daemon, address):
+    only = leader.follow(leader.address, "mirror.topics=events")  # "local" is this node's
+    with mounted(tmp_path / "follower", mnt, *only) as (daemon, address):
         wait_for(lambda: state_says(mnt, "events", 1, "next_offset", 10), "copied", timeout=60)
-        part = mnt / "events" / "0"
-        for path, data in [
-            (part / "append", b"refused\n"),
-            (part / "append.bin", (8).to_bytes(4, "big") + b"refused!"),
-            (mnt / "events" / "append", b"refused\n"),
-            (mnt / "events" / "config", b"retention.ms=1000\n"),
-        ]:
-            with pytest.raises(OSError) as refused, open(path, "wb", buffering=0) as f:
-                f.write(data)
-            assert refused.value.errno == errno.EROFS, path
+        (mnt / "local").mkdir()  # an ordinary topic beside: writable
+        for topic in ("events", "local"):
+            part = mnt / topic / "0"
+            for path, data in [
+                (part / "append", b"refused\n"),
+                (part / "append.bin", (8).to_bytes(4, "big") + b"refused!"),
+                (mnt / topic / "append", b"refused\n"),
+                (mnt / topic / "config", b"retention.ms=1000\n"),
+            ]:
+                if topic == "local":
+                    path.write_bytes(data)
+                    continue
+                with pytest.raises(OSError) as refused, open(path, "wb", buffering=0) as f:
+                    f.write(data)
+                assert refused.value.errno == errno.EROFS, path
         for command in (f"mkdir {mnt}/events/2", f"rmdir {mnt}/events"):
             done = sh(command, check=False)
             assert done.returncode != 0 and "Read-only file system" in done.stderr, command
         assert state(mnt, "events", 0)["next_offset"] == 10
+        assert state(mnt, "local", 0)["next_offset"] == 3
         producer = Producer({"bootstrap.servers": address, "message.timeout.ms": 10000})
-        errors = []
-        producer.produce(
-            "events", b"refused", partition=0, on_delivery=lambda e, _: errors.append(e)
-        )
+        errors = {}
+        for topic in ("events", "local"):
+            producer.produce(
+                topic, b"x", partition=0, on_delivery=lambda e, m: errors.update({m.topic(): e})
+            )
         producer.flush(30)
-        assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+        assert errors["events"].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert errors["local"] is None
+        admin = AdminClient({"bootstrap.servers": address})
+        for futures in (
+            admin.delete_records([TopicPartition("events", 0, 5)]),
+            admin.create_partitions([NewPartitions("events", 3)]),
+            admin.delete_topics(["events"]),
+        ):
+            for future in futures.values():
+                with pytest.raises(KafkaException) as refused:
+                    future.result(30)
+                code = refused.value.args[0].code()
+                assert code == KafkaError.TOPIC_AUTHORIZATION_FAILED, refused.value
+        assert state(mnt, "events", 0)["next_offset"] == 10
+        assert state(mnt, "events", 0)["log_start_offset"] == 0
     assert "Traceback" not in daemon.output()
 
 
