@@ -19,7 +19,10 @@ the producer state through its transactions (`LogTransactions`):
   so the last stable offset and ``.txnindex`` come out as the leader's;
 - `start_at` follows the leader's log start: DeleteRecords up to it, or, when the
   local log ends below it, every segment deleted and the log started again there
-  (Kafka's ``truncateFullyAndStartAt``).
+  (Kafka's ``truncateFullyAndStartAt``). An empty log whose first fetched batch
+  begins below its start (the leader's log start inside that batch) starts again at
+  the batch's base offset, as Kafka's replica fetcher does; the log start then
+  follows the leader's again.
 
 Crash protocol: nothing of its own. The follower's position is the log end, so a
 crash that cut a torn tail (recovery, partition.py) makes the follower fetch that
@@ -115,6 +118,11 @@ class LogFollowing:
             pos += header.size
             if header.next_offset <= end:
                 continue
+            if header.base_offset < end and not batches and self._empty():
+                # The log start is inside this batch (DeleteRecords on the leader) and
+                # nothing is here yet: start at the batch, as Kafka's replica fetcher does.
+                self._restart(header.base_offset)
+                end = header.base_offset
             if header.base_offset < end:
                 raise InvalidBatchError(
                     f"copied batch {header.base_offset}..{header.last_offset} overlaps "
@@ -171,6 +179,17 @@ class LogFollowing:
         if offset <= state.next_offset:
             return retention.delete_records(state, offset, follower=True)
         state.require_appendable(follower=True)
+        self._restart(offset)
+        return offset
+
+    def _empty(self) -> bool:
+        state = self.state
+        return state.next_offset == state.log_start_offset and state.active_segment.size == 0
+
+    def _restart(self, offset: int) -> None:
+        """Delete every segment and start the log at ``offset`` (Kafka's
+        ``truncateFullyAndStartAt``)."""
+        state = self.state
         now = state.clock()
         while state.segments:
             oldest = state.remove_oldest()
@@ -187,6 +206,5 @@ class LogFollowing:
         state.keys.drop()
         state.epochs.start_moved(offset)
         for stale in snapshot_offsets(state.dir):
-            if stale < offset:
+            if stale != offset:
                 delete_snapshot(state.dir, stale)
-        return offset

@@ -210,3 +210,26 @@ def test_a_torn_tail_is_fetched_again_after_a_crash(tmp_path):
         assert follower.next_offset < leader_end
         follower.following.append(whole)  # a fetch from its log end: the rest comes
         assert files(follower, ".log") == leader_files
+
+
+def test_a_log_start_inside_a_batch_starts_the_copy_at_the_batch(tmp_path):
+    """The leader's log start inside a batch (DeleteRecords): an empty follower
+    restarted there gets the whole batch, starts at its base offset, then takes the
+    leader's log start; its file is the leader's."""
+    with Store(tmp_path / "leader") as ls, Store(tmp_path / "follower") as fs:
+        ls.create_topic("t")
+        leader = ls.log("t", 0)
+        leader.append([b"first %d" % i for i in range(10)])  # one batch: 0..9
+        leader.append([b"second"])
+        assert leader.delete_records(5) == 5
+        fs.create_topic("t")
+        fs.follow("t", SOURCE)
+        follower = fs.log("t", 0)
+        assert follower.following.start_at(5) == 5  # what OFFSET_OUT_OF_RANGE leads to
+        follower.following.append(log_bytes(leader))  # a fetch at 5: the batch 0..9 first
+        assert follower.following.start_at(leader.log_start_offset) == 5
+        assert (follower.log_start_offset, follower.next_offset) == (5, 11)
+        assert files(follower, ".log") == files(leader, ".log")
+        assert [r.value for r in follower.scan()] == [r.value for r in leader.scan()]
+        assert follower.following.append(log_bytes(leader)) == 11  # fetched again: skipped
+        assert files(follower, ".log") == files(leader, ".log")
