@@ -313,3 +313,28 @@ def test_bad_follower_options_fail_with_one_line(tmp_path):
         assert done.returncode == 1, (option, done.stderr)
         assert said in done.stderr and "Traceback" not in done.stderr, (option, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_follower_behind_the_leaders_log_start_starts_again_there(tmp_path, leader):
+    """The follower is down while DeleteRecords on the leader passes its log end: it
+    empties the partition and copies from the leader's log start on."""
+    shell_lines(leader.mnt, "events", 120, "a")
+    mnt = tmp_path / "mnt"
+    with mounted(tmp_path / "follower", mnt, *leader.follow()) as (daemon, _):
+        identical(leader, tmp_path / "follower", "events")
+    shell_lines(leader.mnt, "events", 100, "b")
+    admin = AdminClient(leader.client)  # kept: its futures end with it
+    done = admin.delete_records([TopicPartition("events", 0, 190)])
+    for future in done.values():
+        future.result(30)
+    with mounted(tmp_path / "follower", mnt, *leader.follow()) as (daemon, _):
+        wait_for(lambda: state_says(mnt, "events", 0, "next_offset", 220), "copied", timeout=60)
+        mine = state(mnt, "events", 0)
+        assert mine["log_start_offset"] == 190 and mine["follower"]["error"] is None
+        assert (mnt / "events" / "0" / "offset" / "190").read_bytes() == b"b line 71"
+        assert not (mnt / "events" / "0" / "offset" / "189").exists()
+        assert sorted(p.name for p in (tmp_path / "follower" / "events-0").glob("*.log")) == [
+            f"{190:020d}.log"
+        ]
+        assert state_says(mnt, "events", 1, "next_offset", 220)  # the other went on as ever
+    assert "Traceback" not in daemon.output()
