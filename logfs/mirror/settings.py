@@ -78,6 +78,8 @@ class MirrorSettings(NamedTuple):
         Raises:
             InvalidConfigError: an unknown ``mirror.`` option or a bad value.
         """
+        if "mirror.from" in options:  # `logfs mirror` forwards only; a daemon checks first
+            raise InvalidConfigError("mirror.from: a follower runs in `logfs mount` or `serve`")
         to, topics, security, timeout = _common(options, "mirror.to")
         name = _id(options, "logfs-mirror")
         wait = _flag(options, "mirror.retention.wait")

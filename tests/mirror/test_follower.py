@@ -313,6 +313,12 @@ def test_bad_follower_options_fail_with_one_line(tmp_path):
         assert done.returncode == 1, (option, done.stderr)
         assert said in done.stderr and "Traceback" not in done.stderr, (option, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    done = subprocess.run(
+        [*LOGFS, "mirror", str(tmp_path), "kafka://127.0.0.1:1", "-o", "mirror.from=kafka://h:1"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1 and "a follower runs in" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_a_follower_behind_the_leaders_log_start_starts_again_there(tmp_path, leader):
