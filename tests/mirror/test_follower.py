@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from kafka_helpers import mounted
 from mirror_helpers import PASSWORD, USER
@@ -105,6 +105,28 @@ def state_says(mnt: Path, topic: str, p: int, key: str, value) -> bool:
         return False
 
 
+def read_committed(config: dict, topic: str, partition: int) -> list[bytes]:
+    """Every value a ``read_committed`` consumer of a group reads from the start."""
+    consumer = Consumer(
+        {**config, "group.id": "reader", "enable.auto.commit": False,
+         "isolation.level": "read_committed", "enable.partition.eof": True},
+    )  # fmt: skip
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        out, deadline = [], time.monotonic() + 60
+        while time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            if message.error():
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                return out
+            out.append(message.value())
+        raise AssertionError(f"{topic}-{partition} not read to its end")
+    finally:
+        consumer.close()
+
+
 def identical(leader, data: Path, topic: str, timeout: float = 60) -> None:
     """Wait until both partitions of ``topic`` have the leader's log end, then compare
     the segment files (and the aborted transactions' indexes) byte for byte."""
@@ -140,6 +162,10 @@ def test_a_follower_copies_its_leader_byte_for_byte_and_tail_f_sees_it(tmp_path,
             ).read_bytes()
             assert mine["follower"]["from"] == f"kafka://{leader.address}"
             assert mine["follower"]["lag_records"] == 0 and mine["follower"]["error"] is None
+        for p in (0, 1):  # Kafka's consumers read the copy as the leader
+            copy = read_committed({"bootstrap.servers": address}, "events", p)
+            assert copy == read_committed(leader.client, "events", p)
+            assert len(copy) == 200 + 4 * 20
         config = (mnt / "events" / "config").read_text()
         assert "segment.bytes=4000" in config  # the leader's setting, copied
         tail = subprocess.Popen(
