@@ -36,6 +36,9 @@ MOUNT_EPILOG = """mount options (-o, comma-separated or repeated):
                               loopback only; the list in docs/operations.md)
   mirror.to=kafka://HOST:PORT forward the topics to a Kafka cluster exactly once (mirror.*
                               options, and what it guarantees: docs/operations.md)
+  mirror.from=kafka://HOST:PORT
+                              copy a Kafka cluster's topics in, byte for byte, read-only
+                              here: a follower (docs/operations.md)
   log.retention.check.interval.ms=N          how often retention runs (ms, default 300000)
   log.flush.offset.checkpoint.interval.ms=N  how often checkpoints are written (ms, 60000)
   log.cleaner.backoff.ms=N                   how often the cleaner looks for work (ms, 15000)

@@ -16,7 +16,8 @@ the partitions' recovery in a worker thread (meanwhile the mount's root says
 "recovering" in ``user.logfs.health``), then the transaction coordinator (which
 completes the transactions a stop left prepared, and aborts those past their
 timeout), the flusher, the log cleaner, the mount's own background work and the
-mirror (``-o mirror.to=``, in a worker thread),
+mirror (``-o mirror.to=``, in a worker thread) or the follower (``-o mirror.from=``, in a
+worker thread whose every touch of the store runs on the loop: `Daemon.in_loop`),
 then the mount record (while a writable
 daemon runs, ``DATA/logfs-mount.json`` says where it is mounted, by which
 process and on which Kafka address, so that producers on the same machine
@@ -41,7 +42,7 @@ from ..core.client import mountinfo
 from ..core.log import Store
 from ..groups import Coordinator, TransactionCoordinator
 from ..metrics import MetricsService
-from ..mirror import MirrorOut, RetentionFloors
+from ..mirror import MirrorIn, MirrorOut, RetentionFloors
 from ..mount import FuseMount
 from .cleaner_task import Cleaner
 from .flusher import Flusher
@@ -108,6 +109,11 @@ class Daemon:
         self.mirror = None if options.mirror is None else MirrorOut(self.data, options.mirror)
         own = None if self.mirror is None else self.mirror.settings.id
         self.floors = RetentionFloors(self.data, own)
+        self.follower = None
+        if options.follower is not None:  # its topics are read-only before the faces answer
+            self.follower = MirrorIn(self.data, options.follower, self.in_loop)
+            self.follower.mark(store)
+        self._token: trio.lowlevel.TrioToken | None = None
         self.flusher = (
             Flusher(store, **options.tasks["flusher"], keep_from=self.retention_floor)
             if writable else None
@@ -190,7 +196,13 @@ class Daemon:
             logger.info("unmounted %s", self.mount.mountpoint)
         return 1 if self.failed_to_recover else 0
 
+    def in_loop(self, fn: Callable[[Store], object]) -> object:
+        """``fn(store)`` run on the loop, from a worker thread (the follower's): the
+        store is the loop's alone (trio.RunFinishedError once the loop has ended)."""
+        return trio.from_thread.run_sync(fn, self.store, trio_token=self._token)
+
     async def _run(self, on_ready: Callable[[], None] | None) -> None:
+        self._token = trio.lowlevel.current_trio_token()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._stop_on_signal, nursery)
             if self.metrics is not None:  # answers while the partitions are recovered
@@ -230,30 +242,36 @@ class Daemon:
             await nursery.start(self.cleaner.run)
         if self.mount is not None:
             self.mount.start_background(nursery)
-        if self.mirror is not None:
-            nursery.start_soon(self._run_mirror)
+        for mirror in filter(None, (self.mirror, self.follower)):
+            nursery.start_soon(self._run_mirror, mirror)
             if self.metrics is not None:
-                nursery.start_soon(self._mirror_lag_to_metrics)
+                nursery.start_soon(self._mirror_lag_to_metrics, mirror)
         self._write_record()
         if on_ready is not None:
             on_ready()
 
-    async def _run_mirror(self) -> None:
-        """The mirror's rounds in a worker thread (its network calls block), stopped with
+    async def _run_mirror(self, mirror: MirrorOut | MirrorIn) -> None:
+        """A mirror's rounds in a worker thread (its network calls block), stopped with
         the daemon: the thread ends at its next round or network answer."""
         try:
-            await trio.to_thread.run_sync(self.mirror.run, abandon_on_cancel=True)
+            await trio.to_thread.run_sync(mirror.run, abandon_on_cancel=True)
         finally:
-            self.mirror.stop()
+            mirror.stop()
 
-    async def _mirror_lag_to_metrics(self) -> None:
-        """The mirror's lag per partition into the metrics' books, once a second (the
-        mirror keeps it as it works: outbound.py)."""
-        target = self.mirror.settings.to
+    async def _mirror_lag_to_metrics(self, mirror: MirrorOut | MirrorIn) -> None:
+        """A mirror's lag per partition into the metrics' books, once a second (the
+        mirror keeps it as it works: outbound.py, inbound.py)."""
+        books = self.metrics.metrics
         while True:
-            for name, lag in self.mirror.partitions().items():
+            for name, lag in mirror.partitions().items():
                 topic, _, partition = name.rpartition("-")
-                self.metrics.metrics.mirror(target, topic, int(partition), lag["lag_records"])
+                if isinstance(mirror, MirrorIn):
+                    books.follower(
+                        mirror.settings.source, topic, int(partition), lag["lag_records"],
+                        lag["lag_ms"],
+                    )  # fmt: skip
+                else:
+                    books.mirror(mirror.settings.to, topic, int(partition), lag["lag_records"])
             await trio.sleep(1)
 
     async def _stop_on_signal(self, nursery: trio.Nursery) -> None:

@@ -18,7 +18,7 @@ from ..core.log import LIMIT_OPTIONS, Limits
 from ..core.topic_keys import SYNONYMS
 from ..groups import GROUP_OPTIONS, GroupSettings
 from ..metrics import parse_address
-from ..mirror import MirrorSettings
+from ..mirror import FollowerSettings, MirrorSettings
 from ..mount import Ownership
 
 # Passed to the kernel / libfuse as they are.
@@ -90,6 +90,7 @@ class MountOptions(NamedTuple):
     given: Mapping[str, str] = {}  # every option as given, for the broker's configs
     metrics: str | None = None  # metrics=[HOST:]PORT: serve Prometheus's metrics there
     mirror: MirrorSettings | None = None  # mirror.to= and the mirror.* options
+    follower: FollowerSettings | None = None  # mirror.from= and the mirror.* options
 
 
 def parse_options(options: Mapping[str, str | None]) -> MountOptions:
@@ -155,9 +156,21 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     return MountOptions(
         frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks, owner, kafka,
         kafka_settings, buffered, limits, settings, {k: v or "" for k, v in options.items()},
-        metrics,
-        MirrorSettings.from_options(mirror) if mirror else None,
+        metrics, *_mirrors(mirror, "ro" in fuse),
     )  # fmt: skip
+
+
+def _mirrors(
+    mirror: Mapping[str, str], read_only: bool
+) -> tuple[MirrorSettings | None, FollowerSettings | None]:
+    """The mirror out's settings or the follower's: one direction per daemon."""
+    if "mirror.from" not in mirror:
+        return MirrorSettings.from_options(mirror) if mirror else None, None
+    if "mirror.to" in mirror:
+        raise LogfsError("mirror.from and mirror.to: a daemon mirrors one way")
+    if read_only:
+        raise LogfsError("mirror.from: a follower appends, which ro does not allow")
+    return None, FollowerSettings.from_options(mirror)
 
 
 def _kafka_value(key: str, value: str) -> int | bool | str:

@@ -48,6 +48,7 @@ class Reading(NamedTuple):
     writes: Counters
     rejected: Counters
     mirror_lag: dict[tuple[str, str, int], int]
+    follower_lag: dict[tuple[str, str, int], tuple[int, int]]
     ready: bool
     logs: list[tuple]  # (topic, partition, *LOG_GAUGES' values, offline)
     lag: list[tuple[str, str, int, int, int | None]]  # group, topic, p, committed, end
@@ -133,6 +134,7 @@ class Families:
             m.writes.plus({("line",): sum(count for count, _ in m.lines.values())}),
             m.rejected.plus({}),
             dict(m.mirror_lag),
+            dict(m.follower_lag),
             ready,
             logs,
             lag,
@@ -198,6 +200,17 @@ class Families:
         for (target, topic, partition), value in sorted(r.mirror_lag.items()):
             mirror.add_metric([target, topic, str(partition)], value)
         yield mirror
+        for i, (name, what) in enumerate(
+            (("messages", "Records"), ("ms", "Milliseconds"))
+        ):  # fmt: skip
+            follower = GaugeMetricFamily(
+                f"logfs_follower_lag_{name}",
+                f"{what} a follower is behind its cluster's high watermark, per partition",
+                labels=["source", *PARTITION],
+            )
+            for (source, topic, partition), lag in sorted(r.follower_lag.items()):
+                follower.add_metric([source, topic, str(partition)], lag[i])
+            yield follower
         yield GaugeMetricFamily(
             "logfs_recovering", "1 while the partitions are being recovered", value=int(not r.ready)
         )

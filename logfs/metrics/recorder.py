@@ -36,6 +36,8 @@ class Metrics:
         self.writes = Counters()  # (path,) -> append write()s: "line" or "general"
         self.rejected = Counters()  # (face, reason) -> refused requests
         self.mirror_lag: dict[tuple[str, str, int], int] = {}  # (target, topic, p) -> records
+        # (source, topic, p) -> (records behind the cluster's high watermark, ms behind it)
+        self.follower_lag: dict[tuple[str, str, int], tuple[int, int]] = {}
         # The one-line write()s, kept apart because they are the hot path: per topic
         # [write()s, bytes], and their times; added to the rest at a scrape (families.py).
         self.lines: dict[str, list[int]] = {}
@@ -96,6 +98,11 @@ class Metrics:
         """How many records a mirror to ``target`` is behind on one partition."""
         self.mirror_lag[(target, topic, partition)] = lag
 
+    def follower(self, source: str, topic: str, partition: int, lag: int, lag_ms: int) -> None:
+        """How many records, and for how long, a follower of ``source`` is behind the
+        cluster's high watermark on one partition."""
+        self.follower_lag[(source, topic, partition)] = (lag, lag_ms)
+
     def forget_topic(self, topic: str) -> None:
         """A deleted topic's series end."""
         for counters in (self.messages_in, self.bytes_in, self.bytes_out):
@@ -103,3 +110,5 @@ class Metrics:
         self.lines.pop(topic, None)
         for key in [k for k in self.mirror_lag if k[1] == topic]:
             del self.mirror_lag[key]
+        for key in [k for k in self.follower_lag if k[1] == topic]:
+            del self.follower_lag[key]

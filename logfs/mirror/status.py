@@ -3,8 +3,10 @@
 ``.``, ``_`` and ``-`` as ``_``), written whole through a temporary file and a rename,
 at most once a second and whenever the error changes. Its fields:
 
-- ``to``, ``id``: where and as whom the mirror forwards;
-- ``topics``, ``retention_wait``: its ``mirror.topics`` and ``mirror.retention.wait``;
+- ``to``, ``id``: where and as whom the mirror forwards; a follower (inbound.py) has
+  ``from`` instead, and ``copied`` (records appended since it started) for ``forwarded``;
+- ``topics``, ``retention_wait``: a forwarding mirror's ``mirror.topics`` and
+  ``mirror.retention.wait``;
 - ``pid``, ``updated_ms``: the process that wrote it and when (a status whose process is
   gone is shown as stale);
 - ``error``: the last round's failure, or null; ``topic_errors``: topics not mirrored;
@@ -12,7 +14,9 @@ at most once a second and whenever the error changes. Its fields:
 - ``lag_records``, ``lag_ms``: records not forwarded yet, and how old the oldest is;
 - ``partitions``: per ``topic-partition``, ``position`` (the next local offset to
   forward), ``end`` (the last stable offset), ``lag_records``, ``lag_ms``,
-  ``lost_to_retention`` and ``error``.
+  ``lost_to_retention`` and ``error``; a follower's ``position`` is the local log end,
+  its ``end`` the cluster's high watermark, its ``lag_ms`` how long the partition has
+  been behind it, and it has no ``lost_to_retention``.
 
 A crash can leave the temporary file (``.tmp`` added); the next write replaces it.
 """
@@ -103,7 +107,11 @@ class RetentionFloors:
     def _read(self) -> list[tuple[re.Pattern, dict, dict]]:
         mirrors = []
         for status in read_statuses(self.data):
-            if status.get("id") == self.own or not status.get("retention_wait", True):
+            if (
+                "to" not in status  # a follower's: it holds nothing here
+                or status.get("id") == self.own
+                or not status.get("retention_wait", True)
+            ):
                 continue
             with contextlib.suppress(re.error, TypeError, AttributeError):
                 positions = {
@@ -121,17 +129,18 @@ def describe_lines(statuses: list[dict]) -> list[str]:
     lines = []
     for s in statuses:
         state = "stale (its process is gone)" if s.get("stale") else "running"
+        where = f"From: {s.get('from')}" if "from" in s else f"To: {s.get('to')}"
         lines.append(
-            f"Mirror: {s.get('id')}\tTo: {s.get('to')}\tState: {state}\t"
+            f"Mirror: {s.get('id')}\t{where}\tState: {state}\t"
             f"LagRecords: {s.get('lag_records')}\tLagMs: {s.get('lag_ms')}\t"
             f"Error: {s.get('error') or '-'}"
         )
         for topic, why in sorted((s.get("topic_errors") or {}).items()):
             lines.append(f"\tTopic: {topic}\tError: {why}")
         for name, p in (s.get("partitions") or {}).items():
+            lost = "" if "from" in s else f"LostToRetention: {p.get('lost_to_retention')}\t"
             lines.append(
                 f"\tPartition: {name}\tPosition: {p.get('position')}\tEnd: {p.get('end')}\t"
-                f"LagRecords: {p.get('lag_records')}\tLostToRetention: "
-                f"{p.get('lost_to_retention')}\tError: {p.get('error') or '-'}"
+                f"LagRecords: {p.get('lag_records')}\t{lost}Error: {p.get('error') or '-'}"
             )
     return lines

@@ -29,50 +29,14 @@ import datetime
 from collections.abc import Mapping, Sequence
 
 from ..core.client import wire
-from ..core.errors import KafkaCode
+from .cluster import Cluster, TargetError, check
 
-Wire = wire.Wire
-NONE = KafkaCode.NONE
-# Answers that say "not yet", by Kafka's numbers (not all of them are codes logfs answers):
-# the partition's leader or the coordinator moving or loading, a request timed out, the
-# coordinator finishing an earlier transaction, an offset still pending in one.
-RETRIABLE = {
-    6: "NOT_LEADER_OR_FOLLOWER",
-    7: "REQUEST_TIMED_OUT",
-    14: "COORDINATOR_LOAD_IN_PROGRESS",
-    15: "COORDINATOR_NOT_AVAILABLE",
-    16: "NOT_COORDINATOR",
-    51: "CONCURRENT_TRANSACTIONS",
-    88: "UNSTABLE_OFFSET_COMMIT",
-}
 TXN_TIMEOUT = datetime.timedelta(seconds=60)  # transaction.timeout.ms, as Kafka's default
 
-
-class TargetError(Exception):
-    """The cluster refused a request, or could not be reached; ``retriable`` when
-    trying the same again later may succeed."""
-
-    def __init__(self, message: str, retriable: bool = True) -> None:
-        super().__init__(message)
-        self.retriable = retriable
+__all__ = ["Target", "TargetError"]
 
 
-def _code_name(code: int) -> str:
-    if code in RETRIABLE:
-        return RETRIABLE[code]
-    try:
-        return KafkaCode(code).name
-    except ValueError:
-        return f"error code {code}"
-
-
-def check(code: int, what: str) -> None:
-    """Raise `TargetError` for a non-zero error code."""
-    if code != NONE:
-        raise TargetError(f"{what}: {_code_name(code)}", int(code) in RETRIABLE)
-
-
-class Target:
+class Target(Cluster):
     """A transactional producer ``transactional_id`` at ``address``, positions kept by
     ``group``. Not thread-safe; every method may raise `TargetError`, after which the
     caller calls `close` and starts again with `begin`.
@@ -87,28 +51,15 @@ class Target:
     def __init__(
         self, address: str, transactional_id: str, security, timeout: float = 30.0
     ) -> None:
-        self.address = address
+        super().__init__(address, transactional_id, security, timeout)
         self.transactional_id = transactional_id
         self.group = transactional_id
-        self.timeout = timeout
-        self.wire = Wire(address, timeout, security=security, client_id=transactional_id)
         self.producer_id, self.epoch = -1, -1
         self.sequences: dict[tuple[str, int], int] = {}
 
     def close(self) -> None:
-        self.wire.close()
+        super().close()
         self.producer_id, self.epoch = -1, -1
-
-    def _call(self, api_key: int, **fields):
-        try:
-            return self.wire.call(api_key, **fields)
-        except wire.WireError as e:
-            self.close()
-            retriable = not isinstance(e, wire.AuthenticationError)
-            raise TargetError(str(e), retriable) from None
-        except OSError as e:  # TLS and socket errors the wire does not name
-            self.close()
-            raise TargetError(f"{self.address}: {e}") from None
 
     # ------------------------------------------------------------ the producer
 
@@ -147,23 +98,6 @@ class Target:
                 check(p.error_code, f"OffsetFetch({self.group}) {topic.name}-{p.partition_index}")
                 if p.committed_offset >= 0:
                     out[(topic.name, p.partition_index)] = p.committed_offset
-        return out
-
-    def partition_counts(self, topics: Sequence[str]) -> dict[str, int]:
-        """The partition count of each of ``topics`` that exists on the cluster."""
-        m = self.wire.module(wire.METADATA)
-        answer = self._call(
-            wire.METADATA,
-            topics=tuple(m.MetadataRequestTopic(topic_id=None, name=t) for t in topics),
-            allow_auto_topic_creation=False,
-            include_topic_authorized_operations=False,
-        )
-        out = {}
-        for topic in answer.topics:
-            if topic.error_code == wire.UNKNOWN_TOPIC:
-                continue
-            check(topic.error_code, f"Metadata({topic.name})")
-            out[topic.name] = len(topic.partitions)
         return out
 
     def create_topic(self, name: str, partitions: int) -> None:

@@ -36,6 +36,9 @@ def test_the_lowest_position_of_the_mirrors_that_forward_a_partition(tmp_path):
     assert floors("w", 0) is None  # no mirror forwards w
     assert floors("v", 0) is None  # d refuses v (another partition count there)
     assert floors("__consumer_offsets", 0) is None  # internal topics are never mirrored
+    follower = status("f", "t", {"t-0": 3})
+    del follower["to"]
+    write_status(status_path(tmp_path, "f"), follower | {"from": "kafka://127.0.0.1:1"})
     (tmp_path / "logfs-mirror.e.json").write_text("{not json")
     clock[0] = 2.0
     assert floors("t", 0) == 20  # a file that does not parse is no mirror

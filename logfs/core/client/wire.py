@@ -46,6 +46,9 @@ from .security import AuthenticationError as AuthenticationError  # raised by `c
 
 SCHEME = "kafka://"
 REQUEST_BYTES = 1 << 20  # batches per Produce request, as Kafka's max.request.size
+# The largest answer read: a size the server announces beyond it drops the connection
+# before anything is read (as Kafka's socket.request.max.bytes bounds a broker's reads).
+MAX_ANSWER = 100 << 20
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 CREATE_TOPICS, DESCRIBE_CONFIGS = 19, 32
 # A transactional producer's requests (a mirror's: logfs/mirror/), and OffsetFetch of its
@@ -125,6 +128,7 @@ class Wire:
         timeout: seconds to connect (TLS handshake included) and to wait for each answer.
         security: TLS and SASL settings (`Security.of`); None: plaintext, no SASL.
         client_id: the client id the requests carry.
+        max_answer: the most bytes an answer may announce (`MAX_ANSWER`).
 
     Raises:
         InvalidConfigError: a bad address, or a CA file that cannot be read.
@@ -137,12 +141,14 @@ class Wire:
         *,
         security: Security | None = None,
         client_id: str = "logfs",
+        max_answer: int = MAX_ANSWER,
     ) -> None:
         self.servers = parse_servers(address)
         self.security = security or Security()
         self._context = self.security.context()  # reads the CA file now: errors come early
         self.timeout = timeout
         self.client_id = client_id
+        self.max_answer = max_answer
         self.address = self.servers[0]  # the server connected to, once connected
         self._sock: socket.socket | None = None
         self._correlation = 0
@@ -212,6 +218,10 @@ class Wire:
         try:
             self._sock.sendall(struct.pack(">i", len(frame)) + frame)
             (size,) = struct.unpack(">i", self._receive(4))
+            if not 0 < size <= self.max_answer:  # never allocated: the server may be hostile
+                raise OSError(  # not a ConnectionError: no hint about TLS or SASL
+                    f"an answer of {size} bytes announced (at most {self.max_answer})"
+                )
             answer = self._receive(size)
         except OSError as e:
             self.close()

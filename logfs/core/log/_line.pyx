@@ -114,6 +114,7 @@ cdef class LineWriter:
         config = state.config
         if (
             not state.writable
+            or state.follows is not None
             or state.failure.reason is not None
             or "compact" in config.cleanup_policy
             or not state.keys.quiet

@@ -150,6 +150,12 @@ class LogAppends:
         self._write([(batch, info)], self.state.clock())
         return first
 
+    def write_copied(self, encoded: list[tuple[bytes | memoryview, BatchInfo]]) -> None:
+        """Write a follower's batches as they are, their offsets their own
+        (following.py checked them and keeps their producers' books)."""
+        self.state.require_appendable(follower=True)
+        self._write(encoded, self.state.clock())
+
     def _start_append(self) -> int:
         """The guards every append passes first, in this order; returns the
         offset the append starts at."""

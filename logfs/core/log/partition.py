@@ -37,6 +37,7 @@ from . import lines, retention
 from ._line import LineWriter
 from .appends import LogAppends
 from .flushing import LogFlushing
+from .following import LogFollowing
 from .isolation import TxnSummary, Visibility
 from .loading import load_log
 from .producer_state import PRODUCER_ID_EXPIRATION_MS, ProducerEntry
@@ -78,6 +79,7 @@ class Log:
         self._lines = LineWriter(state)
         self._flushing = LogFlushing(state)
         self._txn = LogTransactions(state, self._appends)
+        self._following = LogFollowing(state, self._appends, self._txn)
         load_log(state, recovery_point, log_start_offset, self._flushing, self._txn)
 
     def __repr__(self) -> str:
@@ -119,8 +121,7 @@ class Log:
         return self._state.writable
 
     @property
-    def clock(self) -> Callable[[], int]:
-        """The log's clock, in milliseconds."""
+    def clock(self) -> Callable[[], int]:  # the log's clock, in milliseconds
         return self._state.clock
 
     @clock.setter
@@ -141,29 +142,29 @@ class Log:
         self._state.log_start_offset = offset
 
     @property
-    def next_offset(self) -> int:
-        """The offset the next appended record gets (Kafka's log end offset)."""
+    def next_offset(self) -> int:  # the offset the next record gets (Kafka's log end offset)
         return self._state.next_offset
 
     @property
-    def recovery_point(self) -> int:
-        """Everything below it is durable."""
+    def recovery_point(self) -> int:  # everything below it is durable
         return self._state.recovery_point
 
     @property
-    def truncated_bytes(self) -> int:
-        """What recovery cut when the log was opened."""
+    def truncated_bytes(self) -> int:  # what recovery cut when the log was opened
         return self._state.truncated_bytes
 
     @property
-    def rewrites(self) -> int:
-        """Cleanings swapped in: stream positions from before them are stale."""
+    def rewrites(self) -> int:  # cleanings swapped in: stream positions before them are stale
         return self._state.rewrites
 
     @property
-    def failure(self) -> str | None:
-        """Why the partition is offline; None while it is online."""
+    def failure(self) -> str | None:  # why the partition is offline; None while online
         return self._state.failure.reason
+
+    @property
+    def following(self) -> LogFollowing:
+        """The follower's part: a copy of a cluster's partition (following.py)."""
+        return self._following
 
     @property
     def active_segment(self) -> LogSegment:
@@ -359,8 +360,7 @@ class Log:
     # ------------------------------------------------------------ the cleaner, retention
 
     def replace_segments(self, old: list[LogSegment], new: LogSegment | None) -> None:
-        """Put ``new`` (a cleaned segment, or nothing) where the consecutive
-        segments ``old`` were (their files are swapped already: storage/swap.py)."""
+        """``new`` (cleaned, or nothing) where ``old`` were (files swapped: storage/swap.py)."""
         self._state.replace_segments(old, new)
         self._state.rewrites += 1
 

@@ -41,18 +41,19 @@ def enforce_retention(
     return count
 
 
-def delete_records(state: PartitionState, offset: int) -> int:
+def delete_records(state: PartitionState, offset: int, *, follower: bool = False) -> int:
     """Kafka's DeleteRecords: the log starts at ``offset`` (-1: the log end) from now
     on, the segments wholly below it are deleted; never moves it back. Returns the
-    log start offset.
+    log start offset. ``follower``: the follower's, the log start of the partition
+    it copies (following.py).
 
     Raises:
         ReadOnlyError, LogFailedError: as an append.
         OffsetOutOfRangeError: ``offset`` is past the log end.
         PolicyViolationError: the topic's cleanup.policy has no ``delete``.
     """
-    state.require_appendable()
-    if not state.config.delete:
+    state.require_appendable(follower=follower)
+    if not state.config.delete and not follower:
         why = f"Records of partition {state.name} can not be deleted"
         raise PolicyViolationError(f"{why} due to the configured policy")
     offset = state.next_offset if offset == -1 else offset

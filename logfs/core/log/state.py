@@ -41,6 +41,7 @@ class PartitionState:
         "dir",
         "epochs",
         "failure",
+        "follows",
         "held_at_open",
         "held_from",
         "keys",
@@ -95,6 +96,8 @@ class PartitionState:
         # it was when the log was opened (the loaded part's count stops there).
         self.held_from = -1
         self.held_at_open = -1
+        # The cluster a followed partition copies (following.py): only its follower appends.
+        self.follows: str | None = None
 
     @property
     def next_offset(self) -> int:
@@ -105,15 +108,18 @@ class PartitionState:
     def active_segment(self) -> LogSegment:
         return self.segments[-1]
 
-    def require_appendable(self) -> None:
-        """The guards every change of the log passes first, in this order.
+    def require_appendable(self, *, follower: bool = False) -> None:
+        """The guards every change of the log passes first, in this order;
+        ``follower``: the change is the follower's own (following.py).
 
         Raises:
-            ReadOnlyError: the log was opened read-only.
+            ReadOnlyError: the log was opened read-only, or it follows a cluster.
             LogFailedError: the partition is offline.
         """
         if not self.writable:
             raise ReadOnlyError(f"{self.name} is read-only")
+        if self.follows is not None and not follower:
+            raise ReadOnlyError(f"{self.name} follows {self.follows}: read-only")
         self.failure.require_online()
 
     def fail(self, action: str, error: OSError) -> None:

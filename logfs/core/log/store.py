@@ -97,6 +97,7 @@ class Store(OwnedTopics, Checkpoints):
         # partitions found on disk but not opened yet: (directory, recovery point, log start)
         self._unopened: dict[tuple[str, int], tuple[str, int, int]] = {}
         self._partitioner = Partitioner()
+        self._followed: dict[str, str] = {}  # topics copied from a cluster: from where
         self.topic_ids = TopicIds(self.path, self._catalog, not read_only)  # topic_ids.py
         if read_only:
             if not self.path.is_dir():
@@ -154,6 +155,7 @@ class Store(OwnedTopics, Checkpoints):
             log_start_offset=log_start_offset,
             writable=not self.read_only,
         )
+        log.following.follow(self._followed.get(tp[0]))
         self._logs[tp] = log
         self._owners.carry(tp[0], [tp[1]])  # whatever was done to DATA meanwhile
         validated = sum(segment.validated_bytes for segment in log.segments)
@@ -167,9 +169,19 @@ class Store(OwnedTopics, Checkpoints):
             )  # fmt: skip
         return log
 
-    def _require_writable(self) -> None:
+    def _require_writable(self, topic: str | None = None) -> None:
         if self.read_only:
             raise ReadOnlyError(f"{self.path} is open read-only")
+        if topic in self._followed:
+            raise ReadOnlyError(f"{topic} follows {self._followed[topic]}: read-only")
+
+    def follow(self, topic: str, source: str | None) -> None:
+        """Mark the topic a copy of ``source``'s (None: unmark): only its follower changes it."""
+        parts = self.partitions(topic)
+        self._followed.pop(topic, None)
+        self._followed.update({topic: source} if source is not None else {})
+        for log in filter(None, (self._logs.get((topic, p)) for p in parts)):  # others: at open
+            log.following.follow(source)
 
     # ------------------------------------------------------------ topics
 
@@ -210,7 +222,7 @@ class Store(OwnedTopics, Checkpoints):
 
     def add_partitions(self, name: str, total: int) -> None:
         """Grow a topic to ``total`` partitions."""
-        self._require_writable()
+        self._require_writable(name)
         count = len(self.partitions(name))
         if total <= count:
             raise InvalidConfigError(f"topic {name!r} already has {count} partitions")
@@ -256,7 +268,7 @@ class Store(OwnedTopics, Checkpoints):
         """Delete a topic: every partition directory is renamed aside first
         (all or none: a topic that fails to delete stays whole), then the
         topic is forgotten and the directories removed (deletion.py)."""
-        self._require_writable()
+        self._require_writable(name)
         parts = self.partitions(name)
 
         def forget() -> None:
@@ -284,7 +296,7 @@ class Store(OwnedTopics, Checkpoints):
 
     def set_topic_config(self, name: str, overrides: Mapping[str, str]) -> None:
         """Replace the topic's own settings; validated before anything changes."""
-        self._require_writable()
+        self._require_writable(name)
         parts = self.partitions(name)
         config = self._settings.set(name, overrides)
         for p in parts:
@@ -358,8 +370,7 @@ class Store(OwnedTopics, Checkpoints):
         return self._first_dirty.get((topic, partition), 0)
 
     def cleaned_below(self, topic: str, partition: int, offset: int) -> None:
-        """A cleaning of the partition ended at ``offset``: its dirty part
-        starts there now (written at the next `checkpoint`)."""
+        """A cleaning ended at ``offset``: the dirty part starts there (next `checkpoint`)."""
         self._first_dirty[(topic, partition)] = offset
 
     def close(self) -> None:

@@ -229,13 +229,28 @@ class LogTransactions:
             InvalidProducerEpochError: ``epoch`` is older than the producer's.
             LogfsError, OSError: as any append.
         """
-        state, producers = self.state, self.producers
-        producers.check_marker(producer_id, epoch, coordinator_epoch)
-        now = state.clock()
+        self.producers.check_marker(producer_id, epoch, coordinator_epoch)
+        now = self.state.clock()
         batch = bytearray(control.marker_batch(producer_id, epoch, commit, coordinator_epoch, now))
         offset = self.appends.append_control(batch)
-        aborted = not commit
-        completed = producers.end_txn(producer_id, epoch, aborted, coordinator_epoch, offset, now)
+        self.marker_written(producer_id, epoch, not commit, coordinator_epoch, offset, now)
+        return offset
+
+    def marker_written(
+        self, producer_id: int, epoch: int, aborted: bool, coordinator_epoch: int, offset: int,
+        timestamp: int,
+    ) -> None:  # fmt: skip
+        """The books of a marker written at ``offset``, the log's own or one a
+        follower copied (following.py): the producer's transaction ends, an aborted
+        one is indexed, the stream bytes the LSO passes are noted.
+
+        Raises:
+            OSError: the transaction index could not be written (the partition is offline).
+        """
+        state, producers = self.state, self.producers
+        completed = producers.end_txn(
+            producer_id, epoch, aborted, coordinator_epoch, offset, timestamp
+        )
         if completed is not None and completed.aborted:
             lso = producers.stable_offset_after(completed)
             segment = state.segments[state.segment_index(offset)]
@@ -246,7 +261,18 @@ class LogTransactions:
                 raise
         self._release()
         state.keys.drop()  # committed (or aborted) keys: the live keys are built again
-        return offset
+
+    def data_copied(self, header) -> None:
+        """A follower's data batch about to be written at its own offset (following.py):
+        its producer notes it, unchecked (the leader checked it), and a transaction it
+        starts holds the stream from there, as `append_batches` does."""
+        if header.producer_id < 0:
+            return
+        entry = self.producers.entry(header.producer_id)
+        starts = header.is_transactional and (entry is None or entry.txn_first_offset < 0)
+        if starts and self.state.held_from < 0:
+            self.state.held_from = header.base_offset
+        self.producers.appended(header)
 
     def _release(self) -> None:
         """Note the stream bytes of the batches the LSO has passed (appends.py):

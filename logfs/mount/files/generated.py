@@ -347,5 +347,6 @@ def state_text(log: Log) -> bytes:
         "status": "offline" if log.failure else "online",
         "failure": log.failure,
         "flush_failure": log.flush_failure,
+        "follower": log.following.status(),  # a copy of a cluster's partition, or null
     }
     return (json.dumps(state) + "\n").encode()
