@@ -78,9 +78,12 @@ class Store(OwnedTopics, Checkpoints):
         lock_timeout: float = 0.0,
         recover: bool = True,
         limits: Limits | None = None,
+        validate_all: bool = False,
     ) -> None:
         """``recover=False`` leaves a writer's partitions unopened until
-        `recover` (the daemon mounts first and recovers in a worker thread)."""
+        `recover` (the daemon mounts first and recovers in a worker thread); ``validate_all``
+        (`check --repair`): every batch validated, no offset below a recovery point reused."""
+        self.validate_all = validate_all
         raise_nofile_limit()
         self.path = Path(path)
         self.read_only = read_only
@@ -150,9 +153,10 @@ class Store(OwnedTopics, Checkpoints):
             tp[0],
             tp[1],
             self._settings.config(tp[0]),
-            recovery_point=recovery_point,
+            recovery_point=0 if self.validate_all else recovery_point,
             log_start_offset=log_start_offset,
             writable=not self.read_only,
+            handed_out=recovery_point,
         )
         self._logs[tp] = log
         self._owners.carry(tp[0], [tp[1]])  # whatever was done to DATA meanwhile

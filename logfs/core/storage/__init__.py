@@ -2,10 +2,11 @@
 the batch walker over a ``.log``, a segment's stream index, recovery of a
 partition directory, the crash-safe swap of rewritten segments, the fsync
 helpers, the budget of open descriptors, the data directory's writer lock and
-the modes a topic's owner gives its partition directories (ownership.py).
+the modes a topic's owner gives its partition directories (ownership.py), and
+the kernel's reports of changed directory entries (inotify.py).
 Knows nothing of topics or partitions' policies."""
 
-from . import ownership
+from . import inotify, ownership
 from .descriptors import DESCRIPTORS, raise_nofile_limit
 from .lock import lock_data_dir
 from .logfile import base_offset_of, fsync_dir, segment_name, sync_fd
@@ -16,6 +17,7 @@ __all__ = [
     "LogSegment",
     "base_offset_of",
     "fsync_dir",
+    "inotify",
     "lock_data_dir",
     "ownership",
     "raise_nofile_limit",
