@@ -41,7 +41,7 @@ from ..errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from ..storage import fsync_dir, lock_data_dir, raise_nofile_limit
+from ..storage import Reserve, fsync_dir, lock_data_dir, raise_nofile_limit
 from .checkpoints import (
     CLEANER_FILE,
     LOG_START_FILE,
@@ -91,7 +91,10 @@ class Store(OwnedTopics, Checkpoints):
         self._catalog = Catalog()
         self.checkpoint_failure: str | None = None  # why the last checkpoint write failed
         self._first_dirty: dict[tuple[str, int], int] = {}  # the cleaner's, per partition
-        self._settings = TopicSettings(self.path, defaults or {}, self.limits.max_message_bytes)
+        self.reserve = Reserve(self.path)  # blocks for settings files on a full disk
+        self._settings = TopicSettings(
+            self.path, defaults or {}, self.limits.max_message_bytes, self.reserve
+        )
         self.defaults = self._settings.defaults
         self._owners = TopicOwners(self.path, read_only=read_only)  # owners.py
         self._lock_fds: tuple[int, ...] = ()
@@ -107,6 +110,7 @@ class Store(OwnedTopics, Checkpoints):
         else:
             self.path.mkdir(parents=True, exist_ok=True)
             self._lock_fds = lock_data_dir(self.path, lock_timeout)
+            self.reserve.make()
         try:
             self._open_logs(recover)
         except BaseException:

@@ -25,6 +25,7 @@ from ..errors import (
     PartitionLimitError,
     PolicyViolationError,
 )
+from ..storage import Reserve
 from ..topic_keys import refuse_here
 from .checkpoints import replace_file
 
@@ -85,11 +86,17 @@ class TopicSettings:
     effective configuration they make over ``defaults``."""
 
     def __init__(
-        self, data: Path, defaults: Mapping[str, str], ceiling: int = Limits.max_message_bytes
+        self,
+        data: Path,
+        defaults: Mapping[str, str],
+        ceiling: int = Limits.max_message_bytes,
+        reserve: Reserve | None = None,
     ) -> None:
         """Raises `InvalidConfigError` for bad ``defaults``, `PolicyViolationError`
-        for a max.message.bytes over ``ceiling`` (`Limits.max_message_bytes`)."""
+        for a max.message.bytes over ``ceiling`` (`Limits.max_message_bytes`).
+        ``reserve``: given back when a settings file finds the disk full."""
         self.dir = data / CONFIG_DIR
+        self.reserve = reserve
         self.ceiling = ceiling
         self.defaults = {k: str(v) for k, v in defaults.items()}
         self._check_ceiling(TopicConfig.from_properties(defaults=self.defaults), "the default")
@@ -130,8 +137,16 @@ class TopicSettings:
         self._check_ceiling(config, f"topic {topic!r}'s")
         path = self.dir / settings_file_name(topic)
         if overrides:
-            self.dir.mkdir(exist_ok=True)
-            replace_file(path, write_properties(overrides))
+            text = write_properties(overrides)
+
+            def write() -> None:
+                self.dir.mkdir(exist_ok=True)
+                replace_file(path, text)
+
+            if self.reserve is None:
+                write()
+            else:
+                self.reserve.spend(write)
         else:
             path.unlink(missing_ok=True)
         self._overrides[topic] = overrides

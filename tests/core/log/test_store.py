@@ -16,8 +16,8 @@ def test_api_of_the_contract(tmp_path):
         assert (log.log_start_offset, log.next_offset) == (0, 2)
         log.flush()
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [
-        ".lock", "config", "log-start-offset-checkpoint", "orders-0", "orders-1", "orders-2",
-        "recovery-point-offset-checkpoint",
+        ".lock", "config", "log-start-offset-checkpoint", "logfs-reserve", "orders-0", "orders-1",
+        "orders-2", "recovery-point-offset-checkpoint",
     ]  # fmt: skip
     assert sorted(p.name for p in (tmp_path / "data" / "orders-0").iterdir()) == [
         "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
@@ -61,7 +61,8 @@ def test_topic_lifecycle(tmp_path):
         with pytest.raises(UnknownTopicError):
             store.log("my-topic.v1_x", 0)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".lock", "config", "log-start-offset-checkpoint", "recovery-point-offset-checkpoint",
+        ".lock", "config", "log-start-offset-checkpoint", "logfs-reserve",
+        "recovery-point-offset-checkpoint",
     ]  # fmt: skip
 
 
