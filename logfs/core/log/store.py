@@ -212,6 +212,7 @@ class Store(OwnedTopics, Checkpoints):
                 "('.' and '_' are the same in Kafka's metric names)"
             )
         self._catalog.check_limits(self.limits, name, partitions)
+        self._owners.check_share(self.limits, owner, partitions, self._catalog.count)
         self._settings.set(name, config or {})
         self._owners.set(name, owner)
         self._add_logs(name, range(partitions))
@@ -223,6 +224,8 @@ class Store(OwnedTopics, Checkpoints):
         if total <= count:
             raise InvalidConfigError(f"topic {name!r} already has {count} partitions")
         self._catalog.check_limits(self.limits, name, total)
+        owner, more = self._owners.of(name), total - count
+        self._owners.check_share(self.limits, owner, more, self._catalog.count)
         last = self._catalog.last(name)
         self._add_logs(name, range(last + 1, last + 1 + total - count))
 

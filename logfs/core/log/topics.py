@@ -45,6 +45,9 @@ class Limits(NamedTuple):
 
     max_partitions: int = 50_000  # in the data directory (Kafka's max.broker.partitions)
     max_partitions_per_topic: int = 10_000
+    # Partitions of topics one user other than root owns, whatever face made them, so that
+    # one user cannot use up max.broker.partitions for everyone.
+    max_partitions_per_user: int = 10_000
     # The largest max.message.bytes a topic may have, its own or the defaults': a topic's
     # owner sets it, and an open append file may hold a partial line that large.
     max_message_bytes: int = 16 << 20
@@ -54,6 +57,7 @@ class Limits(NamedTuple):
 LIMIT_OPTIONS = {
     "max.broker.partitions": "max_partitions",
     "logfs.max.partitions.per.topic": "max_partitions_per_topic",
+    "logfs.max.partitions.per.user": "max_partitions_per_user",
     "logfs.max.message.bytes.ceiling": "max_message_bytes",
 }
 
