@@ -2,9 +2,9 @@
 
 The last segment is the active one; appends go there until the roll rule
 (`LogSegment.should_roll`, Kafka's) says to start a new one at the next offset.
-Offsets are dense from the log start offset to ``next_offset``, except where the
-cleaner removed records from a compacted topic (cleaner.py) or segments lost from
-outside left a gap (loading.py): reads treat a gap like an offset out of range.
+Offsets are dense from the log start offset to ``next_offset``, but for the gaps the
+cleaner leaves (cleaner.py: read like offsets out of range) and those segments lost
+from outside leave (loading.py: read like damage, their offsets never reused).
 
 Durability: everything below ``recovery_point`` was fsynced. Opening a log validates
 every batch from there (recovery.py), cuts the first bad one and all after it.
