@@ -4,8 +4,8 @@ reports it (inotify, core/storage/inotify.py), not at the next fsync.
 One inotify descriptor watches DATA (partition directories created, renamed or
 removed: the watches follow the store's partitions) and each partition
 directory for entries unlinked (IN_DELETE), renamed away (IN_MOVED_FROM) or over
-(IN_MOVED_TO), and link counts changed (IN_ATTRIB), and for the directory itself
-going (IN_DELETE_SELF, IN_MOVE_SELF). An event naming a ``.log`` file, or the
+(IN_MOVED_TO), and for the directory itself going (IN_DELETE_SELF,
+IN_MOVE_SELF). An event naming a ``.log`` file, or the
 directory itself, has the partition's log check its active segment
 (`Log.check_files`: two ``stat`` calls): if that file is no longer the one the
 log writes through, the partition goes offline at once with the reason, and an
@@ -39,8 +39,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 # A partition directory's events that may mean a segment file was lost.
+# Only events on the directory's entries: an event on its files' inodes (IN_ATTRIB,
+# IN_MODIFY) would have the kernel look at the watch on every write() to a segment
+# (measured: about 0.3 µs more per write), while unlinking or renaming a name is
+# reported on the directory itself.
 SEGMENT_EVENTS = (
-    inotify.IN_DELETE | inotify.IN_MOVED_FROM | inotify.IN_MOVED_TO | inotify.IN_ATTRIB
+    inotify.IN_DELETE | inotify.IN_MOVED_FROM | inotify.IN_MOVED_TO
     | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF
 )  # fmt: skip
 # DATA's events that change which partition directories there are.

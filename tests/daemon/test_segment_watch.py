@@ -79,9 +79,9 @@ def test_the_daemons_own_work_and_harmless_changes_take_nothing_offline(store):
     log = store.log("t", 0)
 
     async def scenario(watch):
-        os.chmod(active_log_path(log), 0o600)  # IN_ATTRIB: checked, and fine
-        os.link(active_log_path(log), log.dir / "a-second-name")  # a link more: fine
-        os.unlink(log.dir / "a-second-name")
+        os.chmod(active_log_path(log), 0o600)  # not watched: nothing to check
+        os.link(active_log_path(log), log.dir / "second-name.log")  # a link more: fine
+        os.unlink(log.dir / "second-name.log")  # IN_DELETE of a .log: checked, and fine
         await settled(watch, 1)
         log.roll()
         log.append([b"x"])
