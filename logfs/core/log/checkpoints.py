@@ -126,3 +126,11 @@ class Checkpoints:
         if self.checkpoint_failure is not None:
             logger.info("writing the checkpoints in %s works again", self.path)
             self.checkpoint_failure = None
+
+    def first_dirty(self, topic: str, partition: int) -> int:
+        """Where the partition's dirty part starts: the log cleaner's (cleaner.py)."""
+        return self._first_dirty.get((topic, partition), 0)
+
+    def cleaned_below(self, topic: str, partition: int, offset: int) -> None:
+        """A cleaning ended at ``offset``: the dirty part starts there (next `checkpoint`)."""
+        self._first_dirty[(topic, partition)] = offset

@@ -11,6 +11,7 @@ Layout (Kafka's, so a broker's log directory opens too)::
       config/<topic>.owner                 the topic's owner, group and mode (owners.py)
       .lock                                the writer lock, with DATA's own (storage/lock.py)
       .deleting-<sha1>                     a topic being deleted, an empty file (deletion.py)
+      logfs-reserve                        blocks kept for settings files on a full disk
 
 The checkpoint files are Kafka's (checkpoints.py); a missing or garbled one only
 costs time. In a partition directory ``partition.metadata`` holds the topic's id
@@ -154,15 +155,11 @@ class Store(OwnedTopics, Checkpoints):
         path, recovery_point, log_start_offset = self._unopened.pop(tp)
         started = time.monotonic()
         log = Log(
-            path,
-            tp[0],
-            tp[1],
-            self._settings.config(tp[0]),
+            path, tp[0], tp[1], self._settings.config(tp[0]),
             recovery_point=0 if self.validate_all else recovery_point,
-            log_start_offset=log_start_offset,
-            writable=not self.read_only,
+            log_start_offset=log_start_offset, writable=not self.read_only,
             handed_out=recovery_point,
-        )
+        )  # fmt: skip
         log.following.follow(self._followed.get(tp[0]))
         self._logs[tp] = log
         self._owners.carry(tp[0], [tp[1]])  # whatever was done to DATA meanwhile
@@ -375,14 +372,6 @@ class Store(OwnedTopics, Checkpoints):
         """Online partitions whose last flush could not run, and why."""
         failing = ((t, p, log) for (t, p), log in self._logs.items() if log.flush_failure)
         return {f"{t}-{p}": f"flush cannot run: {log.flush_failure}" for t, p, log in failing}
-
-    def first_dirty(self, topic: str, partition: int) -> int:
-        """Where the partition's dirty part starts: the log cleaner's (cleaner.py)."""
-        return self._first_dirty.get((topic, partition), 0)
-
-    def cleaned_below(self, topic: str, partition: int, offset: int) -> None:
-        """A cleaning ended at ``offset``: the dirty part starts there (next `checkpoint`)."""
-        self._first_dirty[(topic, partition)] = offset
 
     def close(self) -> None:
         """Flush, checkpoint and release the lock (idempotent)."""
