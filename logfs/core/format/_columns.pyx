@@ -61,8 +61,8 @@ def encode_plain(
 
     Returns:
         ``(data, sizes, last_offsets, stream_bytes)``: the batches one after
-        the other in a bytearray, and per batch its size, last offset and
-        stream bytes (values plus one per record).
+        the other in a bytearray, and per batch (int64 arrays) its size, last
+        offset and stream bytes (values plus one per record).
     """
     cdef Py_ssize_t n = lengths.shape[0], i, j, first, pos, src = 0, total = 0, start, size
     cdef int64_t body, length, stream, delta
@@ -91,7 +91,8 @@ def encode_plain(
     view = memoryview(out)
     cdef uint8_t* o = out
     cdef const uint8_t* p = &packed[0] if packed.shape[0] else NULL
-    sizes, last_offsets, streams = [], [], []
+    columns = np.empty((3, nb), np.int64)
+    cdef int64_t[:, ::1] c = columns
     pos, first = 0, 0
     for j in range(nb):
         start = pos
@@ -125,11 +126,11 @@ def encode_plain(
         put_be(o, start + H.base_sequence, 0xFFFFFFFF, 4)  # -1
         put_be(o, start + H.records_count, cuts[j] - first, 4)
         put_be(o, start + H.crc, crc32c(view[start + H.attributes : pos]), 4)
-        sizes.append(pos - start)
-        last_offsets.append(base_offset + cuts[j] - 1)
-        streams.append(stream)
+        c[0, j] = pos - start
+        c[1, j] = base_offset + cuts[j] - 1
+        c[2, j] = stream
         first = cuts[j]
-    return out, sizes, last_offsets, streams
+    return out, columns[0], columns[1], columns[2]
 
 
 def gather(

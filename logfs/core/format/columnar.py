@@ -136,9 +136,9 @@ class Encoded(NamedTuple):
     """Batches laid out back to back in one buffer."""
 
     data: memoryview
-    sizes: list[int]  # bytes per batch
-    last_offsets: list[int]
-    stream_bytes: list[int]  # per batch, see `stream_bytes`
+    sizes: np.ndarray  # int64: bytes per batch
+    last_offsets: np.ndarray
+    stream_bytes: np.ndarray  # per batch, see `stream_bytes`
 
 
 def encode_plain(
