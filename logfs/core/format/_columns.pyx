@@ -50,6 +50,7 @@ def encode_plain(
     int64_t timestamp,
     int attributes,
     crc32c,
+    bytes head=b"",
 ):
     """Uncompressed batches of keyless, headerless records at one timestamp,
     byte for byte `record.encode_batch`'s: the values are ``packed``, each
@@ -60,6 +61,10 @@ def encode_plain(
         length | 0 attributes | 0 timestamp delta | offset delta | -1 key length |
         value length | value | 0 header count
 
+    ``head``, if given, is the start of the first value, written before
+    ``packed`` (a line's part held from an earlier write), and counted in the
+    first length: it is copied from there, so no one joins it to ``packed``.
+
     Returns:
         ``(data, sizes, last_offsets, stream_bytes)``: the batches one after
         the other in a bytearray, and per batch (int64 arrays) its size, last
@@ -67,6 +72,10 @@ def encode_plain(
     """
     cdef Py_ssize_t n = lengths.shape[0], i, j, first, pos, src = 0, total = 0, start, size
     cdef int64_t body, length, stream, delta
+    cdef Py_ssize_t skip = len(head)  # of the first value: taken from head
+    cdef const char* h = PyBytes_AS_STRING(head)
+    if skip and (n == 0 or lengths[0] < skip):
+        raise ValueError(f"a head of {skip} bytes longer than the first value")
     # Pass 1: where batches end (greedy, exact sizes) and the buffer's size.
     cuts_array = np.empty(n, np.int64)
     cdef int64_t[::1] cuts = cuts_array
@@ -110,11 +119,13 @@ def encode_plain(
             pos = put_varint(o, pos + 2, delta)
             o[pos] = 1  # key length -1: no key
             pos = put_varint(o, pos + 1, length)
-            memcpy(o + pos, p + src, length)
+            memcpy(o + pos, h, skip)
+            memcpy(o + pos + skip, p + src, length - skip)
             pos += length
             o[pos] = 0  # header count
             pos += 1
-            src += length + 1
+            src += length - skip + 1
+            skip = 0
             stream += length + 1
         put_be(o, start + H.base_offset, base_offset + first, 8)
         put_be(o, start + H.batch_length, pos - start - H.log_overhead, 4)

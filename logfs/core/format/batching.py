@@ -140,13 +140,16 @@ def encode_packed_run(
     timestamp: int,
     timestamp_type: int,
     batch_bytes: int = TARGET_BATCH_BYTES,
+    *,
+    head: bytes = b"",
 ) -> BatchRun | None:
-    """`encode_packed` as one `BatchRun`."""
+    """`encode_packed` as one `BatchRun`; ``head``, if any, is the first
+    value's start, not in ``packed`` (counted in the first length)."""
     if int(lengths.max()) > max_record_bytes(config):
         return None  # near the limit: the general encoder decides exactly
     enc = columnar.encode_plain(
         packed, lengths, base_offset, min(config.max_message_bytes, batch_bytes),
-        timestamp=timestamp, timestamp_type=timestamp_type,
+        timestamp=timestamp, timestamp_type=timestamp_type, head=head,
     )  # fmt: skip
     times = np.full(len(enc.sizes), timestamp, np.int64)
     return BatchRun(enc.data, enc.sizes, enc.last_offsets, times, enc.stream_bytes)

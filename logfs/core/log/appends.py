@@ -76,9 +76,13 @@ class LogAppends:
         self._write(encoded, now)
         return first
 
-    def append_packed(self, packed: bytes | memoryview, lengths: np.ndarray) -> int:
+    def append_packed(
+        self, packed: bytes | memoryview, lengths: np.ndarray, head: bytes = b""
+    ) -> int:
         """Append keyless, headerless records given packed: each value followed by
         one separator byte (lines with their ``\\n``); ``lengths`` are the values'.
+        ``head``, if any, is the first value's start, not in ``packed`` (a line's
+        part written before), counted in the first length.
 
         Same result and errors as ``append`` of the values, without making a
         Python object per record. Returns the offset of the first.
@@ -95,13 +99,14 @@ class LogAppends:
             now = self.state.clock()
             timestamp, timestamp_type = batching.timestamp_for(config, None, now)
             run = batching.encode_packed_run(
-                config, first, packed, lengths, timestamp, timestamp_type
+                config, first, packed, lengths, timestamp, timestamp_type, head=head
             )
         if run is None:  # the general encoder: compressed, few, or near the size limit
-            values, pos = [], 0
+            values, pos = [], -len(head)
             for length in lengths.tolist():
-                values.append(bytes(packed[pos : pos + length]))
+                values.append(bytes(packed[max(pos, 0) : pos + length]))
                 pos += length + 1
+            values[0] = head + values[0]
             return self.append(values)
         self._write_run(run, now)
         return first
@@ -228,23 +233,24 @@ class LogAppends:
         """`_write_to` of batches ``start:end`` of ``run`` (``ends``: where each ends)."""
         if end <= start:
             return
-        first, last = int(ends[start] - run.sizes[start]), int(ends[end - 1])
         sizes, lasts = run.sizes[start:end], run.last_offsets[start:end]
         stream = run.stream_bytes[start:end]
         held = self.state.held_from
         if held >= 0:  # past the last stable offset: noted once decided
             stream = np.where(lasts >= held, -1, stream)
         before = segment.next_offset
-        segment.append_run(
-            run.data[first:last], (sizes, lasts, run.max_timestamps[start:end], stream)
-        )
+        # One buffer per batch (views, no copy) for the kernel to gather, as the
+        # general path writes them.
+        batches = [
+            run.data[e - z : e]
+            for e, z in zip(ends[start:end].tolist(), sizes.tolist(), strict=True)
+        ]
+        segment.append_run(batches, (sizes, lasts, run.max_timestamps[start:end], stream))
         self.state.unflushed.appended(segment, segment.next_offset - before)
         if held >= 0:  # not committed yet: the live keys are built again when asked
             self.state.keys.drop()
         else:
-            self.state.keys.appended(
-                run.data[int(e - z) : int(e)] for e, z in zip(ends[start:end], sizes, strict=True)
-            )
+            self.state.keys.appended(batches)
 
     def roll(self) -> LogSegment:
         """Close the active segment to appends and start one at next_offset."""

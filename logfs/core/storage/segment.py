@@ -328,10 +328,10 @@ class LogSegment(Opening):
             *(np.fromiter((getattr(i, f) for i in batches), np.int64, len(batches)) for f in fields)
         )
 
-    def append_run(self, data: bytes | memoryview, run: tuple[np.ndarray, ...]) -> None:
-        """`append` of batches back to back in ``data``, their facts as int64
-        arrays ``(sizes, last_offsets, max_timestamps, stream_bytes)``."""
-        self.tail.write_all(self._file(), [data])
+    def append_run(self, batches: list, run: tuple[np.ndarray, ...]) -> None:
+        """`append` of ``batches`` (buffers) with their facts as int64 arrays
+        ``(sizes, last_offsets, max_timestamps, stream_bytes)``."""
+        self.tail.write_all(self._file(), batches)
         self.tail.appended_batches(*run)
 
     def on_become_inactive(self) -> None:

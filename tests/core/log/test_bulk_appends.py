@@ -156,3 +156,35 @@ def test_roll_point_asks_the_rule_from_where_it_is_told(tmp_path, check_first):
     assert segment.roll_point(run, 0, NOW, check_first) == (0 if check_first else 1)
     assert segment.roll_point(run, 3, NOW, False) == 4
     log.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.binary(max_size=300).filter(lambda v: b"\n" not in v), min_size=32, max_size=200),
+    st.integers(0, 300),
+)
+def test_a_head_held_apart_makes_the_same_records(tmp_path_factory, values, cut):
+    """`append_packed` with the first value's start given apart (``head``, a
+    partial line held from an earlier write) appends what it would joined."""
+    base = tmp_path_factory.mktemp("head")
+    joined, apart = log_of(base / "a", **SMALL), log_of(base / "b", **SMALL)
+    packed = b"".join(v + b"\n" for v in values)
+    lengths = line_lengths(packed, len(packed))
+    joined.append_packed(packed, lengths)
+    cut = min(cut, len(values[0]))
+    apart.append_packed(memoryview(packed)[cut:], lengths, packed[:cut])
+    assert files_of(apart) == files_of(joined)
+    joined.close()
+    apart.close()
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_head_held_apart_through_the_general_encoder(tmp_path, compressed):
+    """A compressed topic encodes record by record: the head still starts the first value."""
+    config = {"compression_type": "gzip"} if compressed else {"max_message_bytes": 320}
+    log = log_of(tmp_path, **config)
+    values = [b"%03d" % i * (80 if i == 5 else 1) for i in range(40)]
+    packed = b"".join(v + b"\n" for v in values)
+    log.append_packed(memoryview(packed)[2:], line_lengths(packed, len(packed)), packed[:2])
+    assert [r.value for r in log.scan(0, 40)] == values
+    log.close()
