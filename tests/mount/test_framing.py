@@ -87,3 +87,19 @@ def test_a_long_line_in_pieces_is_dropped_whole():
 
 def test_framing_errors_are_logfs_errors():
     assert issubclass(FramingError, LogfsError) and issubclass(TooLargeError, FramingError)
+
+
+def test_a_pending_tail_is_handed_on_apart_from_a_packed_write():
+    """The partial line held from the last write starts the first line: it
+    comes as ``head`` beside the write, not joined to it (a copy saved)."""
+    lines = [b"%05d" % i for i in range(PACKED_BYTES // 4)]
+    text = b"".join(line + b"\n" for line in lines)
+    framer = LineFramer(max_bytes=100)
+    framer.pending = b"held "
+    packed, tail = framer.feed(text + b"more")
+    assert isinstance(packed, Packed) and packed.head == b"held " and tail == b"more"
+    assert bytes(packed.data) == text  # the write's own bytes, nothing joined
+    assert packed.lengths.tolist() == [5 + 5] + [5] * (len(lines) - 1)
+    framer.pending = b"x" * 96  # with the head, the first line is 101 bytes
+    with pytest.raises(TooLargeError):
+        framer.feed(text)

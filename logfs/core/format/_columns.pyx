@@ -5,6 +5,7 @@ encoder of many plain records (`encode_plain`, the general append path's), and
 the gather of values into one buffer (`gather`: the lines of ``stream``, the
 data buffer of an Arrow binary column for Spark)."""
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memchr, memcpy
@@ -49,6 +50,7 @@ def encode_plain(
     int64_t timestamp,
     int attributes,
     crc32c,
+    bytes head=b"",
 ):
     """Uncompressed batches of keyless, headerless records at one timestamp,
     byte for byte `record.encode_batch`'s: the values are ``packed``, each
@@ -59,13 +61,21 @@ def encode_plain(
         length | 0 attributes | 0 timestamp delta | offset delta | -1 key length |
         value length | value | 0 header count
 
+    ``head``, if given, is the start of the first value, written before
+    ``packed`` (a line's part held from an earlier write), and counted in the
+    first length: it is copied from there, so no one joins it to ``packed``.
+
     Returns:
         ``(data, sizes, last_offsets, stream_bytes)``: the batches one after
-        the other in a bytearray, and per batch its size, last offset and
-        stream bytes (values plus one per record).
+        the other in a bytearray, and per batch (int64 arrays) its size, last
+        offset and stream bytes (values plus one per record).
     """
     cdef Py_ssize_t n = lengths.shape[0], i, j, first, pos, src = 0, total = 0, start, size
     cdef int64_t body, length, stream, delta
+    cdef Py_ssize_t skip = len(head)  # of the first value: taken from head
+    cdef const char* h = PyBytes_AS_STRING(head)
+    if skip and (n == 0 or lengths[0] < skip):
+        raise ValueError(f"a head of {skip} bytes longer than the first value")
     # Pass 1: where batches end (greedy, exact sizes) and the buffer's size.
     cuts_array = np.empty(n, np.int64)
     cdef int64_t[::1] cuts = cuts_array
@@ -87,11 +97,14 @@ def encode_plain(
         cuts[nb] = n
         nb += 1
         total += size
-    out = bytearray(total)
+    # Not zeroed first: every byte of it is written below (each batch's whole
+    # header, every record); zeroing showed in the daemon's profile as a pass of its own.
+    out = PyByteArray_FromStringAndSize(NULL, total)
     view = memoryview(out)
-    cdef uint8_t* o = out
+    cdef uint8_t* o = <uint8_t*>PyByteArray_AS_STRING(out)
     cdef const uint8_t* p = &packed[0] if packed.shape[0] else NULL
-    sizes, last_offsets, streams = [], [], []
+    columns = np.empty((3, nb), np.int64)
+    cdef int64_t[:, ::1] c = columns
     pos, first = 0, 0
     for j in range(nb):
         start = pos
@@ -106,11 +119,13 @@ def encode_plain(
             pos = put_varint(o, pos + 2, delta)
             o[pos] = 1  # key length -1: no key
             pos = put_varint(o, pos + 1, length)
-            memcpy(o + pos, p + src, length)
+            memcpy(o + pos, h, skip)
+            memcpy(o + pos + skip, p + src, length - skip)
             pos += length
             o[pos] = 0  # header count
             pos += 1
-            src += length + 1
+            src += length - skip + 1
+            skip = 0
             stream += length + 1
         put_be(o, start + H.base_offset, base_offset + first, 8)
         put_be(o, start + H.batch_length, pos - start - H.log_overhead, 4)
@@ -125,11 +140,11 @@ def encode_plain(
         put_be(o, start + H.base_sequence, 0xFFFFFFFF, 4)  # -1
         put_be(o, start + H.records_count, cuts[j] - first, 4)
         put_be(o, start + H.crc, crc32c(view[start + H.attributes : pos]), 4)
-        sizes.append(pos - start)
-        last_offsets.append(base_offset + cuts[j] - 1)
-        streams.append(stream)
+        c[0, j] = pos - start
+        c[1, j] = base_offset + cuts[j] - 1
+        c[2, j] = stream
         first = cuts[j]
-    return out, sizes, last_offsets, streams
+    return out, columns[0], columns[1], columns[2]
 
 
 def gather(

@@ -6,7 +6,10 @@ enough that reading one record decodes little; never over the topic's
 ``max.message.bytes``. `Cutter` is the cutting rule, here and in the
 `Producer`. Keyless, headerless values at one timestamp, without
 compression, are encoded column-wise (`encode_packed`); everything else one
-record at a time (`encode`). Both give each batch its `BatchInfo`.
+record at a time (`encode`). Both give each batch its `BatchInfo`; the
+column-wise encoder can also give them as one `BatchRun` (`encode_packed_run`):
+the batches back to back in one buffer and their facts as arrays, which the
+log writes and indexes without a Python object per batch.
 """
 
 from __future__ import annotations
@@ -29,6 +32,31 @@ class BatchInfo(NamedTuple):
     last_offset: int
     max_timestamp: int
     stream_bytes: int = 0  # its values' bytes plus one per record (see storage/stream.py)
+
+
+class BatchRun(NamedTuple):
+    """Batches back to back in one buffer, their `BatchInfo` fields as int64
+    arrays (one element per batch): what the bulk appends hand the log."""
+
+    data: memoryview
+    sizes: np.ndarray
+    last_offsets: np.ndarray
+    max_timestamps: np.ndarray
+    stream_bytes: np.ndarray
+
+    def pairs(self) -> list[tuple[memoryview, BatchInfo]]:
+        """The batches one by one with their `BatchInfo`, as the general paths take them."""
+        out, position = [], 0
+        columns = (self.sizes, self.last_offsets, self.max_timestamps, self.stream_bytes)
+        for size, last, max_timestamp, stream in zip(*(c.tolist() for c in columns), strict=True):
+            out.append(
+                (
+                    self.data[position : position + size],
+                    BatchInfo(size, last, max_timestamp, stream),
+                )
+            )
+            position += size
+        return out
 
 
 # Upper bound of the bytes a record adds besides its key, value and header
@@ -98,18 +126,33 @@ def encode_packed(
     """Batches of keyless, headerless values packed each with one separator byte
     (the compiled `columnar.encode_plain`); None when a record is too near
     max.message.bytes for the size bound (the general `encode` decides then)."""
+    run = encode_packed_run(
+        config, base_offset, packed, lengths, timestamp, timestamp_type, batch_bytes
+    )
+    return None if run is None else run.pairs()
+
+
+def encode_packed_run(
+    config: TopicConfig,
+    base_offset: int,
+    packed: bytes | memoryview,
+    lengths: np.ndarray,
+    timestamp: int,
+    timestamp_type: int,
+    batch_bytes: int = TARGET_BATCH_BYTES,
+    *,
+    head: bytes = b"",
+) -> BatchRun | None:
+    """`encode_packed` as one `BatchRun`; ``head``, if any, is the first
+    value's start, not in ``packed`` (counted in the first length)."""
     if int(lengths.max()) > max_record_bytes(config):
         return None  # near the limit: the general encoder decides exactly
     enc = columnar.encode_plain(
         packed, lengths, base_offset, min(config.max_message_bytes, batch_bytes),
-        timestamp=timestamp, timestamp_type=timestamp_type,
+        timestamp=timestamp, timestamp_type=timestamp_type, head=head,
     )  # fmt: skip
-    out, position = [], 0
-    for size, last, stream in zip(enc.sizes, enc.last_offsets, enc.stream_bytes, strict=True):
-        batch = enc.data[position : position + size]
-        out.append((batch, BatchInfo(size, last, timestamp, stream)))
-        position += size
-    return out
+    times = np.full(len(enc.sizes), timestamp, np.int64)
+    return BatchRun(enc.data, enc.sizes, enc.last_offsets, times, enc.stream_bytes)
 
 
 class Cutter:

@@ -136,9 +136,9 @@ class Encoded(NamedTuple):
     """Batches laid out back to back in one buffer."""
 
     data: memoryview
-    sizes: list[int]  # bytes per batch
-    last_offsets: list[int]
-    stream_bytes: list[int]  # per batch, see `stream_bytes`
+    sizes: np.ndarray  # int64: bytes per batch
+    last_offsets: np.ndarray
+    stream_bytes: np.ndarray  # per batch, see `stream_bytes`
 
 
 def encode_plain(
@@ -149,6 +149,7 @@ def encode_plain(
     *,
     timestamp: int,
     timestamp_type: int,
+    head: bytes = b"",
 ) -> Encoded:
     """Uncompressed batches of keyless, headerless records at one timestamp,
     each filled up to ``batch_bytes`` (a larger record alone), compiled.
@@ -156,10 +157,11 @@ def encode_plain(
     Args:
         packed: the values, each followed by one separator byte (any value).
         lengths: each value's length.
+        head: the first value's start, not in ``packed``, counted in its length.
     """
     attributes = TIMESTAMP_TYPE_BIT if timestamp_type == LOG_APPEND_TIME else 0
     data, sizes, last_offsets, stream = _columns.encode_plain(
         packed, np.asarray(lengths, np.int64), base_offset, batch_bytes, timestamp,
-        attributes, crc32c,
+        attributes, crc32c, head,
     )  # fmt: skip
     return Encoded(memoryview(data), sizes, last_offsets, stream)

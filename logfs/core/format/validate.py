@@ -52,8 +52,9 @@ from ..config import TopicConfig
 from ..errors import BatchTooLargeError, CorruptRecordError, InvalidBatchError
 from . import compression
 from ._checks import CONTROL_BIT, HEADER_PROBLEM, TIMESTAMP_RANGE, TRANSACTIONAL_BIT, check_batches
-from .batching import BatchInfo
-from .decoding import decode_records
+from .batching import BatchInfo, BatchRun
+from .problems import PROBLEMS
+from .recompress import recompressed
 from .record import (
     CODEC_MASK,
     HEADER,
@@ -64,7 +65,6 @@ from .record import (
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
     crc32c,
-    encode_batch,
     read_header,
     records_section,
     verify_crc,
@@ -134,6 +134,14 @@ def split_batches(
 
 
 def prepare_batches(
+    batches: Sequence[bytes | memoryview], *args, **kwargs
+) -> tuple[list[tuple[memoryview | bytearray, BatchInfo]], int]:
+    """`prepare_run`, each batch's bytes with its `BatchInfo`."""
+    prepared, count = prepare_run(batches, *args, **kwargs)
+    return (prepared.pairs() if isinstance(prepared, BatchRun) else prepared), count
+
+
+def prepare_run(
     batches: Sequence[bytes | memoryview],
     config: TopicConfig,
     base_offset: int,
@@ -141,9 +149,12 @@ def prepare_batches(
     buffer: bytearray | memoryview | None = None,
     *,
     transactional: bool = False,
-) -> tuple[list[tuple[memoryview | bytearray, BatchInfo]], int]:
+) -> tuple[BatchRun | list[tuple[memoryview | bytearray, BatchInfo]], int]:
     """Check ``batches`` and make them ready to append from ``base_offset``:
-    each batch's bytes with its `BatchInfo`, and the number of records.
+    the batches, and the number of records. The batches come as one
+    `BatchRun` (prepared where they lie, column-wise: `_run`) unless the
+    topic's ``compression.type`` has some re-encoded; then each batch's bytes
+    with its `BatchInfo`.
 
     Args:
         buffer: a writable buffer that holds exactly ``batches``, back to back
@@ -160,20 +171,24 @@ def prepare_batches(
         data, starts, sizes = _joined(batches)  # one copy, patched in place below
     else:
         data, starts, sizes = _in_place(batches, buffer)
-    facts = _check(data, starts, sizes, config, transactional)
+    rows = _check(data, starts, sizes, config, transactional)
     view = memoryview(data)
     codec = None
     if config.compression_type != "producer":
         codec = compression.BY_NAME[config.compression_type]
     log_append_time = config.message_timestamp_type == "LogAppendTime"
+    if codec is None or not np.any(rows[4] & CODEC_MASK != codec):  # none re-encoded
+        run = _run(view, starts, sizes, rows, base_offset, now if log_append_time else None)
+        return run, int(rows[0].sum())
     out: list[tuple[memoryview | bytearray, BatchInfo]] = []
     offset = base_offset
+    facts = [BatchFacts._make(column) for column in rows.T.tolist()]
     for start, size, fact in zip(starts.tolist(), sizes.tolist(), facts, strict=True):
         batch = view[start : start + size]
         attributes = fact.attributes
         header = None
         if codec is not None and codec != attributes & CODEC_MASK:
-            batch, header = _recompressed(batch, codec)
+            batch, header = recompressed(batch, codec)
             attributes = header.attributes
         if log_append_time:
             new_attributes, new_max = attributes | TIMESTAMP_TYPE_BIT, now
@@ -199,6 +214,41 @@ def prepare_batches(
     return out, offset - base_offset
 
 
+def _run(
+    view: memoryview,
+    starts: np.ndarray,
+    sizes: np.ndarray,
+    rows: np.ndarray,
+    base_offset: int,
+    append_time: int | None,
+) -> BatchRun:
+    """The checked batches in ``view`` prepared where they lie, column-wise:
+    every base offset set at once; the header and CRC rewritten only for the
+    batches whose covered bytes change (timestamp type or max timestamp: a
+    LogAppendTime topic's ``append_time``, else the records' largest)."""
+    records, own_max, stream_bytes, _, attributes, max_timestamps = rows
+    last_offsets = base_offset + np.cumsum(records) - 1
+    firsts = last_offsets - records + 1
+    if append_time is not None:
+        new_attributes = attributes | TIMESTAMP_TYPE_BIT
+        new_max = np.full_like(max_timestamps, append_time)
+    else:
+        new_attributes, new_max = attributes & ~TIMESTAMP_TYPE_BIT, own_max
+    if len(starts):
+        field = starts[:, None] + np.arange(_BASE_OFFSET.size)
+        big_endian = firsts.astype(">i8").view(np.uint8).reshape(-1, _BASE_OFFSET.size)
+        np.frombuffer(view, np.uint8)[field] = big_endian
+    changed = (new_attributes != attributes) | (new_max != max_timestamps)
+    for i in np.flatnonzero(changed).tolist():
+        batch = view[int(starts[i]) : int(starts[i] + sizes[i])]
+        header = read_header(batch)._replace(
+            crc=0, attributes=int(new_attributes[i]), max_timestamp=int(new_max[i])
+        )
+        HEADER.pack_into(batch, 0, *header)
+        write_crc(batch, 0, len(batch))
+    return BatchRun(view, sizes, last_offsets, np.ascontiguousarray(new_max), stream_bytes)
+
+
 def set_base_offset(batch: bytearray | memoryview, offset: int) -> None:
     """Give a whole batch its base offset (outside the CRC)."""
     _BASE_OFFSET.pack_into(batch, 0, offset)
@@ -206,29 +256,6 @@ def set_base_offset(batch: bytearray | memoryview, offset: int) -> None:
 
 def max_timestamp_of(batch: bytes | bytearray | memoryview) -> int:
     return read_header(batch).max_timestamp
-
-
-def _recompressed(batch: memoryview, codec: int) -> tuple[bytearray, BatchHeader]:
-    """The batch's records re-encoded with ``codec``, and its header to be:
-    producer fields and leader epoch kept, the records' own timestamps kept."""
-    header = read_header(batch)
-    own_times = header._replace(attributes=header.attributes & ~TIMESTAMP_TYPE_BIT)
-    records = decode_records(batch, own_times)
-    encoded = encode_batch(
-        0,
-        [r.value for r in records],
-        keys=[r.key for r in records],
-        headers=[r.headers for r in records],
-        timestamps=[r.timestamp for r in records],
-        codec=codec,
-    )
-    new = read_header(encoded)
-    header = header._replace(
-        batch_length=new.batch_length,
-        attributes=(header.attributes & ~CODEC_MASK) | codec,
-        base_timestamp=new.base_timestamp,
-    )
-    return bytearray(encoded), header
 
 
 # ---------------------------------------------------------------- checking
@@ -257,9 +284,10 @@ def _check(
     sizes: np.ndarray,
     config: TopicConfig,
     transactional: bool = False,
-) -> list[BatchFacts]:
+) -> np.ndarray:
     """`_checks.check_batches` over the batches in ``data``, compressed
-    batches' records checked here; what it found of each batch.
+    batches' records checked here; what it found of each batch, one row per
+    `BatchFacts` field, one column per batch.
 
     Raises:
         InvalidBatchError: as `prepare_batches` says.
@@ -281,17 +309,14 @@ def _check(
             f"batch at position {int(starts[i])}: record timestamps outside a 64-bit integer"
         )
     if code != Problem.OK:
-        problem = _PROBLEMS[code](n, found, wanted)
+        problem = PROBLEMS[code](n, found, wanted)
         raise InvalidBatchError(f"batch at position {int(starts[i])}: {problem}")
     limit = compression.append_limit(config.max_message_bytes)
-    facts = [BatchFacts._make(column) for column in rows.T.tolist()]
-    for i, fact in enumerate(facts):
-        if fact.compressed:
-            start = int(starts[i])
-            batch = memoryview(data)[start : start + int(sizes[i])]
-            own_max, stream = _check_compressed(batch, start, keys_required, limit)
-            facts[i] = fact._replace(own_max_timestamp=own_max, stream_bytes=stream)
-    return facts
+    for i in np.flatnonzero(rows[3]).tolist():  # the compressed ones
+        start = int(starts[i])
+        batch = memoryview(data)[start : start + int(sizes[i])]
+        rows[1, i], rows[2, i] = _check_compressed(batch, start, keys_required, limit)
+    return rows
 
 
 def _check_header(
@@ -350,9 +375,7 @@ def _check_compressed(
         np.array([count], np.int64), fields, strict=True, keys_required=keys_required,
     )  # fmt: skip
     if code != Problem.OK:
-        raise InvalidBatchError(
-            f"batch at position {position}: {_PROBLEMS[code](n, found, wanted)}"
-        )
+        raise InvalidBatchError(f"batch at position {position}: {PROBLEMS[code](n, found, wanted)}")
     ts_delta, _, _, _, _, value_len = fields
     low, high = int(ts_delta.min()), int(ts_delta.max())
     if not INT64_MIN <= header.base_timestamp + low <= header.base_timestamp + high <= INT64_MAX:
@@ -360,27 +383,3 @@ def _check_compressed(
             f"batch at position {position}: record timestamps outside a 64-bit integer"
         )
     return header.base_timestamp + high, int(np.maximum(value_len, 0).sum()) + count
-
-
-# What `walk_records` reports, worded: (record, found, wanted) -> message.
-_PROBLEMS = {
-    Problem.DECLARED: lambda n, found, wanted: f"{wanted} records declared, {found} found",
-    Problem.LONG_VARINT: lambda n, *_: f"record {n}: varint longer than 10 bytes",
-    Problem.SHORT_RECORD: lambda n, found, wanted: (
-        f"record {n}: length {found}, at least {wanted} expected"
-    ),
-    Problem.TIMESTAMP_OVERRUN: lambda n, *_: f"record {n}: timestamp delta overruns the record",
-    Problem.OFFSET_OVERRUN: lambda n, *_: f"record {n}: offset delta overruns the record",
-    Problem.OFFSET_ORDER: lambda n, found, wanted: (
-        f"record {n}: offset delta out of order ({found}, expected its index {wanted})"
-    ),
-    Problem.KEY_LENGTH: lambda n, *_: f"record {n}: bad key length",
-    Problem.NO_KEY: lambda n, *_: f"record {n}: no key, and the topic is compacted",
-    Problem.VALUE_LENGTH: lambda n, *_: f"record {n}: bad value length",
-    Problem.HEADER_COUNT: lambda n, *_: f"record {n}: bad header count",
-    Problem.HEADERS: lambda n, *_: f"record {n}: malformed headers",
-    Problem.UNFILLED: lambda n, *_: f"record {n}: its fields do not fill its length",
-    Problem.SECTION: lambda n, found, wanted: (
-        f"its records take {found} bytes (at record {n}), its records section holds {wanted}"
-    ),
-}

@@ -28,12 +28,12 @@ import numpy as np
 
 from ..errors import InvalidRecordError
 from ..format import batching, compression, validate
-from ..format.batching import BatchInfo
+from ..format.batching import BatchInfo, BatchRun
 from ..format.record import NO_TIMESTAMP
 from ..storage import LogSegment, preallocate
 from .snapshots import take_snapshot
 from .state import PartitionState
-from .timestamps import check_timestamps
+from .timestamps import check_run_timestamps, check_timestamps
 
 
 class LogAppends:
@@ -76,9 +76,13 @@ class LogAppends:
         self._write(encoded, now)
         return first
 
-    def append_packed(self, packed: bytes | memoryview, lengths: np.ndarray) -> int:
+    def append_packed(
+        self, packed: bytes | memoryview, lengths: np.ndarray, head: bytes = b""
+    ) -> int:
         """Append keyless, headerless records given packed: each value followed by
         one separator byte (lines with their ``\\n``); ``lengths`` are the values'.
+        ``head``, if any, is the first value's start, not in ``packed`` (a line's
+        part written before), counted in the first length.
 
         Same result and errors as ``append`` of the values, without making a
         Python object per record. Returns the offset of the first.
@@ -89,21 +93,22 @@ class LogAppends:
         config = self.state.config
         if config.compact:
             raise self._keys_required()
-        encoded = None
+        run = None
         codec = compression.BY_NAME[config.compression_type]
         if codec == compression.NONE and len(lengths) >= batching.PACKED_MIN:
             now = self.state.clock()
             timestamp, timestamp_type = batching.timestamp_for(config, None, now)
-            encoded = batching.encode_packed(
-                config, first, packed, lengths, timestamp, timestamp_type
+            run = batching.encode_packed_run(
+                config, first, packed, lengths, timestamp, timestamp_type, head=head
             )
-        if encoded is None:  # the general encoder: compressed, few, or near the size limit
-            values, pos = [], 0
+        if run is None:  # the general encoder: compressed, few, or near the size limit
+            values, pos = [], -len(head)
             for length in lengths.tolist():
-                values.append(bytes(packed[pos : pos + length]))
+                values.append(bytes(packed[max(pos, 0) : pos + length]))
                 pos += length + 1
+            values[0] = head + values[0]
             return self.append(values)
-        self._write(encoded, now)
+        self._write_run(run, now)
         return first
 
     def append_batches(
@@ -133,12 +138,17 @@ class LogAppends:
         """
         first = self._start_append()
         now = self.state.clock()
-        encoded, _ = validate.prepare_batches(
+        prepared, _ = validate.prepare_run(
             batches, self.state.config, first, now, buffer, transactional=transactional
         )
-        check_timestamps(self.state.config, encoded, now)
-        if encoded:
-            self._write(encoded, now)
+        if isinstance(prepared, BatchRun):
+            check_run_timestamps(self.state.config, prepared, now)
+            if len(prepared.sizes):
+                self._write_run(prepared, now)
+            return first
+        check_timestamps(self.state.config, prepared, now)
+        if prepared:
+            self._write(prepared, now)
         return first
 
     def append_control(self, batch: bytearray) -> int:
@@ -203,6 +213,50 @@ class LogAppends:
                 self.state.keys.drop()
             else:
                 self.state.keys.appended(batch for batch, _ in encoded)
+
+    def _write_run(self, run: BatchRun, now: int) -> None:
+        """`_write` of batches back to back in one buffer: the roll rule asked
+        over their arrays (`LogSegment.roll_point`), each segment's share
+        written with one write and indexed in bulk."""
+        state = self.state
+        ends = np.cumsum(run.sizes)
+        try:
+            start, check, count, segment = 0, True, len(run.sizes), state.active_segment
+            while True:
+                end = segment.roll_point(run, start, now, check)
+                self._write_run_to(segment, run, ends, start, end)
+                if end == count:
+                    return
+                segment = self.roll()
+                start, check = end, False
+        except OSError as e:
+            state.failure.write_failed(e, state.recovery_point)
+            raise
+
+    def _write_run_to(
+        self, segment: LogSegment, run: BatchRun, ends: np.ndarray, start: int, end: int
+    ) -> None:
+        """`_write_to` of batches ``start:end`` of ``run`` (``ends``: where each ends)."""
+        if end <= start:
+            return
+        sizes, lasts = run.sizes[start:end], run.last_offsets[start:end]
+        stream = run.stream_bytes[start:end]
+        held = self.state.held_from
+        if held >= 0:  # past the last stable offset: noted once decided
+            stream = np.where(lasts >= held, -1, stream)
+        before = segment.next_offset
+        # One buffer per batch (views, no copy) for the kernel to gather, as the
+        # general path writes them.
+        batches = [
+            run.data[e - z : e]
+            for e, z in zip(ends[start:end].tolist(), sizes.tolist(), strict=True)
+        ]
+        segment.append_run(batches, (sizes, lasts, run.max_timestamps[start:end], stream))
+        self.state.unflushed.appended(segment, segment.next_offset - before)
+        if held >= 0:  # not committed yet: the live keys are built again when asked
+            self.state.keys.drop()
+        else:
+            self.state.keys.appended(batches)
 
     def roll(self) -> LogSegment:
         """Close the active segment to appends and start one at next_offset."""

@@ -299,8 +299,8 @@ class Log:
     ) -> int:
         return self._appends.append(values, keys=keys, headers=headers, timestamp=timestamp)
 
-    def append_packed(self, packed: bytes | memoryview, lengths: np.ndarray) -> int:
-        return self._appends.append_packed(packed, lengths)
+    def append_packed(self, packed: memoryview, lengths: np.ndarray, head: bytes = b"") -> int:
+        return self._appends.append_packed(packed, lengths, head)
 
     def append_batches(
         self,

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from ..config import LONG_MAX, TopicConfig
 from ..errors import InvalidTimestampError
 from ..format import BatchInfo, decode_records
+from ..format.batching import BatchRun
 
 NO_TIMESTAMP = -1
 
@@ -42,6 +45,26 @@ def check_timestamps(
             for record in decode_records(batch):
                 if record.timestamp != NO_TIMESTAMP and now - record.timestamp > before:
                     _refuse(record.timestamp, record.offset, now, before, after)
+
+
+def check_run_timestamps(config: TopicConfig, run: BatchRun, now: int) -> None:
+    """`check_timestamps` of a `BatchRun`: the ahead bound over its arrays at
+    once; the behind one, which decodes the records, batch by batch."""
+    if config.message_timestamp_type != "CreateTime":
+        return
+    if config.message_timestamp_before_max_ms < LONG_MAX:
+        check_timestamps(config, run.pairs(), now)
+        return
+    times = run.max_timestamps
+    ahead = np.flatnonzero(
+        (times != NO_TIMESTAMP) & (times - now > config.message_timestamp_after_max_ms)
+    )
+    if len(ahead):
+        i = int(ahead[0])
+        _refuse(
+            int(times[i]), int(run.last_offsets[i]), now,
+            LONG_MAX, config.message_timestamp_after_max_ms,
+        )  # fmt: skip
 
 
 def _refuse(timestamp: int, offset: int, now: int, before: int, after: int) -> None:

@@ -301,6 +301,35 @@ cdef class SegmentTail:
             last_offset - self.base_offset > INT32_MAX,
         )
 
+    def roll_point(
+        self,
+        const int64_t[::1] sizes,
+        const int64_t[::1] max_timestamps,
+        const int64_t[::1] last_offsets,
+        int64_t now,
+        Py_ssize_t start,
+        bint check_first,
+    ):
+        """Where a roll comes in batches ``start``.. written together to this
+        segment at ``now``: the first ``i`` whose `should_roll_before`, after
+        the batches from ``start`` before it, says so (``start`` itself only
+        asked if ``check_first``: a batch that just had a roll is not asked
+        again); the number of batches if none."""
+        cdef Py_ssize_t i, n = sizes.shape[0]
+        cdef int64_t pending = 0
+        for i in range(start, n):
+            if (i > start or check_first) and self.should_roll_before(
+                sizes[i],
+                max_timestamps[i],
+                last_offsets[i],
+                now,
+                pending,
+                max_timestamps[start] if pending else NO_TIMESTAMP,
+            ):
+                return i
+            pending += sizes[i]
+        return n
+
     cdef int write(self, int fd, iovec* parts, int count, Py_ssize_t total) except -1:
         """Write ``parts`` (``total`` bytes) at the end of the segment's file
         with one ``writev()``: all of them, or the file is cut back to where it

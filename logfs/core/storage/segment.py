@@ -307,6 +307,13 @@ class LogSegment(Opening):
             batch.size, batch.max_timestamp, batch.last_offset, now, pending, first
         )
 
+    def roll_point(self, run, start: int, now: int, check_first: bool = True) -> int:
+        """`should_roll` over a `BatchRun`'s batches from ``start`` on, written
+        together: the first before which to roll, or their number."""
+        return self.tail.roll_point(
+            run.sizes, run.max_timestamps, run.last_offsets, now, start, check_first
+        )
+
     def append(self, data: bytes | list, batches: list[BatchInfo]) -> None:
         """Append whole batches (bytes, or a list of buffers: gathered by the
         kernel, no copy) in one writev(); on failure nothing stays behind, or
@@ -320,6 +327,12 @@ class LogSegment(Opening):
         self.tail.appended_batches(
             *(np.fromiter((getattr(i, f) for i in batches), np.int64, len(batches)) for f in fields)
         )
+
+    def append_run(self, batches: list, run: tuple[np.ndarray, ...]) -> None:
+        """`append` of ``batches`` (buffers) with their facts as int64 arrays
+        ``(sizes, last_offsets, max_timestamps, stream_bytes)``."""
+        self.tail.write_all(self._file(), batches)
+        self.tail.appended_batches(*run)
 
     def on_become_inactive(self) -> None:
         """Record the final max timestamp, as Kafka does when rolling."""

@@ -181,10 +181,13 @@ class AppendFile(OpenFile):
             return
         store = self.view.store
         if self.partition is None:
-            receipt = store.append_packed_to_topic(self.topic, packed.data, packed.lengths)
+            receipt = store.append_packed_to_topic(
+                self.topic, packed.data, packed.lengths, packed.head
+            )
         else:
             log = store.log(self.topic, self.partition)
-            receipt = self.partition, log.append_packed(packed.data, packed.lengths), count
+            first = log.append_packed(packed.data, packed.lengths, packed.head)
+            receipt = self.partition, first, count
         self._appended(*receipt)
 
     def logs(self) -> list[Log]:

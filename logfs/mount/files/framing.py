@@ -55,10 +55,12 @@ class Framed(NamedTuple):
 class Packed(NamedTuple):
     """Unkeyed lines cut out of a write without a Python object per record:
     ``data`` is the complete lines, each with its ``\\n``; ``lengths`` the values'
-    lengths (see `Log.append_packed`)."""
+    lengths (see `Log.append_packed`); ``head`` the start of the first line,
+    written before ``data`` (the pending tail), counted in the first length."""
 
     data: memoryview
     lengths: np.ndarray
+    head: bytes = b""
 
 
 class LineFramer:
@@ -103,8 +105,13 @@ class LineFramer:
                 raise TooLargeError(f"a line longer than {self.max_bytes} bytes is dropped")
             self.discarding = False
             data = bytes(data)[newline + 1 :]
-        text = self.pending + data if self.pending else bytes(data)
+        text, head = bytes(data), self.pending
         end = text.rfind(b"\n") + 1
+        if not (head and end >= PACKED_BYTES and not self.parse_key):
+            text, head = (head + text if head else text), b""
+            end = text.rfind(b"\n") + 1
+        # else the pending tail starts the first line: handed on beside the write
+        # (`Packed.head`) instead of joined to it, which would copy the write.
         tail = text[end:]
         if len(tail) > self.max_bytes:
             if end == 0:  # no complete line in this write: drop the whole long line
@@ -115,9 +122,10 @@ class LineFramer:
         if self.parse_key or end < PACKED_BYTES:  # few lines: numpy costs more than it saves
             return self._records(text[:end].split(b"\n")[:-1]), tail
         lengths = line_lengths(text, end)
-        if len(lengths) and int(lengths.max()) > self.max_bytes:
+        lengths[0] += len(head)
+        if int(lengths.max()) > self.max_bytes:
             raise TooLargeError(f"a record of {int(lengths.max())} bytes exceeds {self.max_bytes}")
-        return Packed(memoryview(text)[:end], lengths), tail
+        return Packed(memoryview(text)[:end], lengths, head), tail
 
     def restart(self) -> None:
         """Frame what follows anew: the pending tail and a line being discarded dropped."""

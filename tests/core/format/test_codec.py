@@ -18,6 +18,7 @@ from logfs.core.config import TopicConfig
 from logfs.core.errors import CorruptRecordError, InvalidBatchError
 from logfs.core.format import _checks, _columns, columnar, walker
 from logfs.core.format.decoding import decode_records
+from logfs.core.format.problems import PROBLEMS
 from logfs.core.format.record import (
     HEADER_SIZE,
     encode_batch,
@@ -26,7 +27,7 @@ from logfs.core.format.record import (
     varint,
     write_crc,
 )
-from logfs.core.format.validate import _PROBLEMS, prepare_batches
+from logfs.core.format.validate import prepare_batches
 from logfs.core.log import _keymap, _line
 from logfs.core.storage import _scan, books
 
@@ -61,7 +62,7 @@ def test_without_the_codec_logfs_says_to_reinstall(module):
 
 
 def test_every_problem_is_worded():
-    assert set(_PROBLEMS) == set(walker.Problem) - {walker.Problem.OK}
+    assert set(PROBLEMS) == set(walker.Problem) - {walker.Problem.OK}
 
 
 def encode(records, base=0) -> bytes:
