@@ -346,9 +346,7 @@ class Store(OwnedTopics, Checkpoints):
             out.append((p, first, len(part_values)))
         return out
 
-    def append_packed_to_topic(
-        self, topic: str, packed, lengths, head: bytes = b""
-    ) -> tuple[int, int, int]:
+    def append_packed_to_topic(self, topic: str, packed, lengths, head=b"") -> tuple[int, int, int]:
         """`Log.append_packed` on the topic's sticky partition for this append."""
         p = self._partitioner.sticky(len(self.partitions(topic)), self._offline(topic))
         return p, self.log(topic, p).append_packed(packed, lengths, head), len(lengths)
