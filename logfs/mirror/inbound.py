@@ -35,7 +35,6 @@ mount's ``state``: `Log.following`), and the next round, after a back-off of up 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 from collections.abc import Callable
@@ -46,7 +45,7 @@ from ..core.log import Store
 from .cluster import TargetError, code_name
 from .settings import FollowerSettings
 from .source import EARLIEST, LATEST, OFFSET_OUT_OF_RANGE, Fetched, Source
-from .status import status_path, write_status
+from .status import StatusFile, status_path
 
 logger = logging.getLogger("logfs")
 
@@ -87,8 +86,7 @@ class MirrorIn:
         self.copied = 0  # records appended since start
         self._refreshed = -REFRESH_MS
         self._stopped = threading.Event()
-        self.status_path = status_path(data, settings.id)
-        self._written: tuple[int, str | None] | None = None
+        self.status_file = StatusFile(status_path(data, settings.id), "follower", self.clock)
 
     # ------------------------------------------------------------ the books
 
@@ -165,20 +163,7 @@ class MirrorIn:
         self._write_status()
 
     def _write_status(self, force: bool = False) -> None:
-        """The status file (status.py): at most once a second, and when the error changes."""
-        now = self.clock()
-        if not force and self._written is not None:
-            when, error = self._written
-            if error == self.error and now - when < 1000:
-                return
-        try:
-            write_status(self.status_path, {**self.status(), "pid": os.getpid(), "updated_ms": now})
-        except OSError as e:
-            if self._written is None or self._written[0] >= 0:
-                logger.warning("cannot write the follower status %s: %s", self.status_path, e)
-            self._written = (-1, self.error)
-            return
-        self._written = (now, self.error)
+        self.status_file.write(self.status, self.error, force)
 
     def round(self) -> int:
         """One round; returns the records appended.

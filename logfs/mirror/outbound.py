@@ -31,7 +31,6 @@ seconds, begins again at step 3.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 from collections.abc import Callable
@@ -41,7 +40,7 @@ from ..core.errors import LogfsError
 from ..core.format import read_header, with_producer
 from ..core.log import Store
 from .settings import MirrorSettings
-from .status import status_path, write_status
+from .status import StatusFile, status_path
 from .target import Target, TargetError
 
 logger = logging.getLogger("logfs")
@@ -100,8 +99,7 @@ class MirrorOut:
         self._resume = True  # positions to read back before the next round
         self._next_first = 0  # the partition the next round starts with
         self._stopped = threading.Event()
-        self.status_path = status_path(data, settings.id)
-        self._written: tuple[int, str | None] | None = None  # when, and the error then
+        self.status_file = StatusFile(status_path(data, settings.id), "mirror", self.clock)
 
     # ------------------------------------------------------------ the books
 
@@ -196,21 +194,7 @@ class MirrorOut:
         self._write_status()
 
     def _write_status(self, force: bool = False) -> None:
-        """The status file (status.py): at most once a second, and when the error changes."""
-        now = self.clock()
-        if not force and self._written is not None:
-            when, error = self._written
-            if error == self.error and now - when < 1000:
-                return
-        status = {**self.status(), "pid": os.getpid(), "updated_ms": now}
-        try:
-            write_status(self.status_path, status)
-        except OSError as e:
-            if self._written is None or self._written[0] >= 0:
-                logger.warning("cannot write the mirror status %s: %s", self.status_path, e)
-            self._written = (-1, self.error)
-            return
-        self._written = (now, self.error)
+        self.status_file.write(self.status, self.error, force)
 
     def round(self) -> int:
         """One round; returns the number of batches looked at (0: nothing to do).

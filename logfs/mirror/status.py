@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import time
 from pathlib import Path
 
 from ..core.config import INTERNAL_TOPICS
+
+logger = logging.getLogger("logfs")
 
 PREFIX, SUFFIX = "logfs-mirror.", ".json"
 
@@ -48,6 +51,32 @@ def write_status(path: Path, status: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(status, indent=1) + "\n")
     os.replace(tmp, path)
+
+
+class StatusFile:
+    """A mirror's status file as it runs: written at most once a second and whenever
+    the error changes; a write that fails is logged once until one succeeds."""
+
+    def __init__(self, path: Path, what: str, clock) -> None:
+        self.path, self.what, self.clock = path, what, clock  # what: "mirror", "follower"
+        self._written: tuple[int, str | None] | None = None  # when, and the error then
+
+    def write(self, status, error: str | None, force: bool = False) -> None:
+        """``status()`` (its pid and time added) unless written with ``error`` less
+        than a second ago and not ``force``."""
+        now = self.clock()
+        if not force and self._written is not None:
+            when, last = self._written
+            if last == error and now - when < 1000:
+                return
+        try:
+            write_status(self.path, {**status(), "pid": os.getpid(), "updated_ms": now})
+        except OSError as e:
+            if self._written is None or self._written[0] >= 0:
+                logger.warning("cannot write the %s status %s: %s", self.what, self.path, e)
+            self._written = (-1, error)
+            return
+        self._written = (now, error)
 
 
 def _alive(pid: int) -> bool:
