@@ -128,6 +128,14 @@ def log_start(data) -> int:
     return int(logs[0][:20])
 
 
+def produce_300(served) -> None:
+    """300 records into t-0 in small batches: many 1 KiB segments for retention."""
+    producer = Producer({"bootstrap.servers": served.bootstrap, "batch.size": 500})
+    for i in range(300):
+        producer.produce("t", b"%040d" % i)
+    producer.flush(30)
+
+
 def test_retention_waits_for_the_mirror_unless_told_not_to(tmp_path):
     with socket.socket() as s:  # a port nothing listens on: the cluster is down
         s.bind(("127.0.0.1", 0))
@@ -137,10 +145,7 @@ def test_retention_waits_for_the_mirror_unless_told_not_to(tmp_path):
         edge = tmp_path / f"edge-{wait}"
         options = [*settings, f"mirror.to={down}", f"mirror.retention.wait={wait}"]
         with Served(edge, *options) as served:
-            producer = Producer({"bootstrap.servers": served.bootstrap, "batch.size": 500})
-            for i in range(300):
-                producer.produce("t", b"%040d" % i)
-            producer.flush(30)
+            produce_300(served)
             if wait == "true":
                 time.sleep(2)  # twenty retention checks
                 assert log_start(edge) == 0 and len(stored(edge, "t")) == 300
@@ -167,10 +172,7 @@ def test_retention_waits_for_a_mirror_run_as_a_process_of_its_own(tmp_path):
             )  # fmt: skip
             try:
                 wait_for(lambda e=edge: any(e.glob("logfs-mirror.*.json")), "status", timeout=60)
-                producer = Producer({"bootstrap.servers": served.bootstrap, "batch.size": 500})
-                for i in range(300):
-                    producer.produce("t", b"%040d" % i)
-                producer.flush(30)
+                produce_300(served)
                 if wait == "true":
                     time.sleep(2)  # twenty retention checks
                     assert log_start(edge) == 0 and len(stored(edge, "t")) == 300
