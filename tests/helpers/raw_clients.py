@@ -35,17 +35,20 @@ def _connect(address) -> socket.socket:
 
 def hold(spec: dict) -> dict:
     prefixes = spec.get("prefixes") or [spec.get("prefix", "")] * spec["count"]
-    socks = []
+    socks, opened = [], []
     for hexed in prefixes:
         prefix = bytes.fromhex(hexed)
         try:
             sock = _connect(spec["address"])
         except OSError:
             continue
+        opened.append(time.monotonic())
         if prefix:
             with contextlib.suppress(OSError):
                 sock.sendall(prefix)
         socks.append(sock)
+    # Each socket's time counts from its own connect: connecting hundreds can
+    # take seconds on a busy machine (SYN retries once the backlog is full).
     start = time.monotonic()
     closed: list[float | None] = [None] * len(socks)
     open_ = dict(enumerate(socks))
@@ -58,7 +61,7 @@ def hold(spec: dict) -> dict:
             except OSError:
                 data = b""
             if not data:
-                closed[i] = round(time.monotonic() - start, 3)
+                closed[i] = round(time.monotonic() - opened[i], 3)
                 del open_[i]
     for sock in socks:
         sock.close()
