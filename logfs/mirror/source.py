@@ -51,7 +51,7 @@ class Fetched(NamedTuple):
 
 class Source(Cluster):
     """The cluster at ``address``, read as a replica reads; every method may raise
-    `TargetError` (the connection is dropped then).
+    `TargetError` (every connection is dropped then).
 
     Args:
         address: ``kafka://HOST:PORT[,HOST:PORT...]``.

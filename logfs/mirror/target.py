@@ -3,9 +3,9 @@ protocol through core's `Wire`, messages from kio; the connections in cluster.py
 
 A mirror's transaction, as MirrorMaker 2's exactly-once mode makes it:
 
-1. ``InitProducerId(transactional.id)`` once per connection: the coordinator fences
-   any earlier instance of the same id, completes or aborts the transaction it left
-   open, and hands back the producer id and a new epoch;
+1. ``InitProducerId(transactional.id)`` at the start and after any failure: the
+   coordinator fences any earlier instance of the same id, completes or aborts the
+   transaction it left open, and hands back the producer id and a new epoch;
 2. ``OffsetFetch(group, require_stable)``: the mirror's position per partition, the
    offsets committed by the last transaction that committed;
 3. per round: ``AddPartitionsToTxn``, ``Produce`` (transactional batches, sequences
@@ -14,7 +14,7 @@ A mirror's transaction, as MirrorMaker 2's exactly-once mode makes it:
 
 So the records and the position move together or not at all: a ``read_committed``
 reader of the cluster sees each forwarded record once, whatever the moment a mirror,
-its connection or the cluster died. Any failure in a round drops the connection and
+its connection or the cluster died. Any failure in a round drops the connections and
 starts again at step 1, which aborts the round.
 
 Each request goes where a Kafka producer sends it (routing.py): ``Produce`` of a
@@ -52,7 +52,7 @@ class Target(Cluster):
     Args:
         address: ``kafka://HOST:PORT[,HOST:PORT...]``.
         transactional_id: the producer's id, one per mirroring node; the group's too.
-        security: TLS and SASL of the connection (`wire.Security`).
+        security: TLS and SASL of the connections (`wire.Security`).
         timeout: seconds to connect and to wait for each answer.
     """
 
