@@ -16,8 +16,9 @@ forwards a request to the listener behind them.
 
 Each client connection has its own connection to the listener, so requests and answers
 keep their order. Plaintext only; the request versions are the ones logfs's `Wire`
-sends (core/client/wire.py). `Front.answered` counts (broker, API key) of the requests
-forwarded and `Front.refused` those refused, for tests to see where requests went.
+sends (core/client/wire.py). For tests to see where requests went, `Front.answered`
+counts (broker, API key) of the requests forwarded, `Front.refused` those refused, and
+`Front.led` (broker, API key, topic, partition) of the partitions forwarded.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_FETCH, FIND_COORDINATOR = 0, 1, 2
 INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
 GROUP_APIS = {OFFSET_FETCH: 0, TXN_OFFSET_COMMIT: 0}
 TXN_APIS = {INIT_PRODUCER_ID: 1, ADD_PARTITIONS: 1, ADD_OFFSETS: 1, END_TXN: 1}
+ROUTED = {PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, *GROUP_APIS, *TXN_APIS}
 NO_TIME = datetime.timedelta(0)
 NOT_LEADER = ErrorCode.not_leader_or_follower
 NOT_COORDINATOR = ErrorCode.not_coordinator
@@ -77,6 +79,7 @@ class Front:
         self.coordinators = {0: NODES[2], 1: NODES[1]}
         self.answered: collections.Counter = collections.Counter()
         self.refused: collections.Counter = collections.Counter()
+        self.led: collections.Counter = collections.Counter()
         self.lock = threading.Lock()
         self.sockets: list[socket.socket] = []
         self.closed = False
@@ -155,9 +158,7 @@ class Front:
 
     def _answer(self, node: int, frame: bytes, upstream: socket.socket) -> bytes | None:
         api_key, version = struct.unpack_from(">hh", frame)
-        if api_key not in (PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR) and (
-            api_key not in GROUP_APIS and api_key not in TXN_APIS
-        ):
+        if api_key not in ROUTED:
             return self._forward(frame, upstream)
         request_type = load_request_schema(api_key, version)
         header, used = entity_reader(request_type.__header_schema__)(frame, 0)
@@ -185,13 +186,14 @@ class Front:
         topics_field, name_field, partitions_field, index_field = LAYOUT[api_key]
         mine, others = [], []
         for topic in getattr(body, topics_field):
-            name = getattr(topic, name_field)
-            led, rest = [], []
+            name, led, rest = getattr(topic, name_field), [], []
             for p in getattr(topic, partitions_field):
                 index = getattr(p, index_field)
-                (led if self.leader(name, index) == node else rest).append((p, index))
-            led = [p for p, _ in led]
-            rest = [index for _, index in rest]
+                if self.leader(name, index) == node:
+                    led.append(p)
+                    self.led[(node, api_key, name, index)] += 1
+                else:
+                    rest.append(index)
             if led:
                 mine.append(dataclasses.replace(topic, **{partitions_field: tuple(led)}))
             if rest:
@@ -221,13 +223,12 @@ class Front:
         )
         topics = []
         for topic in answer.topics:
-            partitions = []
-            for p in topic.partitions:
-                leader = self.leader(topic.name, p.partition_index)
-                partitions.append(
-                    dataclasses.replace(p, leader_id=leader, replica_nodes=NODES, isr_nodes=NODES)
-                )
-            topics.append(dataclasses.replace(topic, partitions=tuple(partitions)))
+            leaders = [self.leader(topic.name, p.partition_index) for p in topic.partitions]
+            partitions = tuple(
+                dataclasses.replace(p, leader_id=n, replica_nodes=NODES, isr_nodes=NODES)
+                for p, n in zip(topic.partitions, leaders, strict=True)
+            )
+            topics.append(dataclasses.replace(topic, partitions=partitions))
         return dataclasses.replace(
             answer, brokers=brokers, controller_id=NODES[0], topics=tuple(topics)
         )
@@ -241,22 +242,20 @@ class Front:
 
     # ------------------------------------------------------------ coding
 
-    def _decode(self, api_key: int, version: int, frame: bytes):
+    def _decode(self, api_key: int, version: int, frame: bytes):  # an answer from upstream
         response_type = load_response_schema(api_key, version)
         _, used = entity_reader(response_type.__header_schema__)(frame, 0)
         body, _ = entity_reader(response_type)(frame, used)
         return body
 
-    def _encode(self, header, body) -> bytes:
-        """The answer ``body`` to the request of ``header``."""
+    def _encode(self, header, body) -> bytes:  # the answer ``body`` to ``header``'s request
         buffer = io.BytesIO()
         header_type = type(body).__header_schema__
         entity_writer(header_type)(buffer, header_type(correlation_id=header.correlation_id))
         entity_writer(type(body))(buffer, body)
         return buffer.getvalue()
 
-    def _request(self, header, body) -> bytes:
-        """A request frame (without its length field) of ``header`` and ``body``."""
+    def _request(self, header, body) -> bytes:  # a request frame without its length
         buffer = io.BytesIO()
         entity_writer(type(header))(buffer, header)
         entity_writer(type(body))(buffer, body)
