@@ -25,6 +25,7 @@ from kafka_front import (
     Front,
 )
 from kafka_helpers import Served
+from tcp_proxy import Proxy
 from waiting import wait_for
 
 from logfs.core.log import Store
@@ -212,3 +213,46 @@ def test_a_follower_fetches_each_partition_at_its_leader_byte_for_byte_while_lea
             for p in range(n):
                 assert len(segment_files(served.data, topic, p)) > 1  # several segments compared
     assert "Traceback" not in follower.output()
+
+
+def test_a_broker_whose_connections_drop_costs_rounds_never_records(tmp_path, cluster):
+    served, front = cluster
+    data = tmp_path / "edge"
+    # Broker 2 (the transaction coordinator, and a leader) behind a proxy that drops its
+    # connections: the cluster names the proxy's port as broker 2's.
+    with Proxy(("127.0.0.1", front.ports[NODES[1]])) as proxy:
+        front.ports[NODES[1]] = proxy.address[1]
+        settings = MirrorSettings.from_options(
+            {"mirror.to": f"kafka://{front.bootstrap}", "mirror.id": "edge-1",
+             "mirror.timeout.ms": "10000"}
+        )  # fmt: skip
+        expected = {tp: [] for t, n in TOPICS.items() for tp in ((t, p) for p in range(n))}
+        mirror = MirrorOut(str(data), settings)
+        produce, cuts = mirror.target.produce, []
+
+        def produce_after_a_cut(topic, partition, batches):
+            if cuts and cuts[-1] is None and front.leader(topic, partition) == NODES[1]:
+                cuts[-1] = (topic, partition)  # in the middle of a transaction
+                proxy.cut()
+            produce(topic, partition, batches)
+
+        mirror.target.produce = produce_after_a_cut
+        runner = threading.Thread(target=mirror.run)
+        try:
+            for step in range(5):
+                if step in (1, 3):
+                    cuts.append(None)
+                for tp, values in fill(data, 200, 200 * step).items():
+                    expected[tp] += values
+                if step == 0:
+                    runner.start()
+                total = sum(len(v) for v in expected.values())
+                wait_for(lambda total=total: mirror.forwarded == total, f"{total} forwarded", 90)
+        finally:
+            mirror.stop()
+            if runner.is_alive():
+                runner.join(60)
+    assert mirror.error is None and len(cuts) == 2 and None not in cuts
+    assert proxy.connections == 3  # broker 2 connected to again after each drop
+    for tp, values in expected.items():
+        assert read_committed(served.bootstrap, *tp) == values, tp
