@@ -18,6 +18,7 @@ from kafka_front import (
     END_TXN,
     FETCH,
     INIT_PRODUCER_ID,
+    LIST_OFFSETS,
     NODES,
     OFFSET_FETCH,
     PRODUCE,
@@ -30,6 +31,7 @@ from waiting import wait_for
 
 from logfs.core.log import Store
 from logfs.mirror import MirrorOut, MirrorSettings
+from logfs.mirror.source import EARLIEST, LATEST, Source
 
 TOPICS = {"orders": 3, "logs": 2, "metrics": 4}
 
@@ -156,6 +158,14 @@ def test_a_single_listener_is_reached_over_the_bootstrap_connection_alone(tmp_pa
         assert read_committed(served.bootstrap, "metrics", 3) == values[("metrics", 3)]
 
 
+def create_topics(served) -> None:
+    admin = AdminClient({"bootstrap.servers": served.bootstrap})
+    for future in admin.create_topics(
+        [NewTopic(t, num_partitions=n, replication_factor=1) for t, n in TOPICS.items()]
+    ).values():
+        future.result(30)
+
+
 def segment_files(data, topic: str, p: int) -> dict[str, bytes]:
     return {f.name: f.read_bytes() for f in sorted((data / f"{topic}-{p}").glob("*.log"))}
 
@@ -171,11 +181,7 @@ def test_a_follower_fetches_each_partition_at_its_leader_byte_for_byte_while_lea
     tmp_path, cluster
 ):
     served, front = cluster
-    admin = AdminClient({"bootstrap.servers": served.bootstrap})
-    for future in admin.create_topics(
-        [NewTopic(t, num_partitions=n, replication_factor=1) for t, n in TOPICS.items()]
-    ).values():
-        future.result(30)
+    create_topics(served)
     producer = Producer({"bootstrap.servers": served.bootstrap, "linger.ms": 5})
 
     def produce(tag: str, count: int) -> None:
@@ -256,3 +262,30 @@ def test_a_broker_whose_connections_drop_costs_rounds_never_records(tmp_path, cl
     assert proxy.connections == 3  # broker 2 connected to again after each drop
     for tp, values in expected.items():
         assert read_committed(served.bootstrap, *tp) == values, tp
+
+
+def test_list_offsets_and_fetch_go_once_to_each_leader_and_follow_a_move(cluster):
+    served, front = cluster
+    create_topics(served)
+    producer = Producer({"bootstrap.servers": served.bootstrap})
+    for p in range(4):
+        for i in range(10 + p):
+            producer.produce("metrics", f"{p}-{i}".encode(), partition=p)
+    assert producer.flush(30) == 0
+    tps = [("metrics", p) for p in range(4)]
+    with contextlib.closing(
+        Source(f"kafka://{front.bootstrap}", "f", None, 10, 1 << 20, 1 << 16)
+    ) as source:
+        assert source.offsets(tps, LATEST) == {tp: 10 + tp[1] for tp in tps}
+        leaders = {front.leader(*tp) for tp in tps}
+        assert {n for n in NODES if front.answered[(n, LIST_OFFSETS)]} == leaders
+        assert all(front.answered[(n, LIST_OFFSETS)] == 1 for n in leaders)  # one per leader
+        answers = list(source.fetch(dict.fromkeys(tps, 0)))
+        assert sorted(node for node, _ in answers) == sorted(leaders)
+        assert all(front.answered[(n, FETCH)] == 1 for n in leaders)
+        fetched = {tp: f for _, answer in answers for tp, f in answer.items()}
+        assert {tp: f.high_watermark for tp, f in fetched.items()} == {tp: 10 + tp[1] for tp in tps}
+        moved = front.move("metrics", 3)
+        assert source.offsets(tps, EARLIEST)[("metrics", 3)] == "NOT_LEADER_OR_FOLLOWER"
+        assert source.offsets(tps, EARLIEST) == dict.fromkeys(tps, 0)  # Metadata asked again
+        assert front.led[(moved, LIST_OFFSETS, "metrics", 3)] == 1
