@@ -2,7 +2,8 @@
 forwards the local partitions to the cluster's, exactly once, in transactions that carry
 its position (outbound.py, target.py); `MirrorIn` copies a cluster's partitions in, a
 follower whose logs are byte for byte the leader's (inbound.py, source.py), both over one
-kind of connection (cluster.py). It imports what core's rooms export, and never trio
+kind of connection (cluster.py), each request routed to its partition's leader or its
+coordinator (routing.py). It imports what core's rooms export, and never trio
 or a face: it runs in a thread of a daemon (`logfs mount`, `logfs serve` with
 ``-o mirror.to=`` or ``-o mirror.from=``), or, mirroring out, as a process of its own
 (`logfs mirror`)."""

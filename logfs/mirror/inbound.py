@@ -12,14 +12,16 @@ A round, repeated until `MirrorIn.stop`:
    changes it, every other change answers EROFS on the mount and
    TOPIC_AUTHORIZATION_FAILED on the listener. A local topic with more partitions
    than the cluster's, or none there, is not copied and says why;
-2. one Fetch at ``read_uncommitted`` of every followed partition from its local log
-   end, at most ``mirror.fetch.max.bytes`` (source.py); each partition's batches are
-   appended as they are, offsets and bytes unchanged (core/log/following.py), and the
-   log start follows the cluster's (the one the Fetch answer gives, or ListOffsets
-   earliest). A partition whose local log end is below the cluster's log start
-   (OFFSET_OUT_OF_RANGE) starts again at the cluster's log start, as Kafka truncates a
-   replica; one whose log end is past the cluster's high watermark (the cluster lost
-   records, or DATA held other ones) is not copied and says so.
+2. one Fetch at ``read_uncommitted`` per leader (source.py: a multi-broker cluster's
+   routes) of the followed partitions it leads, from their local log ends, at most
+   ``mirror.fetch.max.bytes``; each leader's answer is applied before the next
+   leader is asked. Each partition's batches are appended as they are, offsets and
+   bytes unchanged (core/log/following.py), and the log start follows the cluster's
+   (the one the Fetch answer gives, or ListOffsets earliest). A partition whose local
+   log end is below the cluster's log start (OFFSET_OUT_OF_RANGE) starts again at the
+   cluster's log start, as Kafka truncates a replica; one whose log end is past the
+   cluster's high watermark (the cluster lost records, or DATA held other ones) is not
+   copied and says so.
 
 The position is the local log end, nothing else: after a ``kill -9`` and recovery
 the follower fetches from whatever the log holds, so nothing is skipped or doubled.
@@ -183,16 +185,19 @@ class MirrorIn:
         if not positions:
             self._stopped.wait(0.5)  # nothing to fetch: as long as a Fetch would wait
             return 0
-        answer = self.source.fetch(positions)
-        out_of_range = [tp for tp, f in answer.items() if f.error_code == OFFSET_OUT_OF_RANGE]
-        bounds = {}
-        if out_of_range:
+        copied, asked = 0, False
+        for node, answer in self.source.fetch(positions):  # one leader's answer at a time
+            asked = asked or node is not None
+            out_of_range = [tp for tp, f in answer.items() if f.error_code == OFFSET_OUT_OF_RANGE]
             bounds = {
                 tp: (self.source.offsets([tp], EARLIEST)[tp], self.source.offsets([tp], LATEST)[tp])
                 for tp in out_of_range
             }
-        copied = self.apply(lambda store: self._apply(store, answer, bounds))
-        self.copied += copied
+            now = self.apply(lambda store, a=answer, b=bounds: self._apply(store, a, b))
+            self.copied += now
+            copied += now
+        if not asked:  # no partition has a leader now: as long as a Fetch would wait
+            self._stopped.wait(0.5)
         self.error = None
         return copied
 

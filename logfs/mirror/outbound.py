@@ -8,8 +8,8 @@ A round, repeated until `MirrorOut.stop`:
    ``mirror.topics``, internal ones aside, are the mirrored ones;
 2. a topic the cluster does not have is created with the same partition count; one
    whose count differs is not mirrored and says so in `status`;
-3. on a fresh connection the positions are read back from the cluster (the group's
-   committed offsets); a partition without one starts at its log start;
+3. at the start and after any failure the positions are read back from the cluster
+   (the group's committed offsets); a partition without one starts at its log start;
 4. each partition's committed records from its position to its last stable offset,
    at most `ROUND_BYTES` a partition and about `ROUND_TOTAL` in all (the next round goes
    on from the partition where this one stopped), go in one transaction with the new
@@ -23,7 +23,7 @@ mirror; the backlog is the local log. A position below the log start (retention
 deleted records before they were forwarded) jumps to the log start and the count of
 records lost is kept in `status` (the batch that holds the log start is forwarded whole, as
 a Kafka reader receives it); a position past the log end (DATA replaced) stops that
-partition with an error. Any failure of the cluster drops the connection, is kept in
+partition with an error. Any failure of the cluster drops the connections, is kept in
 `status` and logged, and the next round, after a back-off of up to `MAX_BACKOFF`
 seconds, begins again at step 3.
 """
@@ -182,7 +182,7 @@ class MirrorOut:
         self._stopped.set()
 
     def close(self) -> None:
-        """Drop the connection (`run` does when it returns)."""
+        """Drop the connections (`run` does when it returns)."""
         self.target.close()
 
     def _failed(self, message: str) -> None:

@@ -9,26 +9,35 @@ partition (Kafka's ``fetch.max.bytes`` and ``max.partition.fetch.bytes``); the a
 may hold one batch beyond them (KIP-74), and a frame larger than
 ``fetch_max_bytes`` plus `SLACK` is refused before it is read (cluster.py).
 
-The requests go to the server the connection reached: a single-broker cluster or a
-logfs listener, the leader of every partition. A multi-broker cluster's partitions
-led by other brokers answer NOT_LEADER_OR_FOLLOWER, which the follower keeps as
-their error.
+Each partition is read at its leader, as a Kafka consumer reads it (routing.py):
+one ListOffsets and one Fetch per leader, to that broker's own connection; Metadata
+and DescribeConfigs over the bootstrap connection. The Fetches of one round are sent
+one after another, each leader's answer handed to the follower before the next is
+asked (one answer in memory at a time), each waiting on its broker at most its share
+of ``max_wait``. A partition a broker answers NOT_LEADER_OR_FOLLOWER for (its
+leadership moved) keeps that error for the round and its leader is forgotten: the
+next round asks Metadata for it first. A partition without a leader now answers
+LEADER_NOT_AVAILABLE without a request. A single-broker cluster, or a logfs
+listener, gets every request over the bootstrap connection.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from ..core.client import wire
 from ..core.config import TopicConfig
 from ..core.errors import LogfsError
 from .cluster import NONE, Cluster, TargetError, check, code_name
+from .routing import NO_LEADER
 
 EARLIEST, LATEST = -2, -1  # ListOffsets' special timestamps
 SLACK = 8 << 20  # an answer's bytes beyond fetch.max.bytes: headers, a batch past the limit
 OFFSET_OUT_OF_RANGE = 1
+LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER = 5, 6
+MOVED = (LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER)  # a leader to ask Metadata for again
 
 
 class Fetched(NamedTuple):
@@ -42,7 +51,7 @@ class Fetched(NamedTuple):
 
 class Source(Cluster):
     """The cluster at ``address``, read as a replica reads; every method may raise
-    `TargetError` (the connection is dropped then).
+    `TargetError` (every connection is dropped then).
 
     Args:
         address: ``kafka://HOST:PORT[,HOST:PORT...]``.
@@ -81,14 +90,27 @@ class Source(Cluster):
     def offsets(
         self, partitions: Sequence[tuple[str, int]], timestamp: int
     ) -> dict[tuple[str, int], int | str]:
-        """ListOffsets at ``read_uncommitted``: each partition's offset for
-        ``timestamp`` (`EARLIEST`: the log start, `LATEST`: the high watermark), or
-        the name of the error the cluster answered for it."""
+        """ListOffsets at ``read_uncommitted``, one request per leader: each partition's
+        offset for ``timestamp`` (`EARLIEST`: the log start, `LATEST`: the high
+        watermark), or the name of the error the cluster answered for it."""
+        out: dict[tuple[str, int], int | str] = {}
+        for node, group in self.by_leader(partitions).items():
+            if node is NO_LEADER:
+                out.update((tp, code_name(LEADER_NOT_AVAILABLE)) for tp in group)
+                continue
+            for tp, code, offset in self._list_offsets(node, group, timestamp):
+                if code in MOVED:
+                    self.routes.stale(tp)
+                out[tp] = offset if code == NONE else code_name(code)
+        return out
+
+    def _list_offsets(self, node: int, partitions: list, timestamp: int):
         m = self.wire.module(wire.LIST_OFFSETS)
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
-        answer = self._call(
+        answer = self._call_at(
+            node,
             wire.LIST_OFFSETS,
             replica_id=-1,
             isolation_level=0,
@@ -102,15 +124,30 @@ class Source(Cluster):
                 for t, ps in sorted(by_topic.items())
             ),
         )
-        out: dict[tuple[str, int], int | str] = {}
         for topic in answer.topics:
             for p in topic.partitions:
-                tp, code = (topic.name, p.partition_index), int(p.error_code)
-                out[tp] = int(p.offset) if code == NONE else code_name(code)
-        return out
+                yield (topic.name, p.partition_index), int(p.error_code), int(p.offset)
 
-    def fetch(self, positions: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], Fetched]:
-        """One Fetch at ``read_uncommitted`` of every partition from its position."""
+    def fetch(
+        self, positions: Mapping[tuple[str, int], int]
+    ) -> Iterator[tuple[int | None, dict[tuple[str, int], Fetched]]]:
+        """Fetches at ``read_uncommitted`` of every partition from its position, one per
+        leader: yields (the leader's route, its answer) in turn, the next Fetch sent
+        when the caller asks for it; `NO_LEADER` with the partitions that have none."""
+        groups = self.by_leader(sorted(positions))
+        wait = self.max_wait / max(1, len(groups))
+        for node, group in groups.items():
+            if node is NO_LEADER:
+                empty = Fetched(LEADER_NOT_AVAILABLE, -1, -1, memoryview(b""))
+                yield node, dict.fromkeys(group, empty)
+                continue
+            answer = self._fetch(node, {tp: positions[tp] for tp in group}, wait)
+            for tp, fetched in answer.items():
+                if fetched.error_code in MOVED:
+                    self.routes.stale(tp)
+            yield node, answer
+
+    def _fetch(self, node: int, positions: Mapping, wait: datetime.timedelta) -> dict:
         m = self.wire.module(wire.FETCH)
         by_topic: dict[str, list] = {}
         for (topic, partition), offset in sorted(positions.items()):
@@ -121,9 +158,10 @@ class Source(Cluster):
                     partition_max_bytes=self.partition_max_bytes,
                 )
             )
-        answer = self._call(
+        answer = self._call_at(
+            node,
             wire.FETCH,
-            max_wait=self.max_wait,
+            max_wait=wait,
             min_bytes=1,
             max_bytes=self.fetch_max_bytes,
             isolation_level=0,

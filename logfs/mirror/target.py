@@ -1,11 +1,11 @@
-"""The Kafka endpoint a mirror ships to, as one transactional producer over one
-connection (Kafka's wire protocol through core's `Wire`, messages from kio).
+"""The Kafka cluster a mirror ships to, as one transactional producer (Kafka's wire
+protocol through core's `Wire`, messages from kio; the connections in cluster.py).
 
 A mirror's transaction, as MirrorMaker 2's exactly-once mode makes it:
 
-1. ``InitProducerId(transactional.id)`` once per connection: the coordinator fences
-   any earlier instance of the same id, completes or aborts the transaction it left
-   open, and hands back the producer id and a new epoch;
+1. ``InitProducerId(transactional.id)`` at the start and after any failure: the
+   coordinator fences any earlier instance of the same id, completes or aborts the
+   transaction it left open, and hands back the producer id and a new epoch;
 2. ``OffsetFetch(group, require_stable)``: the mirror's position per partition, the
    offsets committed by the last transaction that committed;
 3. per round: ``AddPartitionsToTxn``, ``Produce`` (transactional batches, sequences
@@ -14,13 +14,20 @@ A mirror's transaction, as MirrorMaker 2's exactly-once mode makes it:
 
 So the records and the position move together or not at all: a ``read_committed``
 reader of the cluster sees each forwarded record once, whatever the moment a mirror,
-its connection or the cluster died. Any failure in a round drops the connection and
+its connection or the cluster died. Any failure in a round drops the connections and
 starts again at step 1, which aborts the round.
 
-The requests go to the server the connection reached: a single-broker cluster (or a
-logfs listener, the one node of its cluster), where the partitions' leader and the
-coordinators are that server. A multi-broker cluster's routing of each request to its
-leader or coordinator is not done here.
+Each request goes where a Kafka producer sends it (routing.py): ``Produce`` of a
+partition to the partition's leader (Metadata); ``InitProducerId``,
+``AddPartitionsToTxn``, ``AddOffsetsToTxn`` and ``EndTxn`` to the transaction
+coordinator (``FindCoordinator`` key type 1, the transactional id); ``OffsetFetch`` and
+``TxnOffsetCommit`` to the group coordinator (key type 0, the group); Metadata and
+CreateTopics over the bootstrap connection. A single-broker cluster, or a logfs
+listener, gets all of them over the bootstrap connection. A leader or coordinator
+that moved answers NOT_LEADER_OR_FOLLOWER or NOT_COORDINATOR, a broker may drop its
+connection: that is a failure of the round like any other, so the round is aborted,
+the routes are forgotten with the connections, and the next round asks Metadata and
+FindCoordinator again before step 1.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from collections.abc import Mapping, Sequence
 
 from ..core.client import wire
 from .cluster import Cluster, TargetError, check
+from .routing import GROUP, TRANSACTION
 
 TXN_TIMEOUT = datetime.timedelta(seconds=60)  # transaction.timeout.ms, as Kafka's default
 
@@ -44,7 +52,7 @@ class Target(Cluster):
     Args:
         address: ``kafka://HOST:PORT[,HOST:PORT...]``.
         transactional_id: the producer's id, one per mirroring node; the group's too.
-        security: TLS and SASL of the connection (`wire.Security`).
+        security: TLS and SASL of the connections (`wire.Security`).
         timeout: seconds to connect and to wait for each answer.
     """
 
@@ -65,7 +73,8 @@ class Target(Cluster):
 
     def begin(self) -> None:
         """InitProducerId: fences an earlier instance and ends its transaction."""
-        answer = self._call(
+        answer = self._call_at(
+            self.coordinator(TRANSACTION, self.transactional_id),
             wire.INIT_PRODUCER_ID,
             transactional_id=self.transactional_id,
             transaction_timeout=TXN_TIMEOUT,
@@ -82,7 +91,8 @@ class Target(Cluster):
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
-        answer = self._call(
+        answer = self._call_at(
+            self.coordinator(GROUP, self.group),
             wire.OFFSET_FETCH,
             group_id=self.group,
             topics=tuple(
@@ -128,7 +138,8 @@ class Target(Cluster):
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
-        answer = self._call(
+        answer = self._call_at(
+            self.coordinator(TRANSACTION, self.transactional_id),
             wire.ADD_PARTITIONS_TO_TXN,
             v3_and_below_transactional_id=self.transactional_id,
             v3_and_below_producer_id=self.producer_id,
@@ -148,7 +159,8 @@ class Target(Cluster):
         """Send ``batches`` (already the producer's: `with_producer`) in one request,
         acks=all; the caller keeps a request under the cluster's limit."""
         m = self.wire.module(wire.PRODUCE)
-        answer = self._call(
+        answer = self._call_at(
+            self.leader(topic, partition),
             wire.PRODUCE,
             transactional_id=self.transactional_id,
             acks=-1,
@@ -173,7 +185,8 @@ class Target(Cluster):
 
     def commit(self, positions: Mapping[tuple[str, int], int]) -> None:
         """Commit the positions in the transaction, and the transaction."""
-        answer = self._call(
+        answer = self._call_at(
+            self.coordinator(TRANSACTION, self.transactional_id),
             wire.ADD_OFFSETS_TO_TXN,
             transactional_id=self.transactional_id,
             producer_id=self.producer_id,
@@ -192,7 +205,8 @@ class Target(Cluster):
                     committed_metadata=None,
                 )
             )
-        answer = self._call(
+        answer = self._call_at(
+            self.coordinator(GROUP, self.group),
             wire.TXN_OFFSET_COMMIT,
             transactional_id=self.transactional_id,
             group_id=self.group,
@@ -212,7 +226,8 @@ class Target(Cluster):
         self.end(commit=True)
 
     def end(self, commit: bool) -> None:
-        answer = self._call(
+        answer = self._call_at(
+            self.coordinator(TRANSACTION, self.transactional_id),
             wire.END_TXN,
             transactional_id=self.transactional_id,
             producer_id=self.producer_id,
