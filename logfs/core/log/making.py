@@ -9,8 +9,9 @@ event loop (making 10,000 partitions takes seconds, most of it in fsync):
    fsyncs DATA (any thread: it touches nothing the store shares);
 3. `Store.finish` adopts the built logs, or removes what a failed build made.
 
-A crash between the steps leaves at most partition directories that no checkpoint
-lists: they open as empty partitions of the topic, as any directory in DATA does.
+A crash while they are built leaves the partition directories made so far (with a
+new topic's settings and owner files): the next open finds the topic with those
+partitions, empty, as any partition directory in DATA is found.
 """
 
 from __future__ import annotations
