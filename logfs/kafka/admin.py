@@ -28,6 +28,22 @@ def _outcome(action) -> tuple[ErrorCode, str | None]:
     return ErrorCode.none, None
 
 
+async def _making(store, begin) -> tuple[ErrorCode, str | None]:
+    """``begin()`` checks a request and returns the partitions to make (None:
+    nothing to make); their files are made in a worker thread, so others' requests
+    are answered meanwhile (core/log/making.py)."""
+    try:
+        new = begin()
+        if new is not None:
+            try:
+                await trio.to_thread.run_sync(new.build)
+            finally:
+                store.finish(new)
+    except (LogfsError, OSError) as e:
+        return error_code(e), str(e).splitlines()[0] if str(e) else None
+    return ErrorCode.none, None
+
+
 async def create_topics(broker, request, advertised):
     m = schema(CREATE_TOPICS, request.version)
     store = broker.store
@@ -36,7 +52,7 @@ async def create_topics(broker, request, advertised):
         count = broker.partitions if topic.num_partitions == -1 else topic.num_partitions
         configs = {c.name: c.value or "" for c in topic.configs}
 
-        def create(topic=topic, count=count, configs=configs):
+        def begin(topic=topic, count=count, configs=configs):
             require_create(broker, advertised, topic.name)
             if topic.replication_factor not in (-1, 1):
                 raise InvalidReplicationFactorError("replication factor: logfs keeps one replica")
@@ -45,12 +61,11 @@ async def create_topics(broker, request, advertised):
                     store.create_topic(topic.name)  # raises TopicExistsError
                 refuse_here(configs)  # the settings are checked as a creation checks them
                 TopicConfig.from_properties(configs, store.defaults)
-                return
+                return None
             owner = new_topic_owner(broker, advertised)
-            store.create_topic(topic.name, partitions=count, config=configs, owner=owner)
+            return store.begin_topic(topic.name, partitions=count, config=configs, owner=owner)
 
-        code, message = _outcome(create)
-        await trio.lowlevel.checkpoint()  # others' requests between two creations
+        code, message = await _making(store, begin)
         results.append(
             make(
                 m.CreatableTopicResult,
@@ -68,44 +83,48 @@ async def create_topics(broker, request, advertised):
     return make(m.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
-def delete_topics(broker, request, advertised):
+async def delete_topics(broker, request, advertised):
     m = schema(DELETE_TOPICS, request.version)
     names = request.body.topic_names
     results = []
     for name in names:
+        removals = []
 
-        def delete(name=name):
+        def delete(name=name, removals=removals):
             require_delete(broker, advertised, name)
-            broker.store.delete_topic(name)
+            removals.append(broker.store.begin_deletion(name))
 
         code, message = _outcome(delete)
         if code == ErrorCode.none and broker.topic_deleted is not None:
             broker.topic_deleted(name)
+        for remove in removals:  # the directories, no topic's now: off the loop
+            await trio.to_thread.run_sync(remove)
         results.append(
             make(m.DeletableTopicResult, name=name, error_code=code, error_message=message)
         )
     return make(m.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
-def create_partitions(broker, request, advertised):
+async def create_partitions(broker, request, advertised):
     m = schema(CREATE_PARTITIONS, request.version)
     results = []
     for topic in request.body.topics:
 
-        def grow(topic=topic):
+        def begin(topic=topic):
             require(broker, advertised, ALTER, topic.name)
             current = len(broker.store.partitions(topic.name))
             if topic.count <= current:
                 raise InvalidPartitionsError(
                     f"topic {topic.name!r} has {current} partitions, not fewer than {topic.count}"
                 )
-            if not request.body.validate_only:
-                try:
-                    broker.store.add_partitions(topic.name, topic.count)
-                except InvalidConfigError as e:  # a count the topic cannot take
-                    raise InvalidPartitionsError(str(e)) from None
+            if request.body.validate_only:
+                return None
+            try:
+                return broker.store.begin_partitions(topic.name, topic.count)
+            except InvalidConfigError as e:  # a count the topic cannot take
+                raise InvalidPartitionsError(str(e)) from None
 
-        code, message = _outcome(grow)
+        code, message = await _making(broker.store, begin)
         results.append(
             make(
                 m.CreatePartitionsTopicResult,

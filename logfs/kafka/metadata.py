@@ -8,7 +8,7 @@ import uuid
 import trio
 
 from ..core.config import INTERNAL_TOPICS
-from ..core.errors import AccessDeniedError, LogfsError
+from ..core.errors import AccessDeniedError, LogfsError, TopicExistsError
 from .access import DESCRIBE, allows, new_topic_owner, require_create
 from .codes import CLUSTER_ID, LEADER_EPOCH, NO_THROTTLE, NODE_ID, error_code
 from .protocol import API_VERSIONS, DESCRIBE_CLUSTER, METADATA, SERVED, ErrorCode, make, schema
@@ -68,11 +68,15 @@ async def metadata(broker, request, advertised):
             try:
                 require_create(broker, advertised, name)
                 owner = new_topic_owner(broker, advertised)
-                store.create_topic(name, partitions=broker.partitions, owner=owner)
-                count = broker.partitions
-            except LogfsError as e:
+                new = store.begin_topic(name, partitions=broker.partitions, owner=owner)
+                try:  # its files made in a worker thread, others answered meanwhile
+                    await trio.to_thread.run_sync(new.build)
+                finally:
+                    store.finish(new)
+            except TopicExistsError:  # being made for another request: ask again
+                code = ErrorCode.leader_not_available
+            except (LogfsError, OSError) as e:
                 code = error_code(e)
-            await trio.lowlevel.checkpoint()  # others' requests between two creations
             count = store.topics().get(name, 0)  # (deleted meanwhile: unknown)
         elif count and not allows(broker, advertised, DESCRIBE, name):
             code, count = error_code(AccessDeniedError(name)), 0

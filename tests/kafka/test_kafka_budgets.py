@@ -504,6 +504,38 @@ def test_creating_many_topics_at_once_leaves_others_served(tmp_path):
         assert_unharmed(served, data)
 
 
+def test_thousands_of_partitions_are_made_and_deleted_off_the_loop(tmp_path):
+    """CreateTopics of 2,000 partitions, CreatePartitions to 3,000 and DeleteTopics
+    (seconds of fsync and rmdir): the files are made and removed in worker threads,
+    and other clients are answered within a second meanwhile."""
+    data = control_data(tmp_path)
+    with Served(data) as served:
+        create = load_request_schema(19, 5)
+        c = __import__(create.__module__, fromlist=["CreatableTopic"])
+        topic = c.CreatableTopic(
+            name="wide", num_partitions=2000, replication_factor=1, assignments=(), configs=()
+        )
+        grow = load_request_schema(37, 3)
+        g = __import__(grow.__module__, fromlist=["CreatePartitionsTopic"])
+        delete = load_request_schema(20, 5)
+        timeout = datetime.timedelta(seconds=120)
+        with Watch(served) as watch:
+            made = call(served.address, 19, 5, create(topics=(topic,), timeout=timeout,
+                                                     validate_only=False))  # fmt: skip
+            assert [x.error_code for x in made.topics] == [0]
+            more = g.CreatePartitionsTopic(name="wide", count=3000, assignments=None)
+            grown = call(served.address, 37, 3, grow(topics=(more,), timeout=timeout,
+                                                     validate_only=False))  # fmt: skip
+            assert [x.error_code for x in grown.results] == [0]
+            assert len(list(data.glob("wide-*"))) == 3000
+            gone = call(served.address, 20, 5, delete(topic_names=("wide",), timeout=timeout))
+            assert [x.error_code for x in gone.responses] == [0]
+        assert len(watch.waits) > 10, watch.waits  # sampled all along
+        assert max(watch.waits) < 1, watch.waits
+        assert not list(data.glob("wide-*")) and not list(data.glob("*-delete"))
+        assert_unharmed(served, data)
+
+
 def test_joining_a_group_needs_the_right_to_read(tmp_path, users):
     """A loopback client is the user owning its socket: one who may not search
     DATA (0700, root's) may not join a group either, so its metadata is never

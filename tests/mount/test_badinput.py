@@ -25,7 +25,7 @@ from stress import report, scale, tally
 
 from logfs import Store
 from logfs.core.errors import InvalidTopicError
-from logfs.core.log.store import validate_topic_name
+from logfs.core.log.topics import validate_topic_name
 from logfs.core.tools.offline import check
 from logfs.mount import Operations
 

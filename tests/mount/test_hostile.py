@@ -390,6 +390,23 @@ def group_offsets_out_of_range_are_einval(h: Hostile) -> None:
     assert "Traceback" not in (h.root / "daemon.log").read_text()
 
 
+def many_partitions_are_made_and_deleted_off_the_loop(h: Hostile) -> None:
+    """A topic's owner grows it to 2,000 partitions (seconds of fsync) and deletes
+    it: their files are made and removed in worker threads, others are answered."""
+    topic = h.name("grown")
+    assert h.user_errno("mkdir", h.mnt / topic) == 0
+    with h.attack("2,000 partitions made and deleted"):
+        start = time.monotonic()
+        assert h.user_errno("mkdir", h.mnt / topic / "1999") == 0
+        h.figure("mkdir of 2,000 partitions (s)", time.monotonic() - start)
+        assert sum(name.isdigit() for name in os.listdir(h.mnt / topic)) == 2000
+        start = time.monotonic()
+        assert h.user_errno("rmdir", h.mnt / topic) == 0
+        h.figure("rmdir of 2,000 partitions (s)", time.monotonic() - start)
+    assert not list(h.daemon.data.glob(f"{topic}-*"))
+    assert not list(h.daemon.data.glob("*-delete"))
+
+
 CASES = [
     deleted_topic_keeps_its_descriptors,
     ownership_dies_with_the_topic,
@@ -402,6 +419,7 @@ CASES = [
     tiny_segments_list_without_stalling,
     partial_lines_are_bounded_per_mount,
     group_offsets_out_of_range_are_einval,
+    many_partitions_are_made_and_deleted_off_the_loop,
 ]
 
 

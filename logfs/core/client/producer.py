@@ -38,7 +38,8 @@ from ..format import batching, compression
 from ..format.batching import record_bound
 from ..format.record import CREATE_TIME
 from ..log.partitioner import Partitioner, partition_for_key
-from ..log.store import Store, validate_topic_name
+from ..log.store import Store
+from ..log.topics import validate_topic_name
 from . import accumulator, mountinfo, wire
 from .accumulator import PartitionBatches, ProducerRecord, Receipt, TopicPartition, check_fits
 from .delivery import (

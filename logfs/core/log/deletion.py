@@ -18,6 +18,7 @@ a topic a line, as earlier versions marked them, is read and finished too.)
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -44,13 +45,15 @@ def delete_dir_name(topic: str, partition: int) -> str:
 
 def delete_partitions(
     data: Path, topic: str, partitions: Iterable[int], forget: Callable[[], None] | None = None
-) -> None:
+) -> Callable[[], None]:
     """Remove ``topic``'s directories of ``partitions``: all renamed aside, then
-    ``forget`` called (the caller drops the topic), then removed. If a rename
-    fails, the ones done are renamed back and the error raised.
+    ``forget`` called (the caller drops the topic); returns their removal, which
+    the caller runs in any thread (a daemon: off its loop). If a rename fails,
+    the ones done are renamed back and the error raised.
 
-    ``forget`` given: the whole topic goes, and is listed in ``.deleting``
-    until its directories are gone.
+    ``forget`` given: the whole topic goes, and is marked as being deleted until
+    it is forgotten; a crash after that leaves only ``-delete`` directories, which
+    the next open removes.
     """
     if forget is not None:
         _mark(data, topic, True)
@@ -74,11 +77,14 @@ def delete_partitions(
         raise
     if forget is not None:
         forget()
-    for _, aside in asides:
-        shutil.rmtree(aside, ignore_errors=True)
-    if forget is not None:
         with contextlib.suppress(OSError):  # if so, the next open finishes it
             _mark(data, topic, False)
+    return functools.partial(_remove, [aside for _, aside in asides])
+
+
+def _remove(asides: list[Path]) -> None:
+    for aside in asides:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def finish_deletions(data: Path) -> None:

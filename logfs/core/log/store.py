@@ -34,14 +34,11 @@ from types import MappingProxyType
 
 from ..config import TopicConfig
 from ..errors import (
-    InvalidConfigError,
-    InvalidTopicError,
     LogfsError,
     ReadOnlyError,
-    TopicExistsError,
     UnknownTopicError,
 )
-from ..storage import fsync_dir, lock_data_dir, raise_nofile_limit
+from ..storage import lock_data_dir, raise_nofile_limit
 from .checkpoints import (
     CLEANER_FILE,
     LOG_START_FILE,
@@ -50,18 +47,19 @@ from .checkpoints import (
     read_checkpoint,
 )
 from .deletion import delete_partitions, finish_deletions
-from .owners import OwnedTopics, Owner, TopicOwners
+from .making import MakingTopics
+from .owners import OwnedTopics, TopicOwners
 from .partition import Log
 from .partitioner import Partitioner
 from .topic_ids import TopicIds
-from .topics import Catalog, Limits, TopicSettings, validate_topic_name
+from .topics import Catalog, Limits, TopicSettings
 
 logger = logging.getLogger(__name__)
 
 PARTITION_DIR = re.compile(r"(.+)-(0|[1-9][0-9]*)")
 
 
-class Store(OwnedTopics, Checkpoints):
+class Store(OwnedTopics, Checkpoints, MakingTopics):
     """A data directory of topic-partition logs.
 
     A writable store holds an exclusive lock on DATA and ``DATA/.lock``; a read-only
@@ -98,6 +96,7 @@ class Store(OwnedTopics, Checkpoints):
         self._unopened: dict[tuple[str, int], tuple[str, int, int]] = {}
         self._partitioner = Partitioner()
         self._followed: dict[str, str] = {}  # topics copied from a cluster: from where
+        self._making: dict[str, int] = {}  # topic -> partitions being made (making.py)
         self.topic_ids = TopicIds(self.path, self._catalog, not read_only)  # topic_ids.py
         if read_only:
             if not self.path.is_dir():
@@ -195,65 +194,6 @@ class Store(OwnedTopics, Checkpoints):
             raise UnknownTopicError(f"unknown topic {topic!r}")
         return parts
 
-    def create_topic(
-        self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None,
-        owner: Owner | None = None,
-    ) -> None:  # fmt: skip
-        """Create a topic with ``partitions`` empty partitions, owned by
-        ``owner`` (None: it follows DATA's owner and mode, owners.py)."""
-        self._require_writable()
-        validate_topic_name(name)
-        if partitions < 1:
-            raise InvalidConfigError(f"a topic needs at least one partition, not {partitions}")
-        if name in self._catalog:
-            raise TopicExistsError(f"topic {name!r} already exists")
-        # Kafka's metrics name a topic with '.' as '_', so it refuses a topic whose name
-        # differs from an existing one's only there (a.b beside a_b).
-        colliding = self._catalog.colliding(name)
-        if colliding:
-            raise InvalidTopicError(
-                f"topic {name!r} collides with existing topic {colliding!r} "
-                "('.' and '_' are the same in Kafka's metric names)"
-            )
-        self._catalog.check_limits(self.limits, name, partitions)
-        self._settings.set(name, config or {})
-        self._owners.set(name, owner)
-        self._add_logs(name, range(partitions))
-
-    def add_partitions(self, name: str, total: int) -> None:
-        """Grow a topic to ``total`` partitions."""
-        self._require_writable(name)
-        count = len(self.partitions(name))
-        if total <= count:
-            raise InvalidConfigError(f"topic {name!r} already has {count} partitions")
-        self._catalog.check_limits(self.limits, name, total)
-        last = self._catalog.last(name)
-        self._add_logs(name, range(last + 1, last + 1 + total - count))
-
-    def _add_logs(self, name: str, partitions: range) -> None:
-        """Create the partitions; if one fails, those made are removed again
-        (nothing half-created) and the error raised."""
-        config, made = self._settings.config(name), []
-        try:
-            for p in partitions:
-                made.append(p)
-                self._logs[(name, p)] = Log(self.path / f"{name}-{p}", name, p, config)
-                self._catalog.add(name, p)
-        except BaseException:
-            self._forget(name, made)
-            with contextlib.suppress(OSError):
-                delete_partitions(self.path, name, made)
-            if name not in self._catalog:
-                self._settings.remove(name)
-                self._owners.remove(name)
-            raise
-        self._owners.carry(name, partitions)
-        fsync_dir(self.path)
-        # New partitions start at 0, as unlisted ones do: the checkpoints are rewritten
-        # only if they may list a deleted topic of the same name (a failed write).
-        if self.checkpoint_failure is not None:
-            self.checkpoint()
-
     def _forget(self, name: str, partitions: Sequence[int]) -> None:
         for p in partitions:
             log = self._logs.pop((name, p), None)
@@ -268,6 +208,11 @@ class Store(OwnedTopics, Checkpoints):
         """Delete a topic: every partition directory is renamed aside first
         (all or none: a topic that fails to delete stays whole), then the
         topic is forgotten and the directories removed (deletion.py)."""
+        self.begin_deletion(name)()
+
+    def begin_deletion(self, name: str) -> Callable[[], None]:
+        """Delete a topic but for its directories' removal, returned: a daemon
+        runs that in a worker thread (the directories are no topic's by then)."""
         self._require_writable(name)
         parts = self.partitions(name)
 
@@ -278,7 +223,7 @@ class Store(OwnedTopics, Checkpoints):
             with contextlib.suppress(OSError):  # logged; a stale entry is ignored at open
                 self.checkpoint()
 
-        delete_partitions(self.path, name, parts, forget)
+        return delete_partitions(self.path, name, parts, forget)
 
     def topic_config(self, name: str) -> TopicConfig:
         self.partitions(name)

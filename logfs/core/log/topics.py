@@ -212,9 +212,10 @@ class Catalog:
         other = self._metric.get(metric_name(topic))
         return other if other != topic else None
 
-    def check_limits(self, limits: Limits, topic: str, total: int) -> None:
-        """Refuse to grow ``topic`` to ``total`` partitions past a limit
-        (`PartitionLimitError`); logged, as a client sees only an errno."""
+    def check_limits(self, limits: Limits, topic: str, total: int, making: int = 0) -> None:
+        """Refuse to grow ``topic`` to ``total`` partitions past a limit, with
+        ``making`` more being made elsewhere (`PartitionLimitError`); logged, as a
+        client sees only an errno."""
         more = total - self.count(topic)
         reason = None
         if total > limits.max_partitions_per_topic:
@@ -222,9 +223,10 @@ class Catalog:
                 f"{total} partitions in topic {topic!r} would pass "
                 f"logfs.max.partitions.per.topic={limits.max_partitions_per_topic}"
             )
-        elif self.total + more > limits.max_partitions:
+        elif self.total + making + more > limits.max_partitions:
             reason = (
-                f"{more} more partitions for topic {topic!r} would make {self.total + more}, "
+                f"{more} more partitions for topic {topic!r} would make "
+                f"{self.total + making + more}{' with those being made' if making else ''}, "
                 f"past max.broker.partitions={limits.max_partitions}"
             )
         if reason:

@@ -229,14 +229,14 @@ class Operations(pyfuse3.Operations):
         """A topic in the root (with ``-o partitions=N``), partitions up to
         ``<n>`` in a topic; nothing else."""
         parent = self.view.node(parent_inode)
-        parent.mkdir(self.view, os.fsdecode(name), self.partitions, mode, Caller.of(ctx))
+        await parent.mkdir(self.view, os.fsdecode(name), self.partitions, mode, Caller.of(ctx))
         return await self.lookup(parent_inode, name, ctx)
 
     @fuse_errors
     async def rmdir(self, parent_inode, name, ctx=None):
         """Topics only: partitions cannot be removed, as in Kafka."""
         topic = os.fsdecode(name)
-        self.view.node(parent_inode).rmdir(self.view, topic, Caller.of(ctx))
+        await self.view.node(parent_inode).rmdir(self.view, topic, Caller.of(ctx))
         for forgets in (self.buffered, self.metrics):  # what they kept of the topic
             if forgets is not None:
                 forgets.forget_topic(topic)

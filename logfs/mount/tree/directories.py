@@ -32,13 +32,15 @@ import os
 import stat
 import time
 
+import trio
+
 from ...core.access import holds_records, may_delete, new_owner
 from ...core.client import names
 from ...core.config import INTERNAL_TOPICS
 from ..errnos import fail
 from ..files import KeyFile, OpenFile, SnapshotFile
 from .groupfiles import Group, GroupFile, listed
-from .lives import Caller, TopicLife
+from .lives import Caller, TopicLife, make
 from .nodes import (
     REGULAR,
     Append,
@@ -235,15 +237,17 @@ class Topic(Directory):
             children.remove(names.KEYS)
         return [str(p) for p in range(count)] + children
 
-    def mkdir(self, view: View, name: str, partitions: int, mode: int, caller: Caller) -> None:
-        """``mkdir <topic>/<n>``: partitions up to n."""
+    async def mkdir(
+        self, view: View, name: str, partitions: int, mode: int, caller: Caller
+    ) -> None:
+        """``mkdir <topic>/<n>``: partitions up to n, made in a worker thread."""
         n = number(name)
         if n is None:
             raise fail(errno.EINVAL)
         if n < (view.partitions(self.topic) or 0):
             raise fail(errno.EEXIST)
         try:
-            view.store.add_partitions(self.topic, n + 1)
+            await make(view.store, view.store.begin_partitions(self.topic, n + 1))
         finally:
             view.topics_changed()
 
@@ -267,28 +271,31 @@ class Root(Directory):
         view.topics_changed()  # once per listing: topics made by the Kafka face
         return [names.MOUNT_STATE, *(t for t in view.topics() if t not in INTERNAL_TOPICS)]
 
-    def mkdir(self, view: View, name: str, partitions: int, mode: int, caller: Caller) -> None:
-        """A topic, owned by the user who made it with ``mode`` (kept in DATA). An
-        internal topic's name is no topic's here (lookups say ENOENT, whether it exists
-        or not): EINVAL, as Kafka refuses to create one (INVALID_REQUEST)."""
+    async def mkdir(
+        self, view: View, name: str, partitions: int, mode: int, caller: Caller
+    ) -> None:
+        """A topic, owned by the user who made it with ``mode`` (kept in DATA), its
+        files made in a worker thread. An internal topic's name is no topic's here
+        (lookups say ENOENT, whether it exists or not): EINVAL, as Kafka refuses to
+        create one (INVALID_REQUEST)."""
         if name in INTERNAL_TOPICS:
             raise fail(errno.EINVAL)
         if name == names.MOUNT_STATE:
             raise fail(errno.EEXIST)  # the mount's own file (a topic of that name: Kafka only)
         owner = new_owner(caller, mode, view.options)
         try:
-            view.store.create_topic(name, partitions=partitions, owner=owner)
+            await make(view.store, view.store.begin_topic(name, partitions, owner=owner))
         finally:
             view.topics_changed()
         view.lives.born(name)
 
-    def rmdir(self, view: View, name: str, caller: Caller) -> None:
+    async def rmdir(self, view: View, name: str, caller: Caller) -> None:
         """Delete topic ``name`` as POSIX removes a directory: the caller needs
         write and search permission here, and with the sticky bit set must own
         this directory or the topic (the kernel checks the same with
         ``default_permissions``). A topic holding records is a non-empty
         directory: only its owner or root may delete it whole (ENOTEMPTY for
-        anyone else)."""
+        anyone else). Its directories are removed in a worker thread."""
         if name in INTERNAL_TOPICS or view.partitions(name) is None:
             raise fail(errno.ENOENT)  # an internal topic is not shown, nor deleted, here
         refused = may_delete(
@@ -297,10 +304,11 @@ class Root(Directory):
         if refused is not None:  # the listener's DeleteTopics asks the same (core/access.py)
             raise fail(getattr(errno, refused.value))
         try:
-            view.store.delete_topic(name)
+            remove = view.store.begin_deletion(name)
         finally:
             view.topics_changed()  # a topic that failed to delete stays, with its owner
         view.forget_topic(name, by_rmdir=True)
+        await trio.to_thread.run_sync(remove)
 
     def xattrs(self, view: View) -> dict[str, bytes]:
         """The daemon's pid, DATA, the mount's health with why, and how far its

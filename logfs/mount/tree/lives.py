@@ -11,9 +11,20 @@ from __future__ import annotations
 
 import itertools
 
+import trio
+
 from ...core.access import Identity, Ownership
 
-__all__ = ["Caller", "Lives", "Ownership", "TopicLife"]
+__all__ = ["Caller", "Lives", "Ownership", "TopicLife", "make"]
+
+
+async def make(store, new) -> None:
+    """Build new partitions (core/log/making.py) in a worker thread, so that
+    others' requests are answered meanwhile, and hand them to ``store``."""
+    try:
+        await trio.to_thread.run_sync(new.build)
+    finally:
+        store.finish(new)
 
 
 class Caller(Identity):

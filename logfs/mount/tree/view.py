@@ -150,10 +150,10 @@ class Node:
         """The names in this directory, in listing order."""
         raise fail(errno.ENOTDIR)
 
-    def mkdir(self, view: View, name: str, partitions: int, mode: int, caller: Caller) -> None:
+    async def mkdir(self, view: View, name: str, partitions: int, mode: int, caller: Caller):
         raise fail(errno.EPERM)
 
-    def rmdir(self, view: View, name: str, caller: Caller) -> None:
+    async def rmdir(self, view: View, name: str, caller: Caller) -> None:
         raise fail(errno.EPERM)
 
     def create(self, view: View, name: str) -> tuple[Node, OpenFile]:

@@ -121,7 +121,10 @@ def test_one_line_writes_to_tiny_segments_under_ulimit_1024(tmp_path):
     data, mnt = tmp_path / "data", tmp_path / "mnt"
     mnt.mkdir()
     with Daemon(data, mnt, "segment.bytes=14", prefix=under_ulimit()) as daemon:
-        sh(f"mkdir {mnt}/t && for i in $(seq 3000); do echo $i >> {mnt}/t/0/append; done")
+        sh(
+            f"mkdir {mnt}/t && for i in $(seq 3000); do echo $i >> {mnt}/t/0/append; done",
+            timeout=300,
+        )
         sh(f"sync {mnt}/t/0/append")  # fsync: every segment is flushed
         state = json.loads((mnt / "t/0/state").read_text())
         assert state["next_offset"] == state["recovery_point"] == 3000
