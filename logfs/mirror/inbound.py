@@ -28,7 +28,10 @@ the follower fetches from whatever the log holds, so nothing is skipped or doubl
 
 Threads: the rounds run in a worker thread (the network blocks); every read or change
 of the store goes through ``apply(fn)``, which runs ``fn(store)`` in the thread that
-owns the store (the daemon's loop) and returns its result. Failures are logged, kept
+owns the store (the daemon's loop) and returns its result; the files of a followed
+topic's new partitions are made in the worker thread between two of them
+(core/log/making.py), so a cluster's thousands of partitions never hold up the
+loop, and the topic is read-only from its first moment. Failures are logged, kept
 in `status` (and the status file, status.py) and in each partition's books (the
 mount's ``state``: `Log.following`), and the next round, after a back-off of up to
 `MAX_BACKOFF` seconds, begins again at step 1.
@@ -208,7 +211,15 @@ class MirrorIn:
         for topic in counts:
             if topic not in self.topic_errors and (topic, 0) not in self.books:
                 configs[topic] = self.source.topic_settings(topic)
-        self.topic_errors = self.apply(lambda store: self._make_topics(store, counts, configs))
+        for topic, count in counts.items():  # each made here, off the store's thread
+            config = configs.get(topic) or {}
+            new = self.apply(lambda store, t=topic, n=count, c=config: self._begin(store, t, n, c))
+            if new is not None:
+                try:
+                    new.build()
+                finally:
+                    self.apply(lambda store, new=new: self._adopt(store, new))
+        self.topic_errors = self.apply(lambda store: self._mark_topics(store, counts))
         self.followed = [
             (t, p)
             for t, n in sorted(counts.items())
@@ -223,24 +234,39 @@ class MirrorIn:
             )
         self._refreshed = self.clock()
 
-    def _make_topics(self, store: Store, counts: dict, configs: dict) -> dict[str, str]:
-        """In the store's thread: create, grow and mark the followed topics; the
-        errors of those that cannot be followed."""
+    def _begin(self, store: Store, topic: str, count: int, config: dict):
+        """In the store's thread: step 1 of making a followed topic, or more of its
+        partitions (core/log/making.py); None if there is nothing to make."""
+        local = store.topics().get(topic)
+        if local is None:
+            try:
+                return store.begin_topic(topic, count, config)
+            except InvalidConfigError as e:  # a setting beyond this node's limits
+                logger.warning("follower of %s: %s: %s; local defaults", self.settings.source,
+                               topic, e)  # fmt: skip
+                return store.begin_topic(topic, count)
+        if local >= count:
+            return None
+        store.follow(topic, None)  # the follower's own change, read-only again at once
+        try:
+            return store.begin_partitions(topic, count)
+        finally:
+            store.follow(topic, self.settings.source)
+
+    def _adopt(self, store: Store, new) -> None:
+        """In the store's thread: the partitions made, followed from the first moment."""
+        store.finish(new)
+        if new.built:
+            store.follow(new.topic, self.settings.source)
+
+    def _mark_topics(self, store: Store, counts: dict) -> dict[str, str]:
+        """In the store's thread: mark the followed topics; the errors of those that
+        cannot be followed."""
         errors, source = {}, self.settings.source
         for topic, count in counts.items():
             local = store.topics().get(topic)
-            if local is None:
-                try:
-                    store.create_topic(topic, count, configs.get(topic) or {})
-                except InvalidConfigError as e:  # a setting beyond this node's limits
-                    logger.warning("follower of %s: %s: %s; local defaults", source, topic, e)
-                    store.create_topic(topic, count)
-            elif local < count:
-                store.follow(topic, None)  # the follower's own change
-                store.add_partitions(topic, count)
-            elif local > count:
+            if local is not None and local > count:
                 errors[topic] = f"{local} partitions here, {count} on {source}: not copied"
-            store.follow(topic, source)
         for topic in store.topics():
             if self.matches(topic):
                 store.follow(topic, source)
