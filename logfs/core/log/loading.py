@@ -9,10 +9,13 @@ from what outlives a segment's files: the recovery point and the log start
 offset (the checkpoints). If the segment files end below that (segments
 removed or replaced from outside the daemon), the missing range is logged and
 a writer starts a new, empty segment at that floor: the log goes on past a
-gap, as Kafka's logs may (reads of the gap fail like damage), and `logfs check`
-reports the range. A live daemon that finds its active segment's file lost
-leaves an empty ``.log`` at its next offset (flushing.py, `mark_end`), which
-recovery keeps (storage/recovery.py). Producer state snapshots are no
+gap, as Kafka's logs may, and `logfs check` reports the range. The segment
+before the gap is marked as ending at the floor (`mark_missing`, as recovery
+marks it at the next open), so reads of the gap fail like damage even while
+nothing follows it: an offset handed out is never read as the log's end. A
+live daemon that finds its active segment's file lost leaves an empty
+``.log`` at its next offset (flushing.py, `mark_end`), which recovery keeps
+(storage/recovery.py). Producer state snapshots are no
 evidence: one past the log end is what a crash leaves when the appends before
 it were never fsynced, and those offsets go again, as in Kafka."""
 
@@ -64,6 +67,8 @@ def load_log(
         )  # fmt: skip
     if state.writable and (not state.segments or end < floor):
         if state.segments:
+            if not state.config.compact:  # reads of the gap fail, as after a reopen
+                state.segments[-1].mark_missing(floor)
             state.segments[-1].seal()
         state.add_segment(state.new_segment(floor))
         state.unflushed.directory_changed()

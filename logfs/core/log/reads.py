@@ -97,8 +97,10 @@ class LogReads:
         """The record at ``offset`` (and visible in ``view``).
 
         Raises:
-            OffsetOutOfRangeError: no (visible) record has that offset.
-            CorruptRecordError: the batch holding it fails validation.
+            OffsetOutOfRangeError: no (visible) record has that offset: at or past
+                the log end, below its start, a control record's, or cleaned away.
+            CorruptRecordError: the batch holding it fails validation, or no batch
+                holds it in a log that is not compacted (its records were lost).
         """
         self._check_range(offset)
         self.check_readable(offset)
@@ -114,6 +116,8 @@ class LogReads:
             record = record_at(found.batch, found.header, offset)
             if record is not None:
                 return record
+        if found is None and not self.state.config.compact:  # handed out, then lost
+            raise self._corrupt(offset, CorruptRecordError("no batch holds it: lost", None))
         raise OffsetOutOfRangeError(f"no record at offset {offset} of {self.state.name}")
 
     def batches(
@@ -144,6 +148,8 @@ class LogReads:
                     )
                 expected = header.next_offset
                 yield header, batch
+            if expected < end and not state.config.compact:  # a gap at the log's end
+                raise CorruptRecordError(f"offsets {expected}..{end - 1} are missing", None)
         except CorruptRecordError as e:
             raise self._corrupt(expected, e) from None
 
@@ -203,6 +209,8 @@ class LogReads:
         Raises:
             OffsetOutOfRangeError: ``offset`` is below the log start or past the end.
             LogFailedError: an offline partition's offset at or past its recovery point.
+            CorruptRecordError: no batch holds ``offset`` (below the end) in a log that
+                is not compacted: a gap of lost records, in the middle or at the end.
         """
         state = self.state
         if not state.log_start_offset <= offset <= state.next_offset:
@@ -223,6 +231,9 @@ class LogReads:
                 limit = max(max_bytes, first) if min_one_batch else max(max_bytes, 0)
                 size = min(stop - position, limit)
                 return (segment.fileno(), position, size) if size > 0 else None
+            if not state.config.compact:  # offsets handed out whose records were lost
+                missing = CorruptRecordError(f"no batch holds offset {start}", None)
+                raise self._corrupt(offset, missing)
         return None
 
     @property

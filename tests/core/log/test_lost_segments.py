@@ -11,7 +11,8 @@ import os
 import pytest
 
 from logfs import Store
-from logfs.core.errors import LogFailedError, LogfsError
+from logfs.core.errors import CorruptRecordError, LogFailedError, OffsetOutOfRangeError
+from logfs.core.log.lines import FromStream
 from logfs.core.storage import segment_name
 from logfs.core.tools.offline import check
 
@@ -62,8 +63,8 @@ def test_the_last_segments_gone_leave_a_gap_that_reads_and_check_see(tmp_path):
         log = store.log("t", 0)
         assert log.next_offset == 100
         assert log.read(gone[0] - 1).value == b"r%d" % (gone[0] - 1)  # what remains is served
-        with pytest.raises(LogfsError):
-            log.read(gone[0])  # the gap: as an offset out of range
+        with pytest.raises(CorruptRecordError):
+            log.read(gone[0])  # the gap: as damage, not as an offset out of range
         assert log.append([b"on"]) == 100
     problems = check(data)
     assert any(f"offsets {gone[0]}..99 are missing" in p for p in problems), problems
@@ -139,3 +140,62 @@ def test_a_mark_after_earlier_segments_is_kept_below_an_old_recovery_point(tmp_p
         log = store.log("t", 0)
         assert log.next_offset == 102
         assert log.append([b"c"]) == 102
+
+
+def test_a_gap_at_the_log_end_reads_as_damage_never_as_the_end(tmp_path):
+    """Offsets handed out whose records are lost, with nothing after them yet: every
+    read below the log end fails as damage (the mount's EIO, Kafka's
+    CORRUPT_MESSAGE); at the end, reads answer as at any log's end."""
+    data = tmp_path / "data"
+    filled(data, segment_bytes=300)
+    lost = remove_segments(data, last=2)[0]
+    with Store(data) as store:
+        log = store.log("t", 0)
+        assert log.next_offset == 100
+        for offset in (lost, 99):
+            with pytest.raises(CorruptRecordError, match=f"t-0 at offset {offset}"):
+                log.read(offset)
+            with pytest.raises(CorruptRecordError, match=f"t-0 at offset {offset}"):
+                log.file_region(offset, 1 << 20)  # a Fetch
+        with pytest.raises(CorruptRecordError, match=f"t-0 at offset {lost}"):
+            list(log.raw_batches(0))
+        assert [r.value for r in log.scan(0, lost)] == [b"r%d" % i for i in range(lost)]
+        with pytest.raises(CorruptRecordError, match=f"offsets {lost}..99 are missing"):
+            log.stream.check_end()  # a reader at the stream's last byte
+        with pytest.raises(CorruptRecordError):
+            FromStream(log, 0).check_end()
+        with pytest.raises(CorruptRecordError):
+            FromStream(log, lost)  # from/<n> of a lost offset
+        with pytest.raises(OffsetOutOfRangeError):
+            log.read(100)
+        assert log.file_region(100, 1 << 20) is None
+        FromStream(log, 100).check_end()  # from the end on: nothing is missing
+        assert log.append([b"on"]) == 100
+        log.stream.check_end()  # records follow the gap now: the stream ends with them
+        with pytest.raises(CorruptRecordError):
+            log.file_region(lost, 1 << 20)  # still damage, never a skip to offset 100
+    with Store(data) as store:  # the same after a reopen
+        log = store.log("t", 0)
+        with pytest.raises(CorruptRecordError, match=f"t-0 at offset {lost}"):
+            log.read(lost)
+        assert log.read(100).value == b"on"
+
+
+def test_a_compacted_log_cut_at_its_end_reads_its_holes_as_absent(tmp_path):
+    """Holes are a compacted log's own (the cleaner leaves them): a missing offset
+    there is no record, not damage, wherever it is."""
+    data = tmp_path / "data"
+    with Store(data) as store:
+        store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "300"})
+        log = store.log("c", 0)
+        for i in range(60):
+            log.append([b"v%d" % i], keys=[b"k%d" % i])
+    lost = remove_segments(data, "c", last=1)[0]
+    with Store(data) as store:
+        log = store.log("c", 0)
+        assert log.next_offset == 60
+        with pytest.raises(OffsetOutOfRangeError):
+            log.read(lost)
+        assert log.file_region(lost, 1 << 20) is None
+        assert len(list(log.raw_batches(0))) == lost
+        log.stream.check_end()
