@@ -82,6 +82,9 @@ class Partition(Protocol):
     @property
     def loaded_stable_offset(self) -> int: ...
 
+    @property
+    def last_stable_offset(self) -> int: ...
+
     def visibility(self, start: int | None, end: int | None = None) -> Visibility: ...
 
 
@@ -144,7 +147,11 @@ def check_end(log: Partition, start: int) -> None:
     the last segment holding any ends in offsets handed out and lost (its end
     unknown), so that a reader at the stream's last byte is not told the log ends
     there. Looks at the segments from the last back to one that holds records:
-    one or two."""
+    one or two. While a transaction is open the stream ends at its first offset
+    (a ``read_committed`` Fetch's end too), before what a cut took: its end for now.
+    """
+    if log.last_stable_offset < log.next_offset:
+        return
     segments = log.segments
     i = len(segments) - 1
     while i >= 0 and not segments[i].size:

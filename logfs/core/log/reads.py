@@ -231,7 +231,7 @@ class LogReads:
                 limit = max(max_bytes, first) if min_one_batch else max(max_bytes, 0)
                 size = min(stop - position, limit)
                 return (segment.fileno(), position, size) if size > 0 else None
-            if not state.config.compact:  # offsets handed out whose records were lost
+            if position >= segment.size and not state.config.compact:  # handed out, lost
                 missing = CorruptRecordError(f"no batch holds offset {start}", None)
                 raise self._corrupt(offset, missing)
         return None

@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 
 import pytest
+from txn_helpers import append_txn
 
 from logfs import Store
 from logfs.core.errors import CorruptRecordError, LogFailedError, OffsetOutOfRangeError
-from logfs.core.log.lines import FromStream
+from logfs.core.log import FromStream
 from logfs.core.storage import segment_name
 from logfs.core.tools.offline import check
 
@@ -199,3 +200,26 @@ def test_a_compacted_log_cut_at_its_end_reads_its_holes_as_absent(tmp_path):
         assert log.file_region(lost, 1 << 20) is None
         assert len(list(log.raw_batches(0))) == lost
         log.stream.check_end()
+
+
+def test_an_open_transaction_ends_the_stream_before_a_gap_at_the_log_end(tmp_path):
+    """A stream (as a ``read_committed`` Fetch) ends at the first offset of an open
+    transaction: lost records past it are not reached, so its end is no error."""
+    data = tmp_path / "data"
+    with Store(data) as store:
+        store.create_topic("t")
+        log = store.log("t", 0)
+        log.append([b"before"])
+        assert append_txn(log, [b"open"], 1000, 0, 0) == 1
+        for i in range(3):
+            log.append([b"after %d" % i])
+    segment = data / "t-0" / segment_name(0, ".log")
+    with open(segment, "r+b") as f:
+        f.truncate(os.path.getsize(segment) - 1)  # the last batch torn: offset 4 lost
+    with Store(data) as store:
+        log = store.log("t", 0)
+        assert (log.next_offset, log.last_stable_offset) == (5, 1)
+        with pytest.raises(CorruptRecordError, match="t-0 at offset 4"):
+            log.read(4)
+        log.stream.check_end()
+        assert log.file_region(4, 1 << 20, log.last_stable_offset) is None
