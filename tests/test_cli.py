@@ -1,7 +1,10 @@
 import subprocess
 import sys
 
+import pytest
+
 from logfs import Store
+from logfs.core.errors import CorruptRecordError, OffsetOutOfRangeError
 from logfs.core.format.record import HEADER_SIZE, read_header
 
 
@@ -68,8 +71,14 @@ def test_dump_and_check_and_repair(tmp_path):
     assert "no problems remain" in proc.stdout
     with Store(tmp_path, read_only=True) as store:
         log = store.log("t", 0)
-        assert 0 < log.next_offset < 80
-        assert [r.value for r in log.scan()][:2] == [b"line 0", b"k\tv"]
+        assert log.next_offset == 80  # the offsets handed out are never given again
+        cut = read_header(blob, damaged).base_offset
+        assert [r.value for r in log.scan(0, 2)] == [b"line 0", b"k\tv"]
+        assert len(list(log.scan(0, cut))) == cut
+        with pytest.raises(CorruptRecordError, match=f"t-0 at offset {cut}"):
+            log.read(cut)  # the records cut: a gap at the log's end, not its end
+        with pytest.raises(OffsetOutOfRangeError):
+            log.read(80)
 
 
 def test_every_command_explains_itself():

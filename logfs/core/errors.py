@@ -278,7 +278,7 @@ class PolicyViolationError(LogfsError):
 
 class PartitionLimitError(LogfsError):
     """Creating the partitions asked for would pass a limit on partitions per
-    topic or per data directory (topics.py, `Limits`); nothing was created."""
+    topic, per user or per data directory (topics.py, `Limits`); nothing was created."""
 
     errno = errno.ENOSPC
     kafka_code = KafkaCode.POLICY_VIOLATION

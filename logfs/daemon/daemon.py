@@ -15,11 +15,11 @@ port fails before anything is mounted) and the coordinator's session sweep,
 the partitions' recovery in a worker thread (meanwhile the mount's root says
 "recovering" in ``user.logfs.health``), then the transaction coordinator (which
 completes the transactions a stop left prepared, and aborts those past their
-timeout), the flusher, the log cleaner, the mount's own background work and the
-mirror (``-o mirror.to=``, in a worker thread) or the follower (``-o mirror.from=``, in a
-worker thread whose every touch of the store runs on the loop: `Daemon.in_loop`),
-then the mount record (while a writable
-daemon runs, ``DATA/logfs-mount.json`` says where it is mounted, by which
+timeout), the watch on segment files (segment_watch.py), the flusher, the log
+cleaner, the mount's own background work and the mirror (``-o mirror.to=``, in a
+worker thread) or the follower (``-o mirror.from=``, in a worker thread whose every
+touch of the store runs on the loop: `Daemon.in_loop`), then the mount record (while
+a writable daemon runs, ``DATA/logfs-mount.json`` says where it is mounted, by which
 process and on which Kafka address, so that producers on the same machine
 hand their batches to it). It runs until SIGINT/SIGTERM or an external
 unmount, and tears down in this order: the mount record goes (producers go
@@ -49,6 +49,7 @@ from .flusher import Flusher
 from .listener import address_of, kafka_listener
 from .options import MountOptions
 from .recovery import RecoveryProgress
+from .segment_watch import SegmentWatch
 
 logger = logging.getLogger("logfs")
 
@@ -119,6 +120,7 @@ class Daemon:
             if writable else None
         )  # fmt: skip
         self.cleaner = Cleaner(store, **options.tasks["cleaner"]) if writable else None
+        self.segment_watch = SegmentWatch(store) if writable else None
         sync = None if self.flusher is None else self.flusher.flush_log
         self.mount = None
         if mountpoint is not None:
@@ -236,6 +238,8 @@ class Daemon:
             logger.info("recovered %s in %.1f s", self.store.path, time.monotonic() - started)
         if not self.options.read_only:
             await nursery.start(self.transactions.run)
+        if self.segment_watch is not None:
+            await nursery.start(self.segment_watch.run)
         if self.flusher is not None:
             await nursery.start(self.flusher.run)
         if self.cleaner is not None:

@@ -4,8 +4,9 @@ as Kafka's broker finds it, from each segment's largest timestamp (its time
 index) and one batch of the segment holding it, whatever the partition's size.
 
 With isolation level 1 (``read_committed``) the latest offset is the last stable
-offset, and a lookup by time answers only a committed record below it, as
-Kafka's broker answers."""
+offset, and a lookup by time answers the first record such a consumer sees below
+it, looking at most `TIME_LOOKUP_BYTES` past the first record stamped late enough
+(core/log/reads.py), then that record's offset, as Kafka's broker answers."""
 
 from __future__ import annotations
 

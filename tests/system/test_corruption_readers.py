@@ -9,7 +9,10 @@ the Store API (read-only and writable), Spark, the mount's ``offset/<n>``,
 record exactly or fails with `CorruptRecordError` (EIO through the mount)
 naming the partition and offset: never a silent gap. Only the last segment's
 torn tail is a crash's torn write: it is cut, and the records before it are
-served.
+served. A read-only reader (and Spark) then sees the log end at the cut; a
+writer keeps the offsets handed out (the recovery point) and goes on above
+them, so for it the cut records are a gap at the log's end that reads as
+damage (EIO), never as the end. ``logfs check --repair`` keeps that floor too.
 """
 
 from __future__ import annotations
@@ -114,7 +117,7 @@ def damage(path: Path, kind: str) -> Damage:
 def store_reads(path: Path, values: list[bytes], d: Damage, *, read_only: bool) -> None:
     with Store(path, read_only=read_only) as store:
         log = store.log("t", 0)
-        if d.torn:
+        if d.torn and read_only:  # the log ends at the cut
             assert log.next_offset == d.bad.start
             assert [r.value for r in log.scan()] == values[: d.bad.start]
             return
@@ -155,9 +158,11 @@ def mount_reads(tmp_path: Path, values: list[bytes], d: Damage) -> None:
     with Daemon(data, mnt):
         p0 = mnt / "t" / "0"
         lines = b"".join(v + b"\n" for v in values[: d.bad.start])
-        if d.torn:
-            assert (p0 / "stream").read_bytes() == lines
-            return
+        cat = subprocess.run(["cat", str(p0 / "stream")], capture_output=True)
+        assert cat.returncode != 0 and b"Input/output error" in cat.stderr, cat
+        assert lines.startswith(cat.stdout)  # what comes before the damage, if anything
+        if d.torn:  # the records before the cut, all of them, then EIO
+            assert cat.stdout == lines
         for offset, value in enumerate(values):
             error = d.check_read(offset, lambda o: (p0 / "offset" / str(o)).read_bytes(), value,
                                  OSError)  # fmt: skip
@@ -182,5 +187,16 @@ def test_every_reader_fails_on_damage_or_serves_it_exactly(spark, tmp_path, kind
     store_reads(data, values, d, read_only=False)  # a writer's open cuts no damage
     mount_reads(tmp_path, values, d)
     subprocess.run([*LOGFS, "check", "--repair", str(data)], capture_output=True, check=True)
+    # The repair cuts at the first bad batch, but a hole with nothing bad in it stays as
+    # it is, and the log ends where it did: the offsets cut read as damage.
+    kept = d.hidden if kind == "boundary_first" else len(values)
     with Store(data, read_only=True) as store:
-        assert [r.value for r in store.log("t", 0).scan()] == values[: d.bad.start]
+        log = store.log("t", 0)
+        assert log.next_offset == len(values)
+        assert [r.value for r in log.scan(0, d.bad.start)] == values[: d.bad.start]
+        for offset, value in enumerate(values):
+            if d.bad.start <= offset < kept:
+                with pytest.raises(CorruptRecordError, match=f"t-0 at offset {offset}"):
+                    log.read(offset)
+            else:
+                assert log.read(offset).value == value

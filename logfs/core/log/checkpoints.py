@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import describe
-from ..storage import fsync_dir
+from ..storage import Reserve, fsync_dir
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +101,7 @@ class Checkpoints:
     path: Path
     read_only: bool
     checkpoint_failure: str | None
+    reserve: Reserve
     _logs: dict
     _unopened: dict
     _first_dirty: dict
@@ -114,6 +115,7 @@ class Checkpoints:
         `checkpoint_failure` until a write succeeds, and raised."""
         if self.read_only:
             return
+        self.reserve.make()  # given back on a full disk: made again once there is room
         try:
             write_checkpoints(self.path, *entries(self._logs, self._unopened, self._first_dirty))
         except OSError as e:

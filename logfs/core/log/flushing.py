@@ -3,10 +3,15 @@ as the partition's, and what the flusher asks of it."""
 
 from __future__ import annotations
 
+import logging
+
 from ..config import flush_due, flush_messages_reached
+from ..storage.logfile import mark_end
 from .failure import CLEAN_WRITE_ERRORS
 from .state import PartitionState
 from .unflushed import FlushTicket
+
+logger = logging.getLogger(__name__)
 
 
 class LogFlushing:
@@ -59,10 +64,8 @@ class LogFlushing:
         """
         state = self.state
         state.failure.require_online()
-        lost = state.segments[-1].file_lost() if state.segments else None
-        if lost is not None:  # an fsync of the open file would make nothing durable
-            state.fail("checking the active segment's file", lost)
-            state.failure.require_online()
+        self.check_files()  # an fsync of a lost file would make nothing durable
+        state.failure.require_online()
         try:
             return state.unflushed.ticket(state.dir, state.next_offset)
         except OSError as e:
@@ -71,6 +74,26 @@ class LogFlushing:
             else:
                 state.unflushed.failed(state.name, e)
             raise
+
+    def check_files(self) -> bool:
+        """Whether the active segment's ``.log`` is still the file at its path.
+        If it was removed, renamed away or replaced from outside, the partition
+        goes offline now with that reason, and an empty ``.log`` at the next
+        offset (`mark_end`) keeps the next open from handing out again the
+        offsets appended to the lost file. False once offline.
+        """
+        state = self.state
+        if state.failure.reason is not None:
+            return False
+        lost = state.segments[-1].file_lost() if state.segments else None
+        if lost is None:
+            return True
+        state.fail("checking the active segment's file", lost)
+        try:
+            mark_end(state.dir, state.next_offset)
+        except OSError as e:  # the directory itself may be gone: loading.py's floor is left
+            logger.warning("%s: no mark left at offset %d: %s", state.name, state.next_offset, e)
+        return False
 
     def complete_flush(self, ticket: FlushTicket) -> None:
         """Step 3: advance the recovery point to what the synced ticket made

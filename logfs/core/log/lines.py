@@ -2,13 +2,18 @@
 `Log.stream`): a partition's stream is its segments' streams one after
 another (`logfs.core.storage.stream`), less what lies below the log start
 offset. It shows what a ``read_committed`` reader sees (isolation.py): no
-record of an aborted transaction, nothing past the last stable offset."""
+record of an aborted transaction, nothing past the last stable offset.
+
+Offsets handed out whose records were lost (a segment marked as ending past its
+records, `LogSegment.mark_missing`) are never read as the stream's end: lines
+at the gap fail with `CorruptRecordError`, and so does a read at the stream's
+last byte when the gap is the log's end (`check_end`)."""
 
 from __future__ import annotations
 
 from typing import NamedTuple, Protocol
 
-from ..errors import OffsetOutOfRangeError
+from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..format.decoding import decode_records
 from ..storage.logfile import read_region
 from ..storage.segment import LogSegment
@@ -77,6 +82,9 @@ class Partition(Protocol):
     @property
     def loaded_stable_offset(self) -> int: ...
 
+    @property
+    def last_stable_offset(self) -> int: ...
+
     def visibility(self, start: int | None, end: int | None = None) -> Visibility: ...
 
 
@@ -132,6 +140,25 @@ def locate(log: Partition, position: int) -> tuple[int, int]:
             return offset, start + pos - origin
         start += part
     return log.next_offset, start - origin
+
+
+def check_end(log: Partition, start: int) -> None:
+    """Raise `CorruptRecordError` if ``log``'s records after ``start`` end in a gap:
+    the last segment holding any ends in offsets handed out and lost (its end
+    unknown), so that a reader at the stream's last byte is not told the log ends
+    there. Looks at the segments from the last back to one that holds records:
+    one or two. While a transaction is open the stream ends at its first offset
+    (a ``read_committed`` Fetch's end too), before what a cut took: its end for now.
+    """
+    if log.last_stable_offset < log.next_offset:
+        return
+    segments = log.segments
+    i = len(segments) - 1
+    while i >= 0 and not segments[i].size:
+        i -= 1
+    last = segments[i] if i >= 0 else None
+    if last is not None and last.end_unknown and last.next_offset > start:
+        raise CorruptRecordError(f"{log.topic}-{log.partition}: {last.damage}")
 
 
 class FromStream:
@@ -191,6 +218,11 @@ class FromStream:
     def lines(self, offset: int, max_bytes: int) -> tuple[bytes | memoryview, int]:
         return self.log.stream.lines(max(offset, self.start), max_bytes)
 
+    def check_end(self) -> None:
+        """For a reader at the last byte: `CorruptRecordError` if the records
+        from ``start`` end in a gap of lost ones (`check_end`)."""
+        check_end(self.log, self.start)
+
     def uncounted(self) -> list[Uncounted]:
         """The later segments still to be counted (those before need not be)."""
         later = set(map(id, self._later()))
@@ -241,6 +273,11 @@ class PartitionStream:
                 f"{self.log.topic}-{self.log.partition}"
             )
         return lines_from(segment, offset, max_bytes, self.log.visibility(offset))
+
+    def check_end(self) -> None:
+        """For a reader at the last byte: `CorruptRecordError` if the log's records
+        end in a gap of lost ones (`check_end`)."""
+        check_end(self.log, self.log.log_start_offset)
 
     def uncounted(self) -> list[Uncounted]:
         """The segments whose stream bytes loaded from disk are still to be counted."""

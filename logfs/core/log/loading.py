@@ -4,37 +4,50 @@ recovery validated made durable, the files of segments deleted before a restart
 removed when due (delayed.py), and a writer's producer state read back
 (transactions.py).
 
-Offsets are never handed out twice: the recovery point and the log start
-offset (the checkpoints) say how far offsets were handed out. If the segment
-files end below that (a segment removed or replaced from outside the daemon),
-the partition opens offline with that reason (failure.py): nothing is
-appended, its recovery point stays as checkpointed so the next open sees the
-same, and `logfs check` reports it. Only putting the files back, or deleting
-the topic, brings it back."""
+Offsets are never handed out twice. How far they were handed out is known
+from what outlives a segment's files: the recovery point and the log start
+offset (the checkpoints). If the segment files end below that (segments
+removed or replaced from outside the daemon), the missing range is logged and
+a writer starts a new, empty segment at that floor: the log goes on past a
+gap, as Kafka's logs may, and `logfs check` reports the range. The segment
+before the gap is marked as ending at the floor (`mark_missing`, as recovery
+marks it at the next open), so reads of the gap fail like damage even while
+nothing follows it: an offset handed out is never read as the log's end. A
+live daemon that finds its active segment's file lost leaves an empty
+``.log`` at its next offset (flushing.py, `mark_end`), which recovery keeps
+(storage/recovery.py). Producer state snapshots are no
+evidence: one past the log end is what a crash leaves when the appends before
+it were never fsynced, and those offsets go again, as in Kafka."""
 
 from __future__ import annotations
 
 import contextlib
-import errno
+import logging
 
 from ..storage.recovery import load_segments
 from .flushing import LogFlushing
 from .state import PartitionState
 from .transactions import LogTransactions
 
+logger = logging.getLogger(__name__)
+
 
 def load_log(
     state: PartitionState,
     recovery_point: int,
     log_start_offset: int,
+    handed_out_below: int,
     flushing: LogFlushing,
     txn: LogTransactions,
 ) -> None:
     """Fill ``state`` from its directory (a new, empty segment for a writer that
-    finds none)."""
+    finds none); ``handed_out_below``: an offset known handed out besides the
+    recovery point (the checkpointed one, when validating from 0): a gap below
+    it is kept, not taken for a torn write."""
+    handed = max(recovery_point, handed_out_below)
     loaded = load_segments(
         state.dir, state.config, recovery_point, writable=state.writable,
-        created_ms=state.clock(),
+        created_ms=state.clock(), gaps_below=handed,
     )  # fmt: skip
     for segment in loaded.segments:
         state.add_segment(segment)
@@ -43,8 +56,21 @@ def load_log(
     state.truncated_bytes = loaded.truncated_bytes
     if loaded.deleted_files:
         state.unflushed.directory_changed()
-    if not state.segments and state.writable:
-        state.add_segment(state.new_segment(log_start_offset))
+    floor = max(handed, log_start_offset)
+    end = state.segments[-1].next_offset if state.segments else floor
+    if end < floor:
+        logger.error(
+            "%s: offsets %d..%d were handed out but their segment files are gone "
+            "(removed from outside); %s",
+            state.name, end, floor - 1,
+            f"the log goes on at {floor}" if state.writable else "read-only: not repaired",
+        )  # fmt: skip
+    if state.writable and (not state.segments or end < floor):
+        if state.segments:
+            if not state.config.compact:  # reads of the gap fail, as after a reopen
+                state.segments[-1].mark_missing(floor)
+            state.segments[-1].seal()
+        state.add_segment(state.new_segment(floor))
         state.unflushed.directory_changed()
     # Retention moves the log start; cleaning does not, though it may leave
     # nothing of the first segments (Kafka's compacted logs start at 0).
@@ -52,10 +78,6 @@ def load_log(
     state.log_start_offset = max(log_start_offset, first_base)
     state.log_start_offset = min(state.log_start_offset, state.next_offset)
     state.recovery_point = min(recovery_point, state.next_offset)
-    handed_out = max(recovery_point, log_start_offset)
-    if state.next_offset < handed_out:
-        state.recovery_point = recovery_point  # kept: the evidence, checkpointed again
-        state.fail("opening the partition", missing_segments(state, handed_out))
     state.epochs.load(state.log_start_offset, state.writable)
     if state.writable:
         state.removal.found(state.clock())
@@ -64,19 +86,7 @@ def load_log(
         for segment in state.segments[loaded.first_recovered :]:
             if segment.next_offset > recovery_point or state.truncated_bytes:
                 state.unflushed.appended(segment)
-        if state.failure.reason is not None:
-            return  # offline from the start: nothing to make durable or read back
         with contextlib.suppress(OSError):  # if so, it opens offline (`fail` logged why)
             flushing.flush()  # advances the recovery point to next_offset
         if state.segments:  # a writer knows its producers and LSO from the start
             txn.load()
-
-
-def missing_segments(state: PartitionState, handed_out: int) -> FileNotFoundError:
-    """Why a partition whose files end below ``handed_out`` cannot be trusted."""
-    return FileNotFoundError(
-        errno.ENOENT,
-        f"offsets up to {handed_out} were handed out (the checkpoints say), but the "
-        f"segment files end at offset {state.next_offset}: segments were removed from outside",
-        str(state.dir),
-    )

@@ -125,6 +125,7 @@ class MakingTopics:
                 "('.' and '_' are the same in Kafka's metric names)"
             )
         self._catalog.check_limits(self.limits, name, partitions, self._making_count())
+        self._owners.check_share(self.limits, owner, partitions, self._catalog.count)
         self._settings.set(name, config or {})
         self._owners.set(name, owner)
         return self._begin(name, range(partitions), new_topic=True)
@@ -139,6 +140,9 @@ class MakingTopics:
         if total <= count:
             raise InvalidConfigError(f"topic {name!r} already has {count} partitions")
         self._catalog.check_limits(self.limits, name, total, self._making_count())
+        self._owners.check_share(
+            self.limits, self._owners.of(name), total - count, self._catalog.count
+        )
         last = self._catalog.last(name)
         return self._begin(name, range(last + 1, last + 1 + total - count), new_topic=False)
 

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from ..errors import PartitionLimitError
 from ..storage import ownership
 from .checkpoints import replace_file
-from .topics import CONFIG_DIR, PROPERTIES, settings_file_name
+from .topics import CONFIG_DIR, PROPERTIES, Limits, settings_file_name
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,26 @@ class TopicOwners:
     def of(self, topic: str) -> Owner | None:
         """``topic``'s owner (None: it follows DATA)."""
         return self._owners.get(topic)
+
+    def check_share(
+        self, limits: Limits, owner: Owner | None, more: int, count: Callable[[str], int]
+    ) -> None:
+        """Refuse ``more`` partitions for topics of ``owner`` past
+        ``logfs.max.partitions.per.user`` (a user other than root, counted over the
+        topics they own, ``count`` giving each one's partitions: one pass over the
+        owned topics); logged, as a client sees only an errno. A topic that follows
+        DATA (no owner) counts for no one."""
+        limit = limits.max_partitions_per_user
+        if owner is None or owner.uid == 0:
+            return
+        held = sum(count(t) for t, o in self._owners.items() if o.uid == owner.uid)
+        if held + more > limit:
+            reason = (
+                f"{more} more partitions for user {owner.uid}, who owns {held}, would pass "
+                f"logfs.max.partitions.per.user={limit}"
+            )
+            logger.warning("refused: %s", reason)
+            raise PartitionLimitError(reason)
 
     def set(self, topic: str, owner: Owner | None) -> None:
         """Keep ``owner`` for ``topic`` (None: it follows DATA from now)."""

@@ -2,23 +2,20 @@
 
 The last segment is the active one; appends go there until the roll rule
 (`LogSegment.should_roll`, Kafka's) says to start a new one at the next offset.
-Offsets are dense from the log start offset to ``next_offset``, except where the
-cleaner removed records from a compacted topic (cleaner.py): reads treat a gap
-like an offset out of range.
+Offsets are dense from the log start offset to ``next_offset``, but for the gaps the
+cleaner leaves (cleaner.py: read like offsets out of range) and those segments lost
+from outside leave (loading.py: read like damage, their offsets never reused).
 
-Durability: everything below ``recovery_point`` has been fsynced. Opening a log
-recovers it (recovery.py): every batch from the recovery point on is validated,
-the first bad batch and all after it removed, the indexes past it rebuilt.
-Failure: an I/O error that leaves the partition's files in an unknown state takes
-the partition offline (`fail`, failure.py): its recovery point never moves again
-and only records below it are served.
+Durability: everything below ``recovery_point`` was fsynced. Opening a log validates
+every batch from there (recovery.py), cuts the first bad one and all after it.
+Failure: an I/O error that leaves its files unknown takes the partition offline
+(`fail`, failure.py): its recovery point never moves again; reads stay below it.
 
 `Log` is built of parts over one `PartitionState` (state.py), which it makes and
 hands to each: `LogReads` (reads.py), `LogAppends` (appends.py), `LineWriter` (the
 one-line fast path, _line.pyx), `LogFlushing` (flushing.py) and `LogTransactions`
-(producers, markers, the last stable offset: transactions.py). Here are what is
-the whole log's — loading, configuration, retention, the cleaner's swaps, closing
-— and the log's public names, each given to the part that does it.
+(producers, markers, the last stable offset: transactions.py). Here: the whole
+log's work (loading, settings, retention, swaps, closing) and its public names.
 """
 
 from __future__ import annotations
@@ -49,12 +46,12 @@ from .unflushed import FlushTicket
 
 logger = logging.getLogger(__name__)
 
+
 class Log:
     """A topic-partition's segments, appends, flushes and retention.
 
     Callers outside core (the mount) use its methods, never its segments:
-    ``segment_names`` and ``segment_file``, and ``stream`` for the records as lines.
-    """
+    ``segment_names``, ``segment_file``, and ``stream`` for the records as lines."""
 
     def __init__(
         self,
@@ -68,6 +65,7 @@ class Log:
         writable: bool = True,
         clock: Callable[[], int] = now_ms,
         producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+        handed_out: int = 0,  # offsets below it were handed out, whatever is validated
     ) -> None:
         state = PartitionState(
             directory, topic, partition, config, writable=writable, clock=clock,
@@ -80,7 +78,7 @@ class Log:
         self._flushing = LogFlushing(state)
         self._txn = LogTransactions(state, self._appends)
         self._following = LogFollowing(state, self._appends, self._txn)
-        load_log(state, recovery_point, log_start_offset, self._flushing, self._txn)
+        load_log(state, recovery_point, log_start_offset, handed_out, self._flushing, self._txn)
 
     def __repr__(self) -> str:
         return f"Log({self._state.name}, {self.log_start_offset}..{self.next_offset})"
@@ -88,9 +86,11 @@ class Log:
     # ------------------------------------------------------------ loading and recovery
 
     def fail(self, action: str, error: OSError) -> None:
-        """Take the partition offline after ``error`` while ``action`` (the
-        first cause is kept and logged once)."""
+        """Offline after ``error`` while ``action`` (the first cause is kept)."""
         self._state.fail(action, error)
+
+    def check_files(self) -> bool:  # the active segment's file still there (flushing.py)
+        return self._flushing.check_files()
 
     def set_config(self, config: TopicConfig) -> None:
         """Apply a changed topic configuration from the next append on."""

@@ -22,6 +22,10 @@ from ..storage import LogSegment, base_offset_of
 from .isolation import Visibility
 from .state import PartitionState
 
+# What a read_committed lookup by time passes over after the first batch stamped late
+# enough before it answers as Kafka's broker does (`LogReads._visible_at_time`).
+TIME_LOOKUP_BYTES = 1 << 20
+
 
 class LogReads:
     """Reads over a partition's segments, from its log start offset to its next
@@ -93,8 +97,10 @@ class LogReads:
         """The record at ``offset`` (and visible in ``view``).
 
         Raises:
-            OffsetOutOfRangeError: no (visible) record has that offset.
-            CorruptRecordError: the batch holding it fails validation.
+            OffsetOutOfRangeError: no (visible) record has that offset: at or past
+                the log end, below its start, a control record's, or cleaned away.
+            CorruptRecordError: the batch holding it fails validation, or no batch
+                holds it in a log that is not compacted (its records were lost).
         """
         self._check_range(offset)
         self.check_readable(offset)
@@ -110,6 +116,8 @@ class LogReads:
             record = record_at(found.batch, found.header, offset)
             if record is not None:
                 return record
+        if found is None and not self.state.config.compact:  # handed out, then lost
+            raise self._corrupt(offset, CorruptRecordError("no batch holds it: lost", None))
         raise OffsetOutOfRangeError(f"no record at offset {offset} of {self.state.name}")
 
     def batches(
@@ -140,6 +148,8 @@ class LogReads:
                     )
                 expected = header.next_offset
                 yield header, batch
+            if expected < end and not state.config.compact:  # a gap at the log's end
+                raise CorruptRecordError(f"offsets {expected}..{end - 1} are missing", None)
         except CorruptRecordError as e:
             raise self._corrupt(expected, e) from None
 
@@ -199,6 +209,8 @@ class LogReads:
         Raises:
             OffsetOutOfRangeError: ``offset`` is below the log start or past the end.
             LogFailedError: an offline partition's offset at or past its recovery point.
+            CorruptRecordError: no batch holds ``offset`` (below the end) in a log that
+                is not compacted: a gap of lost records, in the middle or at the end.
         """
         state = self.state
         if not state.log_start_offset <= offset <= state.next_offset:
@@ -219,6 +231,9 @@ class LogReads:
                 limit = max(max_bytes, first) if min_one_batch else max(max_bytes, 0)
                 size = min(stop - position, limit)
                 return (segment.fileno(), position, size) if size > 0 else None
+            if position >= segment.size and not state.config.compact:  # handed out, lost
+                missing = CorruptRecordError(f"no batch holds offset {start}", None)
+                raise self._corrupt(offset, missing)
         return None
 
     @property
@@ -235,7 +250,10 @@ class LogReads:
         """The first offset whose timestamp is >= ``timestamp_ms`` (Kafka's
         offsetsForTimes), or None when every record is older; with ``view``, the
         first such record it shows (None if that is past its end, as Kafka's
-        ``read_committed`` lookups answer)."""
+        ``read_committed`` lookups answer). The work: one look at each segment's
+        largest timestamp, one batch found through the time index, and with
+        ``view`` the batch headers after it up to `TIME_LOOKUP_BYTES` (see
+        `_visible_at_time`)."""
         start = self.state.log_start_offset
         for segment in list(self.state.segments):
             if segment.max_timestamp < timestamp_ms:
@@ -248,6 +266,28 @@ class LogReads:
             for record in decode_records(found.batch, found.header):
                 if record.timestamp >= timestamp_ms and record.offset >= start:
                     return record.offset
+        return None
+
+    def _visible_at_time(self, timestamp_ms: int, start: int, view: Visibility) -> int | None:
+        """The first record from ``start`` on that ``view`` shows, stamped at or
+        after ``timestamp_ms``. Hidden batches and older ones are passed over by
+        their headers; past `TIME_LOOKUP_BYTES` of them (one aborted batch stamped
+        late, then a partition of records stamped early would otherwise be walked
+        whole, on the caller's loop) the answer is Kafka broker's: the first
+        offset stamped late enough, shown or not, if below the view's end."""
+        start = max(start, self.state.log_start_offset)
+        first, passed = None, 0
+        for header, batch in self.raw_batches(start, view.end):
+            if header.max_timestamp >= timestamp_ms and not header.is_control:
+                for record in decode_records(batch, header):
+                    if record.timestamp >= timestamp_ms and start <= record.offset < view.end:
+                        if view.shows(record.offset, header):
+                            return record.offset
+                        first = record.offset if first is None else first
+                        break
+            passed += len(batch)
+            if passed > TIME_LOOKUP_BYTES and first is not None:
+                return first
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int]:
@@ -268,18 +308,6 @@ class LogReads:
             if record.timestamp == found.header.max_timestamp and record.offset >= start:
                 return record.timestamp, record.offset
         return -1, -1
-
-    def _visible_at_time(self, timestamp_ms: int, start: int, view: Visibility) -> int | None:
-        """The first record from ``start`` on that ``view`` shows, stamped at or
-        after ``timestamp_ms``."""
-        start = max(start, self.state.log_start_offset)
-        for header, records in self.batches(start, view.end, view):
-            if header.max_timestamp < timestamp_ms:
-                continue
-            for record in records:
-                if record.timestamp >= timestamp_ms and start <= record.offset < view.end:
-                    return record.offset
-        return None
 
     def live_keys(self, *, watch: bool = False, view: Visibility | None = None) -> dict[bytes, int]:
         """Each live key of a compacted partition and its latest record's

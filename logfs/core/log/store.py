@@ -11,6 +11,7 @@ Layout (Kafka's, so a broker's log directory opens too)::
       config/<topic>.owner                 the topic's owner, group and mode (owners.py)
       .lock                                the writer lock, with DATA's own (storage/lock.py)
       .deleting-<sha1>                     a topic being deleted, an empty file (deletion.py)
+      logfs-reserve                        blocks kept for settings files on a full disk
 
 The checkpoint files are Kafka's (checkpoints.py); a missing or garbled one only
 costs time. In a partition directory ``partition.metadata`` holds the topic's id
@@ -38,7 +39,7 @@ from ..errors import (
     ReadOnlyError,
     UnknownTopicError,
 )
-from ..storage import lock_data_dir, raise_nofile_limit
+from ..storage import Reserve, lock_data_dir, raise_nofile_limit
 from .checkpoints import (
     CLEANER_FILE,
     LOG_START_FILE,
@@ -76,9 +77,12 @@ class Store(OwnedTopics, Checkpoints, MakingTopics):
         lock_timeout: float = 0.0,
         recover: bool = True,
         limits: Limits | None = None,
+        validate_all: bool = False,
     ) -> None:
         """``recover=False`` leaves a writer's partitions unopened until
-        `recover` (the daemon mounts first and recovers in a worker thread)."""
+        `recover` (the daemon mounts first and recovers in a worker thread); ``validate_all``
+        (`check --repair`): every batch validated, no offset below a recovery point reused."""
+        self.validate_all = validate_all
         raise_nofile_limit()
         self.path = Path(path)
         self.read_only = read_only
@@ -86,7 +90,10 @@ class Store(OwnedTopics, Checkpoints, MakingTopics):
         self._catalog = Catalog()
         self.checkpoint_failure: str | None = None  # why the last checkpoint write failed
         self._first_dirty: dict[tuple[str, int], int] = {}  # the cleaner's, per partition
-        self._settings = TopicSettings(self.path, defaults or {}, self.limits.max_message_bytes)
+        self.reserve = Reserve(self.path)  # blocks for settings files on a full disk
+        self._settings = TopicSettings(
+            self.path, defaults or {}, self.limits.max_message_bytes, self.reserve
+        )
         self.defaults = self._settings.defaults
         self._owners = TopicOwners(self.path, read_only=read_only)  # owners.py
         self._lock_fds: tuple[int, ...] = ()
@@ -104,6 +111,7 @@ class Store(OwnedTopics, Checkpoints, MakingTopics):
         else:
             self.path.mkdir(parents=True, exist_ok=True)
             self._lock_fds = lock_data_dir(self.path, lock_timeout)
+            self.reserve.make()
         try:
             self._open_logs(recover)
         except BaseException:
@@ -146,14 +154,11 @@ class Store(OwnedTopics, Checkpoints, MakingTopics):
         path, recovery_point, log_start_offset = self._unopened.pop(tp)
         started = time.monotonic()
         log = Log(
-            path,
-            tp[0],
-            tp[1],
-            self._settings.config(tp[0]),
-            recovery_point=recovery_point,
-            log_start_offset=log_start_offset,
-            writable=not self.read_only,
-        )
+            path, tp[0], tp[1], self._settings.config(tp[0]),
+            recovery_point=0 if self.validate_all else recovery_point,
+            log_start_offset=log_start_offset, writable=not self.read_only,
+            handed_out=recovery_point,
+        )  # fmt: skip
         log.following.follow(self._followed.get(tp[0]))
         self._logs[tp] = log
         self._owners.carry(tp[0], [tp[1]])  # whatever was done to DATA meanwhile

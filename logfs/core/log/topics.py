@@ -25,6 +25,7 @@ from ..errors import (
     PartitionLimitError,
     PolicyViolationError,
 )
+from ..storage import Reserve
 from ..topic_keys import refuse_here
 from .checkpoints import replace_file
 
@@ -44,6 +45,9 @@ class Limits(NamedTuple):
 
     max_partitions: int = 50_000  # in the data directory (Kafka's max.broker.partitions)
     max_partitions_per_topic: int = 10_000
+    # Partitions of topics one user other than root owns, whatever face made them, so that
+    # one user cannot use up max.broker.partitions for everyone.
+    max_partitions_per_user: int = 10_000
     # The largest max.message.bytes a topic may have, its own or the defaults': a topic's
     # owner sets it, and an open append file may hold a partial line that large.
     max_message_bytes: int = 16 << 20
@@ -53,6 +57,7 @@ class Limits(NamedTuple):
 LIMIT_OPTIONS = {
     "max.broker.partitions": "max_partitions",
     "logfs.max.partitions.per.topic": "max_partitions_per_topic",
+    "logfs.max.partitions.per.user": "max_partitions_per_user",
     "logfs.max.message.bytes.ceiling": "max_message_bytes",
 }
 
@@ -85,11 +90,17 @@ class TopicSettings:
     effective configuration they make over ``defaults``."""
 
     def __init__(
-        self, data: Path, defaults: Mapping[str, str], ceiling: int = Limits.max_message_bytes
+        self,
+        data: Path,
+        defaults: Mapping[str, str],
+        ceiling: int = Limits.max_message_bytes,
+        reserve: Reserve | None = None,
     ) -> None:
         """Raises `InvalidConfigError` for bad ``defaults``, `PolicyViolationError`
-        for a max.message.bytes over ``ceiling`` (`Limits.max_message_bytes`)."""
+        for a max.message.bytes over ``ceiling`` (`Limits.max_message_bytes`).
+        ``reserve``: given back when a settings file finds the disk full."""
         self.dir = data / CONFIG_DIR
+        self.reserve = reserve
         self.ceiling = ceiling
         self.defaults = {k: str(v) for k, v in defaults.items()}
         self._check_ceiling(TopicConfig.from_properties(defaults=self.defaults), "the default")
@@ -130,8 +141,16 @@ class TopicSettings:
         self._check_ceiling(config, f"topic {topic!r}'s")
         path = self.dir / settings_file_name(topic)
         if overrides:
-            self.dir.mkdir(exist_ok=True)
-            replace_file(path, write_properties(overrides))
+            text = write_properties(overrides)
+
+            def write() -> None:
+                self.dir.mkdir(exist_ok=True)
+                replace_file(path, text)
+
+            if self.reserve is None:
+                write()
+            else:
+                self.reserve.spend(write)
         else:
             path.unlink(missing_ok=True)
         self._overrides[topic] = overrides

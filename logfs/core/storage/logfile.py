@@ -227,6 +227,24 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
+def mark_end(directory: str | os.PathLike, offset: int) -> bool:
+    """Leave an empty ``.log`` file named for ``offset`` in ``directory``, made
+    durable: when a segment's file was lost, the next open finds the log ending
+    there, not below offsets already handed out. False if a file of that name is
+    there already (it is left as it is).
+
+    Raises:
+        OSError: the file or the directory's fsync failed.
+    """
+    path = os.path.join(directory, segment_name(offset, ".log"))
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        return False
+    fsync_dir(directory)
+    return True
+
+
 def sync_fd(fd: int) -> None:
     """Make what was written to ``fd`` durable: fdatasync for a file (its data
     and the size needed to read it back; PostgreSQL's choice for its WAL),

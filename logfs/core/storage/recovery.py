@@ -6,9 +6,12 @@ last index entry walked). From the segment holding the recovery point on,
 every batch is validated (see `LogSegment.recover`). At the first bad batch
 the segment is truncated and every later segment is deleted, so what is
 served is always a prefix of what was written; a segment that ends before
-the next one begins (cut short from outside) counts as bad too, so offsets
-never have a hole. A read-only open validates the same way in memory only,
-writes nothing and serves the valid prefix.
+the next one begins (cut short from outside) counts as bad too, unless the
+next one begins below the offsets known handed out (the recovery point, or
+``gaps_below``) or is an empty last segment (a writer's mark, `mark_end`):
+that gap is kept, so that no offset is handed out twice. A
+read-only open validates the same way in memory only, writes nothing and
+serves the valid prefix.
 
 Before that, a writer's open finishes or undoes what a crash left of a
 cleaning's swap (`swap.recover_swap`).
@@ -24,7 +27,7 @@ from typing import NamedTuple
 
 from ..config import TopicConfig
 from ..errors import CorruptIndexError, CorruptRecordError
-from .logfile import base_offset_of
+from .logfile import base_offset_of, segment_name
 from .segment import LogSegment, remove_segment_files
 from .swap import recover_swap
 
@@ -47,9 +50,12 @@ def load_segments(
     *,
     writable: bool,
     created_ms: int | None = None,
+    gaps_below: int = 0,
 ) -> Loaded:
     """The directory's segments in offset order, recovered as described above;
-    ``created_ms``: the time they are opened at (see `LogSegment`)."""
+    ``created_ms``: the time they are opened at (see `LogSegment`); a gap between
+    segments below ``gaps_below`` (offsets handed out, whatever the recovery
+    point) is kept like one below the recovery point."""
     if writable:
         directory.mkdir(parents=True, exist_ok=True)
         recover_swap(directory)
@@ -79,7 +85,8 @@ def load_segments(
         segments.append(segment)
         # A cleaned segment may end before the next begins (compacted topics have gaps).
         short = not config.compact and _ends_short(segment, bases, i)
-        if short and segment.next_offset < keep_below:
+        gap_kept = max(keep_below, min(gaps_below, bases[i + 1])) if short else 0
+        if short and (segment.next_offset < gap_kept or _is_mark(directory, bases, i + 1)):
             segment.mark_missing(bases[i + 1])
             short = False
         if cut or short or segment.torn:
@@ -104,6 +111,15 @@ def _ends_short(segment: LogSegment, bases: list[int], i: int) -> bool:
     """A recovered segment that ends before the next one begins (truncated
     from outside, e.g. to zero bytes): keeping the next would leave a hole."""
     return i + 1 < len(bases) and segment.next_offset < bases[i + 1]
+
+
+def _is_mark(directory: Path, bases: list[int], i: int) -> bool:
+    """Whether segment ``i`` is an empty last one: what a writer that lost its
+    active segment's file leaves at its next offset (`mark_end`). Nothing in it
+    can be torn, and offsets below it were handed out: the gap before it stays."""
+    if i + 1 != len(bases):
+        return False
+    return os.stat(directory / segment_name(bases[i], ".log")).st_size == 0
 
 
 def _delete_segments_after(directory: Path, base: int) -> None:

@@ -27,10 +27,11 @@ of a ``.snapshot`` (txncheck.py).
 
 The time index (``.timeindex``) is only loaded and sanity-checked like that,
 not compared with the log's timestamps. `check(repair=True)` forgets the
-recovery points and the producer state snapshots, so opening the store
-validates everything, truncates at the first bad batch, rebuilds every index and
-replays every partition's producer state from its start (writing its
-``.txnindex`` files again).
+producer state snapshots and opens the store validating everything as if
+there were no recovery points (which still keep the offsets handed out: a gap
+below one is kept, the log goes on above it): it truncates at the first bad
+batch, rebuilds every index and replays every partition's producer state from
+its start (writing its ``.txnindex`` files again).
 
 While DATA is mounted, `check` also reports the partitions the mount holds
 offline after an I/O error (its root's ``user.logfs.failures``).
@@ -201,7 +202,9 @@ def check(
     """Problems found in a data directory (empty when it is consistent).
 
     With ``repair``, the store is reopened with every batch validated and
-    every index rebuilt, and the problems that remain are returned.
+    every index rebuilt, and the problems that remain are returned, less the
+    gaps it keeps (offsets handed out whose records are lost: `check` goes on
+    naming them).
     ``progress`` is told about each partition as it is checked, and opened
     by the repair.
     """
@@ -215,12 +218,19 @@ def check(
         # always re-validates what follows each recovery point, from the disk:
         # that recovers a partition a failed fsync took offline.
         if problems:
-            (path / RECOVERY_POINT_FILE).unlink(missing_ok=True)
+            # First an ordinary open: where segments went missing it leaves an empty
+            # segment at the highest offset handed out (core/log/loading.py), and
+            # advances the recovery point to it, before the snapshots go.
+            with Store(path):
+                pass
             for snapshot in path.glob("*-*/*.snapshot"):  # producer state: replayed
                 snapshot.unlink()
-        with Store(path, recover=False) as store:
+        # Every batch validated; the recovery points only keep offsets handed out.
+        with Store(path, recover=False, validate_all=bool(problems)) as store:
             store.recover(progress)
-        return _problems(path)
+        # The gaps it kept are lost records whose offsets are not given again: what
+        # `check` goes on reporting, but nothing a repair could do more about.
+        return [p for p in _problems(path) if not p.endswith(KEPT_GAP)]
     return problems
 
 
@@ -275,7 +285,7 @@ def _problems(path: Path, progress: Progress | None = None) -> list[str]:
             log_path = directory / segment_name(base, ".log")
             if not compact and not found:  # after a bad batch, its own problem says it
                 problems += _missing(log_path, next_offset, base)
-            first = base if next_offset is None else next_offset
+            first = base if next_offset is None else max(base, next_offset)  # past a gap
             walked = _walk_log(log_path, base, first, txns)
             if walked.problem:
                 problems.append(f"{log_path}: {walked.problem}")
@@ -285,12 +295,15 @@ def _problems(path: Path, progress: Progress | None = None) -> list[str]:
             problems += txns.segment_problems(log_path, base, walked.end_offset)
             size, count = size + log_path.stat().st_size, count + 1
         recovery_point = recovery_points.get((topic, partition), 0)
+        log_start = log_starts.get((topic, partition), 0)
         if next_offset is None:  # no segment: a writer starts again at the log start
-            next_offset = log_starts.get((topic, partition), 0)
-        if not found and next_offset < recovery_point:
+            next_offset = log_start
+        floor = max(recovery_point, log_start)  # handed out, as far as the checkpoints say
+        if not found and next_offset < floor:
             problems.append(
-                f"{name}: the log ends at offset {next_offset}, before its recovery point "
-                f"{recovery_point}: offsets that were on the disk are missing"
+                f"{name}: offsets {next_offset}..{floor - 1} are missing: the log ends at "
+                f"offset {next_offset}, before its recovery point {recovery_point} (or log "
+                f"start); the next open goes on at {floor}"
             )
         if progress is not None:
             seconds = time.monotonic() - started
@@ -300,11 +313,14 @@ def _problems(path: Path, progress: Progress | None = None) -> list[str]:
     return problems
 
 
+KEPT_GAP = "are missing before this segment"
+
+
 def _missing(log_path: Path, next_offset: int | None, base: int) -> list[str]:
     """A segment that begins after the one before it ended (not compacted: a hole)."""
     if next_offset is None or base <= next_offset:
         return []
-    return [f"{log_path}: offsets {next_offset}..{base - 1} are missing before this segment"]
+    return [f"{log_path}: offsets {next_offset}..{base - 1} {KEPT_GAP}"]
 
 
 def _walk_log(

@@ -270,7 +270,10 @@ class ReadAhead:
     def read(self, log: Log, position: int, size: int) -> bytes | memoryview:
         stream = self.source or log.stream
         total = stream.size()
-        if total is None or position >= total or size <= 0:
+        if total is None or size <= 0:
+            return b""
+        if position >= total:
+            stream.check_end()  # lost records at the end are not the end (EIO)
             return b""
         size = min(size, total - position)
         key = (log, log.log_start_offset, log.rewrites)  # positions move on both

@@ -18,7 +18,7 @@ from mount_helpers import LOGFS, Daemon, sh
 from waiting import wait_for
 
 from logfs.core.errors import PartitionLimitError
-from logfs.core.log import Limits, Store, deletion
+from logfs.core.log import Limits, Owner, Store, deletion
 from logfs.core.storage import DESCRIPTORS
 
 LONG = "t" * 240 + "-" + "x" * 8  # 249 characters, Kafka's longest topic name
@@ -155,6 +155,27 @@ def test_partition_limits_refuse_and_create_nothing(tmp_path, caplog):
         assert store.partitions("b") == [0, 1, 2]
         assert sorted(p.name for p in (tmp_path / "data").glob("b-*")) == ["b-0", "b-1", "b-2"]
     assert "refused: " in caplog.text
+
+
+def test_one_user_cannot_take_every_partition(tmp_path, caplog):
+    """logfs.max.partitions.per.user counts the partitions of the topics a user
+    owns, whatever face made them; root and topics that follow DATA are not counted."""
+    alice, bob = Owner(1000, 1000, 0o755), Owner(1001, 1001, 0o755)
+    with Store(tmp_path / "data", limits=Limits(max_partitions_per_user=5)) as store:
+        store.create_topic("a1", 3, owner=alice)
+        with pytest.raises(PartitionLimitError, match="logfs.max.partitions.per.user=5"):
+            store.create_topic("a2", 3, owner=alice)
+        assert "a2" not in store.topics() and not list((tmp_path / "data").glob("a2-*"))
+        store.create_topic("a2", 2, owner=alice)  # exactly the share
+        with pytest.raises(PartitionLimitError):
+            store.add_partitions("a2", 3)
+        store.create_topic("b", 5, owner=bob)  # another user's share is their own
+        store.create_topic("root", 20, owner=Owner(0, 0, 0o755))
+        store.create_topic("data", 20)  # follows DATA's owner
+        store.delete_topic("a1")  # a deleted topic gives its partitions back
+        store.add_partitions("a2", 5)
+        assert store.partitions("a2") == [0, 1, 2, 3, 4]
+    assert "refused: 3 more partitions for user 1000, who owns 3" in caplog.text
 
 
 def test_a_creation_that_fails_midway_leaves_nothing(tmp_path, monkeypatch):

@@ -88,3 +88,42 @@ def test_list_offsets_max_timestamp_over_the_listener(tmp_path):
         )  # fmt: skip
         [part] = call(served.address, LIST_OFFSETS, 7, body).topics[0].partitions
         assert (part.error_code, part.timestamp, part.offset) == (0, *expected)
+
+
+def test_a_read_committed_time_lookup_behind_an_aborted_batch_is_bounded(tmp_path, monkeypatch):
+    """An aborted batch stamped late, then records stamped early: a
+    ``read_committed`` lookup looks for the first shown record past it, but
+    passes over at most TIME_LOOKUP_BYTES of batches before it answers as
+    Kafka's broker does (the aborted record's offset: a reader from there skips
+    it), never walking the whole partition; past the LSO there is no answer."""
+    from txn_helpers import append_txn
+
+    from logfs.core.log import reads
+
+    with Store(tmp_path / "data") as store:
+        store.create_topic("t", 1, {"segment.bytes": str(64 << 20)})
+        log = store.log("t", 0)
+        aborted = append_txn(log, [b"aborted"], 9, 0, 0)
+        log.append_marker(9, 0, commit=False)
+        stamp = log.read(aborted).timestamp  # a producer's: now
+        for i in range(10):
+            log.append([b"early%d" % i], timestamp=1_000 + i)
+        assert log.offset_for_time(stamp) == aborted
+        assert log.offset_for_time(stamp, committed=True) is None  # nothing shown after it
+        value = b"e" * 4000
+        for i in range(800):  # 3.2 MB more, stamped early
+            log.append([value], timestamp=2_000 + i)
+        pulled = []
+        real = reads.LogReads.raw_batches
+
+        def counted(self, *args, **kwargs):
+            for item in real(self, *args, **kwargs):
+                pulled.append(item)
+                yield item
+
+        monkeypatch.setattr(reads.LogReads, "raw_batches", counted)
+        assert log.offset_for_time(stamp, committed=True) == aborted  # Kafka's answer
+        assert len(pulled) <= reads.TIME_LOOKUP_BYTES // len(value) + 20, len(pulled)
+        append_txn(log, [b"open"], 10, 0, 0)  # an open transaction: the LSO stays before it
+        late = log.read(log.next_offset - 1).timestamp
+        assert log.offset_for_time(late, committed=True) is None

@@ -16,8 +16,8 @@ def test_api_of_the_contract(tmp_path):
         assert (log.log_start_offset, log.next_offset) == (0, 2)
         log.flush()
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [
-        ".lock", "config", "log-start-offset-checkpoint", "orders-0", "orders-1", "orders-2",
-        "recovery-point-offset-checkpoint",
+        ".lock", "config", "log-start-offset-checkpoint", "logfs-reserve", "orders-0", "orders-1",
+        "orders-2", "recovery-point-offset-checkpoint",
     ]  # fmt: skip
     assert sorted(p.name for p in (tmp_path / "data" / "orders-0").iterdir()) == [
         "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
@@ -61,7 +61,8 @@ def test_topic_lifecycle(tmp_path):
         with pytest.raises(UnknownTopicError):
             store.log("my-topic.v1_x", 0)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".lock", "config", "log-start-offset-checkpoint", "recovery-point-offset-checkpoint",
+        ".lock", "config", "log-start-offset-checkpoint", "logfs-reserve",
+        "recovery-point-offset-checkpoint",
     ]  # fmt: skip
 
 
@@ -169,3 +170,39 @@ def test_append_to_topic_partitions_like_kafka(tmp_path):
         # successive unkeyed appends rotate over the partitions
         chosen = [store.append_to_topic("t", [b"x"])[0][0] for _ in range(3)]
         assert sorted(chosen) == [0, 1, 2]
+
+
+def test_a_full_disk_gives_the_reserve_back_for_a_settings_file(tmp_path, monkeypatch):
+    """The first write of a settings file finds the disk full: DATA's reserve is
+    given back and the write tried again; a checkpoint makes the reserve again."""
+    import errno as errnos
+
+    from logfs.core.log import topics
+    from logfs.core.storage.reserve import RESERVE_BYTES, RESERVE_FILE
+
+    reserve = tmp_path / RESERVE_FILE
+    with Store(tmp_path) as store:
+        assert reserve.stat().st_size == RESERVE_BYTES
+        store.create_topic("t")
+        real, calls = topics.replace_file, []
+
+        def full_once(path, text):
+            calls.append(path)
+            if len(calls) == 1:
+                raise OSError(errnos.ENOSPC, "No space left on device")
+            real(path, text)
+
+        monkeypatch.setattr(topics, "replace_file", full_once)
+        store.set_topic_config("t", {"retention.ms": "1000"})
+        assert len(calls) == 2 and not reserve.exists()
+        assert store.topic_overrides("t") == {"retention.ms": "1000"}
+
+        def always_full(path, text):
+            raise OSError(errnos.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(topics, "replace_file", always_full)
+        with pytest.raises(OSError):  # no reserve left to give: the error stands
+            store.set_topic_config("t", {"retention.ms": "2000"})
+        assert store.topic_overrides("t") == {"retention.ms": "1000"}
+        store.checkpoint()
+        assert reserve.stat().st_size == RESERVE_BYTES

@@ -26,7 +26,7 @@ from logfs import Store
 from logfs.core.errors import CorruptRecordError, OffsetOutOfRangeError
 from logfs.core.format.record import LOG_OVERHEAD, read_header
 from logfs.core.log.store import LOG_START_FILE, RECOVERY_POINT_FILE
-from logfs.core.tools.offline import check
+from logfs.core.tools.offline import KEPT_GAP, check
 
 CONFIG = {"segment.bytes": "1500", "index.interval.bytes": "200"}
 KINDS = (
@@ -142,12 +142,15 @@ def test_store_serves_what_is_valid_and_repair_fixes_it(tmp_path_factory, kind, 
                 continue
             assert value == values[offset]
         FIGURES["records_checked"] += len(values)
-    # 2. check says whether anything is left to repair; repair leaves a clean store
-    check(path, repair=True)
-    assert check(path) == []
+    # 2. check says whether anything is left to repair; repair leaves a clean store but for
+    # the gap it keeps where records were cut: their offsets are never given again
+    assert check(path, repair=True) == []
+    assert not [p for p in check(path) if not p.endswith(KEPT_GAP)]
     FIGURES["repairs"] += 1
     with Store(path, read_only=True) as store:
-        got = [r.value for r in store.log("t", 0).scan()]
+        log = store.log("t", 0)
+        got = [r.value for r in log.scan(end=len(expected))]
+        assert log.next_offset >= len(values)  # nothing handed out again
     assert got == expected
     FIGURES[kind] += 1
     FIGURES["corruptions_injected"] += 1
@@ -181,7 +184,8 @@ def test_check_cli_reports_and_repairs(tmp_path):
     assert "Traceback" not in found.stderr
     repaired = run("check", str(tmp_path), "--repair")
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
-    assert run("check", str(tmp_path)).returncode == 0
+    after = run("check", str(tmp_path))  # what is left: the range cut, never handed out again
+    assert KEPT_GAP in after.stdout + after.stderr and "crc" not in after.stdout + after.stderr
 
 
 @pytest.mark.mount
@@ -212,8 +216,9 @@ def test_corrupt_record_through_the_mount_is_eio_and_logged(tmp_path):
 def test_damage_below_the_recovery_point_leaves_no_hole(tmp_path):
     """Regression: a segment cut while loading (below the recovery point) kept
     the segments after it, so the offsets in between vanished and `check`
-    saw nothing wrong. Now the damage stays until `check --repair` cuts it:
-    reads of it fail, naming the partition and offset, and no offset is reused."""
+    saw nothing wrong. Now the damage stays until `check --repair` cuts it and
+    goes on past it: reads of it fail, naming the partition and offset, and no
+    offset is reused."""
     values = fill(tmp_path, 40)
     segments = sorted((tmp_path / "t-0").glob("*.log"))
     assert len(segments) >= 3
@@ -229,19 +234,21 @@ def test_damage_below_the_recovery_point_leaves_no_hole(tmp_path):
             list(log.scan())
     assert sorted((tmp_path / "t-0").glob("*.log")) == segments
     assert check(tmp_path) != []
-    check(tmp_path, repair=True)
+    assert check(tmp_path, repair=True) == []
     with Store(tmp_path) as store:
         log = store.log("t", 0)
-        assert log.next_offset == base
-        assert [r.value for r in log.scan()] == values[:base]
-    assert sorted((tmp_path / "t-0").glob("*.log")) == segments[:2]
-    assert check(tmp_path) == []
+        assert log.next_offset == len(values)  # cut at the damage, going on past it
+        assert [r.value for r in log.scan(end=base)] == values[:base]
+        assert log.append([b"after"]) == len(values)
+    assert sorted((tmp_path / "t-0").glob("*.log"))[:2] == segments[:2]
+    assert [p.endswith(KEPT_GAP) for p in check(tmp_path)] == [True]
 
 
 def test_segment_truncated_to_nothing_leaves_no_hole(tmp_path):
     """Regression (found by the long run): a segment cut to zero bytes needed
     no truncation, so the later segments were kept and offsets vanished. Now
-    its offsets are an error until `check --repair`, which cuts there."""
+    its offsets are an error until `check --repair`, which cuts there and goes
+    on past the offsets handed out."""
     fill(tmp_path, 40)
     segments = sorted((tmp_path / "t-0").glob("*.log"))
     os.truncate(segments[0], 0)
@@ -251,9 +258,9 @@ def test_segment_truncated_to_nothing_leaves_no_hole(tmp_path):
     ):
         store.log("t", 0).read(0)
     assert any("are missing" in problem for problem in check(tmp_path))
-    check(tmp_path, repair=True)
+    assert check(tmp_path, repair=True) == []
     with Store(tmp_path) as store:
         log = store.log("t", 0)
-        assert (log.log_start_offset, log.next_offset) == (0, 0)
-    assert sorted((tmp_path / "t-0").glob("*.log")) == segments[:1]
-    assert check(tmp_path) == []
+        assert (log.log_start_offset, log.next_offset) == (0, 100)  # no offset given again
+    assert sorted((tmp_path / "t-0").glob("*.log"))[0] == segments[0]
+    assert [p.endswith(KEPT_GAP) for p in check(tmp_path)] == [True]

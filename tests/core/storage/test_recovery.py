@@ -76,6 +76,10 @@ def test_garbage_anywhere_keeps_exactly_the_valid_prefix(tmp_path_factory, batch
 @settings(max_examples=20, deadline=None)
 @given(st.integers(5, 40), st.integers(1, 200), st.booleans())
 def test_torn_or_zero_filled_tail_is_cut(tmp_path_factory, batches, cut, zeros):
+    """A torn last batch is cut. A read-only reader sees the log end there; a writer
+    keeps the offsets handed out (the closed store's recovery point): the cut
+    records are a gap at the log's end that reads as damage, and appends go on
+    above it."""
     path = tmp_path_factory.mktemp("d")
     values = fill(path, batches)
     seg_path, seg_batches = layout(path / "t-0")[-1]
@@ -83,13 +87,25 @@ def test_torn_or_zero_filled_tail_is_cut(tmp_path_factory, batches, cut, zeros):
     last_pos, last_size, last_base, _ = seg_batches[-1]
     if zeros:
         seg_path.write_bytes(data + bytes(cut))  # preallocated / zero-filled tail
-        expected = values
+        kept = len(values)
     else:
-        keep = last_pos + max(0, last_size - cut)
-        seg_path.write_bytes(data[:keep])  # torn final write
-        expected = values if keep == len(data) else values[:last_base]
+        seg_path.write_bytes(data[: last_pos + max(0, last_size - cut)])  # torn final write
+        kept = last_base
+    with Store(path, read_only=True) as store:
+        log = store.log("t", 0)
+        assert [r.value for r in log.scan()] == values[:kept]
+        assert log.next_offset == kept
     with Store(path) as store:
-        assert [r.value for r in store.log("t", 0).scan()] == expected
+        log = store.log("t", 0)
+        assert log.next_offset == len(values)
+        assert [r.value for r in log.scan(0, kept)] == values[:kept]
+        for offset in range(kept, len(values)):
+            with pytest.raises(CorruptRecordError, match=f"t-0 at offset {offset}"):
+                log.read(offset)
+        if kept < len(values):
+            with pytest.raises(CorruptRecordError, match=f"t-0 at offset {kept}"):
+                list(log.scan())
+        assert log.append([b"after"]) == len(values)
 
 
 def test_corrupt_crc_is_detected_without_checkpoint_loss(tmp_path):
