@@ -34,7 +34,10 @@ FAST = (
 # A member: each record is processed (a line in its output file, flushed) and its
 # offset committed synchronously; assignments and revocations go to the same file.
 MEMBER = r"""
-import sys, time, confluent_kafka as ck
+import signal, sys, time, confluent_kafka as ck
+# SIGINT stops a member (`Members.stop`), even if started from a shell's background job,
+# which leaves SIGINT ignored in what it runs.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 bootstrap, group, out, topic, protocol, instance = sys.argv[1:7]
 conf = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "group.protocol": protocol}
