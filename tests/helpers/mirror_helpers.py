@@ -64,3 +64,28 @@ def kcat_values(cluster, topic: str, partition: int) -> list[bytes]:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
+
+
+def read_committed(config: dict, topic: str, partition: int) -> list[bytes]:
+    """Every value a ``read_committed`` confluent-kafka consumer (``config``: its
+    connection) reads from the start to the partition's end."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {**config, "group.id": "reader", "enable.auto.commit": False,
+         "isolation.level": "read_committed", "enable.partition.eof": True},
+    )  # fmt: skip
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        out, deadline = [], time.monotonic() + 60
+        while time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            if message.error():
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                return out
+            out.append(message.value())
+        raise AssertionError(f"{topic}-{partition} not read to its end")
+    finally:
+        consumer.close()

@@ -17,10 +17,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from kafka_helpers import mounted
-from mirror_helpers import PASSWORD, USER
+from mirror_helpers import PASSWORD, USER, read_committed
 from mount_helpers import LOGFS, Daemon, force_unmount, sh
 from prometheus_client.parser import text_string_to_metric_families
 from tcp_proxy import Proxy
@@ -103,28 +103,6 @@ def state_says(mnt: Path, topic: str, p: int, key: str, value) -> bool:
         return state(mnt, topic, p)[key] == value
     except FileNotFoundError:
         return False
-
-
-def read_committed(config: dict, topic: str, partition: int) -> list[bytes]:
-    """Every value a ``read_committed`` consumer of a group reads from the start."""
-    consumer = Consumer(
-        {**config, "group.id": "reader", "enable.auto.commit": False,
-         "isolation.level": "read_committed", "enable.partition.eof": True},
-    )  # fmt: skip
-    try:
-        consumer.assign([TopicPartition(topic, partition, 0)])
-        out, deadline = [], time.monotonic() + 60
-        while time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is None:
-                continue
-            if message.error():
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                return out
-            out.append(message.value())
-        raise AssertionError(f"{topic}-{partition} not read to its end")
-    finally:
-        consumer.close()
 
 
 def identical(leader, data: Path, topic: str, timeout: float = 60) -> None:

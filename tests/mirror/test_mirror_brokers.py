@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_front import (
     ADD_PARTITIONS,
@@ -26,6 +25,7 @@ from kafka_front import (
     Front,
 )
 from kafka_helpers import Served
+from mirror_helpers import read_committed
 from tcp_proxy import Proxy
 from waiting import wait_for
 
@@ -59,28 +59,6 @@ def fill(data, count: int, start: int) -> dict:
                     store.log(topic, p).append(batch[i : i + 50])
                 values[(topic, p)] = batch
     return values
-
-
-def read_committed(bootstrap: str, topic: str, partition: int) -> list[bytes]:
-    """Every value a ``read_committed`` confluent-kafka consumer reads from the start."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
-         "isolation.level": "read_committed", "enable.partition.eof": True},
-    )  # fmt: skip
-    try:
-        consumer.assign([TopicPartition(topic, partition, 0)])
-        out, deadline = [], time.monotonic() + 60
-        while time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is None:
-                continue
-            if message.error():
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                return out
-            out.append(message.value())
-        raise AssertionError(f"{topic}-{partition} not read to its end")
-    finally:
-        consumer.close()
 
 
 def test_the_mirror_out_ships_to_each_leader_exactly_once_while_leadership_moves(tmp_path, cluster):
@@ -124,8 +102,11 @@ def test_the_mirror_out_ships_to_each_leader_exactly_once_while_leadership_moves
     assert not runner.is_alive() and mirror.error is None
     assert len(moves) == 2 and all(isinstance(m, tuple) for m in moves)
     for tp, values in expected.items():  # once each, in order: read where it is stored
-        assert read_committed(served.bootstrap, *tp) == values, tp
-    assert read_committed(front.bootstrap, "orders", 1) == expected[("orders", 1)]
+        assert read_committed({"bootstrap.servers": served.bootstrap}, *tp) == values, tp
+    assert (
+        read_committed({"bootstrap.servers": front.bootstrap}, "orders", 1)
+        == expected[("orders", 1)]
+    )
     # Every broker led partitions and took their Produce; the coordinators' requests went to
     # the coordinators of their time, and the moves were met, refused, and routed anew.
     assert all(front.answered[(n, PRODUCE)] for n in NODES)
@@ -155,7 +136,10 @@ def test_a_single_listener_is_reached_over_the_bootstrap_connection_alone(tmp_pa
             assert mirror.target.routes.single
             assert mirror.target.routes.statistics()["connections"] == 0  # no broker's own
             assert mirror.forwarded == sum(len(v) for v in values.values())
-        assert read_committed(served.bootstrap, "metrics", 3) == values[("metrics", 3)]
+        assert (
+            read_committed({"bootstrap.servers": served.bootstrap}, "metrics", 3)
+            == values[("metrics", 3)]
+        )
 
 
 def create_topics(served) -> None:
@@ -261,7 +245,7 @@ def test_a_broker_whose_connections_drop_costs_rounds_never_records(tmp_path, cl
     assert mirror.error is None and len(cuts) == 2 and None not in cuts
     assert proxy.connections == 3  # broker 2 connected to again after each drop
     for tp, values in expected.items():
-        assert read_committed(served.bootstrap, *tp) == values, tp
+        assert read_committed({"bootstrap.servers": served.bootstrap}, *tp) == values, tp
 
 
 def test_list_offsets_and_fetch_go_once_to_each_leader_and_follow_a_move(cluster):
