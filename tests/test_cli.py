@@ -125,3 +125,22 @@ def test_a_list_of_servers_in_o_reads_as_written():
         "allow_other": "",
     }
     assert _key_values("a=1,,b=2") == {"a": "1", "b": "2"}
+
+
+def test_own_processes_start_without_kio_test_extras():
+    """kio imports hypothesis wherever it is installed (here: a test dependency) for test
+    strategies nothing in logfs uses; logfs's own processes skip it, other importers not."""
+
+    def imports(*args):
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", *args], capture_output=True, text=True
+        )
+        loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+        return proc, loaded
+
+    proc, loaded = imports("-m", "logfs.daemon")  # no arguments: every face loaded, then usage
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1].startswith("usage: python -m logfs.daemon")
+    assert "kio.index" in loaded and "hypothesis.core" not in loaded
+    _, loaded = imports("-c", "import logfs.daemon")  # a library user's process: untouched
+    assert "kio.index" in loaded and "hypothesis.core" in loaded

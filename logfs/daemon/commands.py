@@ -168,6 +168,9 @@ def _spawn(
 
 def daemon_main(argv: list[str]) -> int:
     """The daemon (``python -m logfs.daemon STATUS_FD DATA MNT OPTIONS_JSON``)."""
+    if len(argv) != 4:
+        print("usage: python -m logfs.daemon STATUS_FD DATA MNT OPTIONS_JSON", file=sys.stderr)
+        return 2
     status_fd, data, mountpoint, options = int(argv[0]), argv[1], argv[2], json.loads(argv[3])
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     logging.basicConfig(
