@@ -205,7 +205,13 @@ def flush_messages_reached(config: TopicConfig, *, unflushed: int) -> bool:
 
     The append path checks it after every append (a write() that reaches it
     returns once its records are durable); `flush_due` includes it."""
-    return unflushed >= config.flush_messages
+    return unflushed >= flush_messages_limit(config)
+
+
+def flush_messages_limit(config: TopicConfig) -> int:
+    """The unflushed count at which `flush_messages_reached` holds (the
+    one-line fast path keeps it per config instead of asking per line)."""
+    return config.flush_messages
 
 
 def flush_due(config: TopicConfig, *, unflushed: int, last_flush_ms: int, now_ms: int) -> bool:

@@ -239,6 +239,44 @@ print(n)
 """
 
 
+def test_one_line_writes_in_turn_through_handles_of_two_topics(tmp_path):
+    """The one-line path follows each write()'s handle: lines written in turn
+    through two topics' files land in each; a topic with flush.messages=3 sends
+    the lines that reach it pyfuse3's way (their write() waits for the fsync);
+    once one topic is deleted its handle answers ESTALE while the other's
+    lines are still taken."""
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    log = tmp_path / "daemon.log"
+    with Daemon(data, mnt, "debug", log=log):
+        (mnt / "a").mkdir()
+        (mnt / "b").mkdir()
+        (mnt / "b" / "config").write_text("flush.messages=3\n")
+        fa = os.open(mnt / "a" / "0" / "append", os.O_WRONLY)
+        fb = os.open(mnt / "b" / "0" / "append", os.O_WRONLY)
+        before = len(log.read_text(errors="replace"))
+        for i in range(30):
+            os.write(fa, b"a %d\n" % i)
+            os.write(fb, b"b %d\n" % i)
+        declined = log.read_text(errors="replace")[before:].count("opcode: WRITE ")
+        assert 1 <= declined <= 10  # at most b's every third line (the flusher may sync first)
+        expected = b"".join(b"a %d\n" % i for i in range(30))
+        assert (mnt / "a" / "0" / "stream").read_bytes() == expected
+        os.rmdir(mnt / "a")
+        with pytest.raises(OSError) as stale:
+            os.write(fa, b"after\n")
+        assert stale.value.errno == errno.ESTALE
+        before = len(log.read_text(errors="replace"))
+        os.write(fb, b"b 30\n")
+        assert "opcode: WRITE " not in log.read_text(errors="replace")[before:]
+        with pytest.raises(OSError) as stale:
+            os.close(fa)
+        assert stale.value.errno == errno.ESTALE
+        os.close(fb)
+        expected = b"".join(b"b %d\n" % i for i in range(31))
+        assert (mnt / "b" / "0" / "stream").read_bytes() == expected
+
+
 def test_a_stream_of_one_line_writes_leaves_room_for_the_rest(tmp_path):
     """One-line write()s that follow each other closely are taken one after the
     other before pyfuse3's loop (_fuseinit.c), a bounded number in a row: while

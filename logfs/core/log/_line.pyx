@@ -19,7 +19,8 @@ the mount can answer the writer between them (mount/fuse/_lines.pyx):
    Nothing may touch the log between the two steps.
 
 `write` declines (None, nothing written) whenever the general path has more
-to decide: a roll due, a compacted or compressed topic, an offline or
+to decide: a roll due, a compacted or compressed topic, a record that would
+reach flush.messages (its write() waits for the fsync), an offline or
 read-only log, live keys kept, a record near the size limit, a transaction
 open in the partition (the record's stream bytes wait for the last stable offset). A failed write
 fails as in `Log.append` (`Failure.write_failed`).
@@ -41,7 +42,7 @@ from ..storage.books cimport SegmentTail
 
 from crc32c import crc32c
 
-from ..config import now_ms
+from ..config import flush_messages_limit, now_ms
 from ..format import compression, record
 from ..format.batching import max_record_bytes
 
@@ -96,15 +97,38 @@ cdef class LineWriter:
     """The one-line fast path of one partition (`Log.write_line`)."""
 
     cdef object state
+    # What the topic's config decides for every line, worked out once per
+    # config (a `TopicConfig` is immutable: a change replaces it).
+    cdef object config  # the config they were worked out for
+    cdef bint declines  # compacted or compressed: the general path
+    cdef Py_ssize_t max_length  # the longest value taken
+    cdef int64_t max_message  # max.message.bytes
+    cdef int64_t flush_at  # unflushed records at which flush.messages is reached
+    cdef int attributes  # the batch's timestamp type
 
     def __init__(self, state):
         self.state = state
+
+    cdef int learn(self, config) except -1:
+        """The config's part of the checks, for every line until it changes."""
+        self.declines = (
+            "compact" in config.cleanup_policy or BY_NAME[config.compression_type] != NONE
+        )
+        self.max_length = min(MAX_VALUE, max_record_bytes(config) - 1)
+        self.max_message = config.max_message_bytes
+        self.flush_at = flush_messages_limit(config)
+        self.attributes = (
+            LOG_APPEND_TIME_BIT if config.message_timestamp_type == "LogAppendTime" else 0
+        )
+        self.config = config
+        return 0
 
     def write(self, bytes data, Py_ssize_t length):
         """Write a record holding ``data[:length]`` (no key, no headers, the
         time now) to the active segment if the fast path applies: a
         `LineWrite` to finish before anything else touches the log, else None
-        and nothing written.
+        and nothing written. A record that would reach flush.messages is
+        declined too: its write() must wait for the fsync (the general path).
 
         Raises:
             OSError: writing failed, as in `Log.append` (the partition goes
@@ -112,16 +136,19 @@ cdef class LineWriter:
         """
         state = self.state
         config = state.config
+        if config is not self.config:
+            self.learn(config)
+        unflushed = state.unflushed
+        cdef int64_t pending = unflushed.messages
         if (
-            not state.writable
+            self.declines
+            or length > self.max_length
+            or pending + 1 >= self.flush_at
+            or not state.writable
             or state.follows is not None
             or state.failure.reason is not None
-            or "compact" in config.cleanup_policy
-            or not state.keys.quiet
             or state.held_from >= 0
-            or length > MAX_VALUE
-            or length >= max_record_bytes(config)
-            or BY_NAME[config.compression_type] != NONE
+            or not state.keys.quiet
         ):
             return None
         # The record: its length, four one-byte fields, the value's length, the
@@ -135,7 +162,7 @@ cdef class LineWriter:
         head[at + 3] = 1  # key length -1
         cdef Py_ssize_t head_size = put_varint(head, at + 4, length)
         cdef Py_ssize_t size = head_size + length + 1
-        if size > config.max_message_bytes:
+        if size > self.max_message:
             return None
         segment = state.active_segment
         cdef SegmentTail tail = segment.tail
@@ -144,14 +171,11 @@ cdef class LineWriter:
         cdef int64_t now = wall_ms() if clock is now_ms else clock()
         if tail.should_roll_before(size, now, first, now):
             return None  # a roll is due: the general path does it
-        cdef int attributes = (
-            LOG_APPEND_TIME_BIT if config.message_timestamp_type == "LogAppendTime" else 0
-        )
         put_be(head, H.base_offset, first, 8)
         put_be(head, H.batch_length, size - H.log_overhead, 4)
         put_be(head, H.partition_leader_epoch, 0xFFFFFFFF, 4)  # -1
         head[H.magic] = MAGIC
-        put_be(head, H.attributes, attributes, 2)
+        put_be(head, H.attributes, self.attributes, 2)
         put_be(head, H.last_offset_delta, 0, 4)
         put_be(head, H.base_timestamp, now, 8)
         put_be(head, H.max_timestamp, now, 8)
@@ -178,7 +202,7 @@ cdef class LineWriter:
             state.failure.write_failed(e, state.recovery_point)
             raise
         cdef LineWrite done = LineWrite.__new__(LineWrite)
-        done.state, done.segment, done.unflushed, done.tail = state, segment, state.unflushed, tail
+        done.state, done.segment, done.unflushed, done.tail = state, segment, unflushed, tail
         done.first, done.now = first, now
         done.size, done.stream_bytes = size, length + 1
         return done

@@ -75,6 +75,10 @@ class Log:
         self._reads = LogReads(state)
         self._appends = LogAppends(state)
         self._lines = LineWriter(state)
+        # The one-line fast path's write, `LineWriter.write(data, length)`, bound here so that
+        # the mount calls it per line without a frame of Log's: a `LineWrite` to finish before
+        # anything else touches the log, or None.
+        self.write_line = self._lines.write
         self._flushing = LogFlushing(state)
         self._txn = LogTransactions(state, self._appends)
         self._following = LogFollowing(state, self._appends, self._txn)
@@ -314,11 +318,6 @@ class Log:
         if transactional or idempotent(batches):
             return self._txn.append_batches(batches, transactional=transactional)
         return self._appends.append_batches(batches, buffer)
-
-    def write_line(self, data: bytes, length: int):
-        """The one-line fast path's write (`LineWriter.write`): a `LineWrite`
-        to finish before anything else touches the log, or None."""
-        return self._lines.write(data, length)
 
     def append_line(self, value: bytes) -> int | None:
         """`write_line` of ``value`` and its books at once: its offset, or None

@@ -14,7 +14,7 @@ next request: nothing sees the log in between, and the writer runs meanwhile.
 Everything else is left to pyfuse3 (`NOT_TAKEN`): another file, a deleted
 topic's file, a recovering store, a line the fast path declines, or one
 whose partition's ``flush.messages`` would make the write() wait for an
-fsync.
+fsync (the fast path declines it).
 """
 
 import logging
@@ -40,6 +40,11 @@ cdef class LineWrites:
     cdef object metrics  # the daemon's (`Operations.metrics`), or None
     cdef double started  # when `take` began, for the metrics
     cdef Py_ssize_t size  # the bytes `take` wrote
+    # The last append file taken from and the topic life it was opened in (fixed
+    # for the handle's life): a writer's lines come from one handle, so its life
+    # is looked up once, while `deleted` is read at every line.
+    cdef object last_file
+    cdef object last_life
 
     def __init__(self, ops):
         self.ops = ops
@@ -52,13 +57,17 @@ cdef class LineWrites:
         if self.metrics is not None:
             self.started = perf_counter()
         file = self.files.get(fh)
-        if type(file) is not AppendFile:
-            return NOT_TAKEN
-        if not self.ready:
-            self.ready = self.ops.ready.is_set()  # recovery done: for good
-            if not self.ready:
+        if file is None or file is not self.last_file:
+            if type(file) is not AppendFile:
                 return NOT_TAKEN
-        if self.ops.topic_deleted(fh):
+            if not self.ready:
+                self.ready = self.ops.ready.is_set()  # recovery done: for good
+                if not self.ready:
+                    return NOT_TAKEN
+            self.last_life = self.ops.life_of(fh)
+            self.last_file = file
+        life = self.last_life
+        if life is not None and life.deleted:
             return NOT_TAKEN  # the write answers ESTALE
         framer = file.framer
         partition = file.partition
@@ -72,7 +81,7 @@ cdef class LineWrites:
         ):
             return NOT_TAKEN
         log = self.logs.get((file.topic, partition))
-        if log is None or log.flush_messages_reached(1):
+        if log is None:
             return NOT_TAKEN
         try:
             written = log.write_line(data, len(data) - 1)

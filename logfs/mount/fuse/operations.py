@@ -94,8 +94,7 @@ class Operations(pyfuse3.Operations):
         # The topic life each open file was opened in, and whether it was opened
         # for writing: a deleted topic's descriptors never reach a new one.
         self._opened: dict[int, tuple[TopicLife | None, bool]] = {}
-        # Open directories: the node and its names, listed once at the first readdir
-        # so every later chunk of the listing costs only its own entries.
+        # Open directories: node and names, listed at the first readdir (chunks cost theirs).
         self._listings: dict[int, tuple[int, list[str] | None]] = {}
 
     def kind_of(self, name: str, args: tuple) -> str:
@@ -300,10 +299,13 @@ class Operations(pyfuse3.Operations):
             raise fail(errno.EBADF)
         return file
 
+    def life_of(self, fh: int) -> TopicLife | None:
+        """The topic life ``fh`` was opened in, for good (None outside a topic)."""
+        return self._opened.get(fh, (None, False))[0]
+
     def topic_deleted(self, fh: int) -> bool:
         """Whether ``fh``'s topic was deleted since it was opened."""
-        life, _ = self._opened.get(fh, (None, False))
-        return life is not None and life.deleted
+        return getattr(self.life_of(fh), "deleted", False)
 
     @fuse_errors
     async def read(self, fh, off, size):
@@ -326,10 +328,9 @@ class Operations(pyfuse3.Operations):
 
     @fuse_errors
     async def flush(self, fh):
-        """close(): what the open file holds takes effect (an append file's
-        partial line becomes a record); errors reach close(). A deleted
-        topic's file opened for writing answers ESTALE: nothing it held
-        was appended."""
+        """close(): what the open file holds takes effect (an append file's partial
+        line becomes a record); errors reach close(). A deleted topic's file opened
+        for writing answers ESTALE: nothing it held was appended."""
         file = self._file(fh)
         if self.topic_deleted(fh):
             if self._opened[fh][1]:
@@ -354,8 +355,7 @@ class Operations(pyfuse3.Operations):
 
     @fuse_errors
     async def fsync(self, fh, datasync):
-        """fsync on an append file returns once its partition(s) are durable;
-        ESTALE once its topic was deleted."""
+        """An append file's partition(s) made durable; ESTALE once its topic was deleted."""
         file = self._file(fh)
         if self.topic_deleted(fh):
             raise fail(errno.ESTALE)

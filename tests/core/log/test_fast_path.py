@@ -104,3 +104,29 @@ def test_fast_path_declines_what_it_cannot_do(tmp_path):
     assert keyed.append_line(b"no key") is None
     log.close()
     keyed.close()
+
+
+def test_fast_path_follows_each_config_change(tmp_path):
+    """What the config decides is worked out once per config: each change counts at once."""
+    log = Log(tmp_path / "t-0", "t", 0, TopicConfig())
+    assert log.append_line(b"a" * 500) == 0
+    log.set_config(TopicConfig.from_properties({"max.message.bytes": "300"}))
+    assert log.append_line(b"a" * 500) is None
+    assert log.append_line(b"short") == 1
+    log.set_config(TopicConfig.from_properties({"compression.type": "gzip"}))
+    assert log.append_line(b"short") is None
+    log.set_config(TopicConfig.from_properties({"flush.messages": "4"}))
+    assert log.unflushed_messages == 2
+    assert log.append_line(b"third") == 2
+    assert log.append_line(b"fourth") is None  # its write() would wait for the fsync
+    log.flush()
+    assert log.append_line(b"fourth") == 3
+    log.set_config(TopicConfig.from_properties({"message.timestamp.type": "LogAppendTime"}))
+    assert log.append_line(b"fifth") == 4
+    log.flush()
+    records = MemoryRecords((tmp_path / "t-0" / "00000000000000000000.log").read_bytes())
+    timestamp_types = []
+    while records.has_next():
+        timestamp_types.append(records.next_batch().timestamp_type)
+    assert timestamp_types == [0, 0, 0, 0, 1]
+    log.close()
