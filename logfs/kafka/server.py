@@ -22,9 +22,7 @@ SASL_SSL listeners): a connection's TLS handshake must end within
 
 from __future__ import annotations
 
-import errno
 import logging
-import os
 import socket
 import ssl
 import time
@@ -32,7 +30,7 @@ import time
 import numpy
 import trio
 
-from . import budgets, peers, protocol, sasl, tls
+from . import budgets, peers, protocol, sasl, sending, tls
 from .access import Client, identity_of
 from .broker import Broker
 from .protocol import (
@@ -366,30 +364,11 @@ class Connection:
         return view.toreadonly()
 
     async def _send(self, parts: list[bytes | Region]) -> None:
+        if self.secure is None:
+            await sending.send_parts(self.socket, parts)  # regions by sendfile
+            return
         for part in parts:
-            if isinstance(part, Region) and self.secure is not None:
+            if isinstance(part, Region):
                 await tls.send_region(self.secure, part)  # no sendfile through TLS
-            elif isinstance(part, Region):
-                await self._sendfile(part)
             elif part:
                 await self.stream.send_all(part)
-
-    async def _sendfile(self, region: Region) -> None:
-        """The region's bytes from the page cache to the socket, never through Python."""
-        sock = self.socket
-        position, left = region.position, region.size
-        while left:
-            try:
-                sent = os.sendfile(sock.fileno(), region.fd, position, left)
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(sock)
-                continue
-            except OSError as e:
-                if e.errno in (errno.EPIPE, errno.ECONNRESET):
-                    raise trio.BrokenResourceError from e
-                raise
-            if sent == 0:  # the file shrank under us (retention): the frame cannot be finished
-                raise trio.BrokenResourceError("the segment file ended early")
-            position += sent
-            left -= sent
-            await trio.lowlevel.checkpoint()
