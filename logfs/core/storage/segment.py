@@ -268,13 +268,15 @@ class LogSegment(Opening):
     def holding(self, offset: int) -> tuple[int, int]:
         """(position, size) of the batch holding ``offset`` (the first whose last
         offset is >= it), or (the log's end, 0) when no batch does. One header
-        read when the index entry before ``offset`` points at that batch (every
-        batch past ``index.interval.bytes`` does); else `_position_of`'s walk."""
-        position, end = self.offset_index.lookup(offset).position, self.size
-        if end - position >= HEADER_SIZE:
-            header = self._header_at(position)
-            if header.last_offset >= offset and position + header.size <= end:
-                return position, header.size
+        read when an index entry points at that batch (entries are batches' last
+        offsets, as Kafka's: the first entry at or past ``offset``), as every
+        batch past ``index.interval.bytes`` has; else `_position_of`'s walk."""
+        end, entry = self.size, self.offset_index.first_at_least(offset)
+        if entry is not None and end - entry.position >= HEADER_SIZE:
+            header = self._header_at(entry.position)
+            fits = entry.position + header.size <= end
+            if header.base_offset <= offset <= header.last_offset and fits:
+                return entry.position, header.size
         position = self._position_of(offset)[0]
         return position, self._header_at(position).size if end - position >= HEADER_SIZE else 0
 
