@@ -9,6 +9,12 @@ takes them. The task waits only when the socket's buffer is full (trio sets
 unsent), and yields to the scheduler once per response besides, so one
 connection streaming large responses still lets the others run.
 
+A request's bytes are read the same way (`receive_into`): when they are
+waiting, one ``readv`` with no pass through the scheduler (trio's own
+``recv_into`` makes one after every read); the task waits, and so yields, only
+when the socket is empty, and a timeout around it still ends it (a cancelled
+scope is checked before each read).
+
 The record bytes never enter Python. A segment file that ends before its
 region does (retention removed it while the frame was being sent) breaks the
 connection: the frame cannot be finished.
@@ -59,3 +65,18 @@ async def _call(sock: trio.socket.SocketType, call, *args) -> int:
             if e.errno in (errno.EPIPE, errno.ECONNRESET):
                 raise trio.BrokenResourceError(str(e)) from e
             raise
+
+
+async def receive_into(sock: trio.socket.SocketType, view: memoryview) -> int:
+    """Receive into ``view`` what the socket holds, waiting for a byte if it
+    holds none; the count (0: the peer closed the connection).
+
+    Raises:
+        ConnectionError: the peer reset the connection.
+    """
+    while True:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            return os.readv(sock.fileno(), [view])
+        except BlockingIOError:
+            await trio.lowlevel.wait_readable(sock)

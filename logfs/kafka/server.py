@@ -309,6 +309,8 @@ class Connection:
                 await self._send(protocol.encode_response(request, reply))
             finally:
                 reply.close()
+        else:  # a request read without waiting yields here, as an answer's sending does
+            await trio.lowlevel.checkpoint()
         if broker.metrics is not None:  # Kafka's TotalTimeMs: read to answer sent
             # kio's class names are Kafka's; a body-less request here is an
             # ApiVersions of a version not served (answered with its error).
@@ -355,7 +357,7 @@ class Connection:
                 count = len(chunk)
                 view[got : got + count] = chunk
             else:
-                count = await self.socket.recv_into(view[got:])
+                count = await sending.receive_into(self.socket, view[got:])
             if not count:
                 if first and not got:
                     return None
