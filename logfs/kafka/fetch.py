@@ -7,7 +7,9 @@ ReplicaManager does (KIP-74): only the first partition with data gets at
 least one whole batch, so a batch larger than the limits still gets through;
 a later partition's last batch may be partial, which Kafka's clients drop.
 The record bytes never enter Python: the response carries a file region per
-partition and the connection sends it with ``sendfile`` (server.py).
+partition and the connection sends it with ``sendfile`` (sending.py); the
+frame around them is written field by field for versions 4 to 12 (fetchwire.py),
+by kio's writer otherwise.
 
 Long poll: while fewer than ``min_bytes`` are ready and ``max_wait_ms`` has
 not passed, the request waits for an append (through this listener or, polled

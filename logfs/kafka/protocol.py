@@ -12,7 +12,8 @@ which is answered in version 0's layout so that the client can retry).
 
 Records in a Fetch response are not serialized here: `encode_response`
 writes a marker where a partition's records go and `Reply.parts` splits the
-frame there, so the server sends those bytes from the segment file. Records
+frame there, so the server sends those bytes from the segment file (the served
+Fetch versions write their frames themselves: fetchwire.py). Records
 in a Produce request are not copied either: `read_request` reads them as
 views of the frame (writable when the frame's buffer is), so the log checks
 and appends them where they arrived.
