@@ -7,7 +7,9 @@ ReplicaManager does (KIP-74): only the first partition with data gets at
 least one whole batch, so a batch larger than the limits still gets through;
 a later partition's last batch may be partial, which Kafka's clients drop.
 The record bytes never enter Python: the response carries a file region per
-partition and the connection sends it with ``sendfile`` (server.py).
+partition and the connection sends it with ``sendfile`` (sending.py); the
+frame around them is written field by field for versions 4 to 12 (fetchwire.py),
+by kio's writer otherwise.
 
 Long poll: while fewer than ``min_bytes`` are ready and ``max_wait_ms`` has
 not passed, the request waits for an append (through this listener or, polled
@@ -26,6 +28,7 @@ import os
 import trio
 
 from ..core.errors import LogfsError
+from . import fetchwire
 from .access import READ, require
 from .codes import NO_THROTTLE, error_code
 from .protocol import FETCH, ErrorCode, Region, Reply, make, schema
@@ -80,6 +83,7 @@ async def fetch(broker, request, advertised):
         with trio.move_on_after(min(POLL_SECONDS, deadline - trio.current_time())):
             await broker.appended.wait()
     reply = Reply(None)
+    fast = fetchwire.FIRST <= request.version <= fetchwire.LAST
     topics = []
     offsets = {(t.topic, p.partition): p.fetch_offset for t in body.topics for p in t.partitions}
     for name, parts in found:
@@ -87,36 +91,57 @@ async def fetch(broker, request, advertised):
         for index, code, log, region in parts:
             if region is not None:
                 # The segment may be closed by retention while the frame is sent.
-                region = region._replace(fd=os.dup(region.fd))
+                region = reply.keep(region._replace(fd=os.dup(region.fd)))
                 if broker.metrics is not None:
                     broker.metrics.fetched(name, region.size)
             end = log.next_offset if log is not None else -1
             stable = log.last_stable_offset if log is not None else -1
+            start = log.log_start_offset if log is not None else -1
             aborted = None
             if committed and log is not None:
-                aborted = tuple(
-                    make(m.AbortedTransaction, producer_id=pid, first_offset=first)
+                aborted = [
+                    (pid, first)
                     for pid, first, *_ in log.aborted_transactions(offsets[(name, index)], stable)
-                )
+                ]
             partitions.append(
-                make(
-                    m.PartitionData,
-                    partition_index=index,
-                    error_code=code,
-                    high_watermark=end,
-                    last_stable_offset=stable,
-                    log_start_offset=log.log_start_offset if log is not None else -1,
-                    aborted_transactions=aborted,
-                    preferred_read_replica=-1,
-                    records=reply.records(region),
-                )
+                fetchwire.Partition(index, code.value, end, stable, start, aborted, region)
             )
-        topics.append(make(m.FetchableTopicResponse, topic=name, partitions=tuple(partitions)))
-    reply.body = make(
+        topics.append((name, partitions))
+    if fast:
+        reply.parts = fetchwire.encode(request.version, request.correlation_id, topics)
+    else:
+        reply.body = _kio_body(m, reply, topics)
+    return reply
+
+
+def _kio_body(m, reply: Reply, topics: list):
+    """The response as kio's message, for the versions fetchwire.py does not write."""
+    responses = []
+    for name, partitions in topics:
+        data = tuple(
+            make(
+                m.PartitionData,
+                partition_index=p.index,
+                error_code=ErrorCode(p.error_code),
+                high_watermark=p.high_watermark,
+                last_stable_offset=p.last_stable_offset,
+                log_start_offset=p.log_start_offset,
+                aborted_transactions=None
+                if p.aborted is None
+                else tuple(
+                    make(m.AbortedTransaction, producer_id=pid, first_offset=first)
+                    for pid, first in p.aborted
+                ),
+                preferred_read_replica=-1,
+                records=reply.records(p.region),
+            )
+            for p in partitions
+        )
+        responses.append(make(m.FetchableTopicResponse, topic=name, partitions=data))
+    return make(
         m.FetchResponse,
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         session_id=0,
-        responses=tuple(topics),
+        responses=tuple(responses),
     )
-    return reply

@@ -12,7 +12,8 @@ which is answered in version 0's layout so that the client can retry).
 
 Records in a Fetch response are not serialized here: `encode_response`
 writes a marker where a partition's records go and `Reply.parts` splits the
-frame there, so the server sends those bytes from the segment file. Records
+frame there, so the server sends those bytes from the segment file (the served
+Fetch versions write their frames themselves: fetchwire.py). Records
 in a Produce request are not copied either: `read_request` reads them as
 views of the frame (writable when the frame's buffer is), so the log checks
 and appends them where they arrived.
@@ -280,6 +281,13 @@ class Reply:
     def __init__(self, body: Any) -> None:
         self.body = body
         self.regions: dict[bytes, Region] = {}
+        self.parts: list[bytes | Region] | None = None  # the frame, when written by its handler
+        self._kept: list[Region] = []
+
+    def keep(self, region: Region) -> Region:
+        """``region``, its fd closed with the reply's (see `close`)."""
+        self._kept.append(region)
+        return region
 
     def records(self, region: Region | None) -> bytes:
         """What to put in a partition's ``records``: a marker standing for
@@ -287,17 +295,20 @@ class Reply:
         if region is None or region.size == 0:
             return b""
         marker = os.urandom(MARKER_SIZE)
-        self.regions[marker] = region
+        self.regions[marker] = region  # a kept region: closed by `close` (`keep`)
         return marker
 
     def close(self) -> None:
-        for region in self.regions.values():
+        for region in self._kept:
             os.close(region.fd)
+        self._kept.clear()
         self.regions.clear()
 
 
 def encode_response(request: Request, reply: Reply) -> list[bytes | Region]:
     """The response frame as parts: bytes, and file regions where records go."""
+    if reply.parts is not None:
+        return reply.parts
     cls = type(reply.body)
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")

@@ -22,7 +22,6 @@ SASL_SSL listeners): a connection's TLS handshake must end within
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import socket
@@ -32,7 +31,7 @@ import time
 import numpy
 import trio
 
-from . import budgets, peers, protocol, sasl, tls
+from . import budgets, peers, protocol, sasl, sending, tls
 from .access import Client, identity_of
 from .broker import Broker
 from .protocol import (
@@ -236,9 +235,9 @@ class Connection:
             try:
                 # The frame's time starts at its first byte, less the wait for the budget.
                 deadline = started + self.listener.request_timeout
-                with trio.move_on_at(deadline + trio.current_time() - waiting) as scope:
-                    self.frame = await self._receive(size)
-                if scope.cancelled_caught or self.frame is None:
+                view, got = self._ready(size)
+                self.frame = await self._rest(view, got, deadline + trio.current_time() - waiting)
+                if self.frame is None:
                     raise BadRequest(
                         f"a request of {size} bytes did not arrive within "
                         f"{self.listener.request_timeout:g} s"
@@ -260,21 +259,22 @@ class Connection:
         Raises:
             BadRequest: the size field was begun and not finished in time.
         """
-        with trio.move_on_after(self.listener.idle_timeout) as idle:
-            first = await self._receive(1, first=True)
-        if idle.cancelled_caught:
-            self.listener.closed_idle += 1
-            return None
-        if first is None:
-            return None
+        view, got = self._ready(4)
+        if not got:
+            with trio.move_on_after(self.listener.idle_timeout) as idle:
+                got = await self._receive(1, first=True, into=view[:1]) is not None
+            if idle.cancelled_caught:
+                self.listener.closed_idle += 1
+                return None
+            if not got:
+                return None
         started = trio.current_time()
-        with trio.move_on_at(started + self.listener.request_timeout) as scope:
-            rest = await self._receive(3)
-        if scope.cancelled_caught:
+        head = await self._rest(view, got, started + self.listener.request_timeout)
+        if head is None:
             raise BadRequest(
                 f"a request's size field did not arrive within {self.listener.request_timeout:g} s"
             )
-        return protocol.frame_size(bytes(first) + bytes(rest)), started
+        return protocol.frame_size(bytes(head)), started
 
     async def _answer(self) -> None:
         """Answer the request in ``self.frame``. Its bytes go back to the budget
@@ -311,6 +311,8 @@ class Connection:
                 await self._send(protocol.encode_response(request, reply))
             finally:
                 reply.close()
+        else:  # a request read without waiting yields here, as an answer's sending does
+            await trio.lowlevel.checkpoint()
         if broker.metrics is not None:  # Kafka's TotalTimeMs: read to answer sent
             # kio's class names are Kafka's; a body-less request here is an
             # ApiVersions of a version not served (answered with its error).
@@ -345,11 +347,33 @@ class Connection:
         self.who = identity_of(True, self.user, None)
         logger.info("Kafka client authenticated as %s", self.user)
 
-    async def _receive(self, n: int, first: bool = False) -> memoryview | None:
-        """``n`` bytes, received straight into their buffer; None at a clean end
-        of the stream before the first."""
-        data = numpy.empty(n, numpy.uint8)  # not zero-filled: every byte is received into it
-        view, got = memoryview(data), 0
+    def _ready(self, n: int) -> tuple[memoryview, int]:
+        """A buffer for ``n`` bytes, and how many the socket held (0 too at the
+        stream's end: `_receive` tells), with no wait nor timeout scope: most
+        requests are there whole once their size field is."""
+        view = memoryview(numpy.empty(n, numpy.uint8))  # not zero-filled: received into
+        if self.secure is not None:
+            return view, 0
+        try:
+            return view, os.readv(self.socket.fileno(), [view])
+        except BlockingIOError:
+            return view, 0
+
+    async def _rest(self, view: memoryview, got: int, deadline: float) -> memoryview | None:
+        """``view`` once its bytes from ``got`` on are received (a timeout scope
+        only if some are missing); None if they did not arrive by ``deadline``."""
+        if got == len(view):
+            return view.toreadonly()
+        with trio.move_on_at(deadline):
+            return await self._receive(len(view), into=view, got=got)
+        return None
+
+    async def _receive(
+        self, n: int, first: bool = False, into: memoryview | None = None, got: int = 0
+    ) -> memoryview | None:
+        """``n`` bytes received straight into their buffer (``into``: its first
+        ``got`` are); None at a clean end of the stream before the first."""
+        view = memoryview(numpy.empty(n, numpy.uint8)) if into is None else into
         while got < n:
             if self.secure is not None:
                 # Bounded: the TLS layer allocates what is asked for, per read.
@@ -357,7 +381,7 @@ class Connection:
                 count = len(chunk)
                 view[got : got + count] = chunk
             else:
-                count = await self.socket.recv_into(view[got:])
+                count = await sending.receive_into(self.socket, view[got:])
             if not count:
                 if first and not got:
                     return None
@@ -366,30 +390,11 @@ class Connection:
         return view.toreadonly()
 
     async def _send(self, parts: list[bytes | Region]) -> None:
+        if self.secure is None:
+            await sending.send_parts(self.socket, parts)  # regions by sendfile
+            return
         for part in parts:
-            if isinstance(part, Region) and self.secure is not None:
+            if isinstance(part, Region):
                 await tls.send_region(self.secure, part)  # no sendfile through TLS
-            elif isinstance(part, Region):
-                await self._sendfile(part)
             elif part:
                 await self.stream.send_all(part)
-
-    async def _sendfile(self, region: Region) -> None:
-        """The region's bytes from the page cache to the socket, never through Python."""
-        sock = self.socket
-        position, left = region.position, region.size
-        while left:
-            try:
-                sent = os.sendfile(sock.fileno(), region.fd, position, left)
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(sock)
-                continue
-            except OSError as e:
-                if e.errno in (errno.EPIPE, errno.ECONNRESET):
-                    raise trio.BrokenResourceError from e
-                raise
-            if sent == 0:  # the file shrank under us (retention): the frame cannot be finished
-                raise trio.BrokenResourceError("the segment file ended early")
-            position += sent
-            left -= sent
-            await trio.lowlevel.checkpoint()

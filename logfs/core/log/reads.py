@@ -223,13 +223,8 @@ class LogReads:
             if end is not None and segment.base_offset >= end:
                 return None
             start = max(offset, segment.base_offset)
-            position, first = segment.extent(start, 1, end)
-            if first:
-                stop = segment.size
-                if end is not None:  # the slice stops where the LSO's batch starts
-                    stop = position + segment.extent(start, segment.size, end)[1]
-                limit = max(max_bytes, first) if min_one_batch else max(max_bytes, 0)
-                size = min(stop - position, limit)
+            position, size = segment.fetch_slice(start, max_bytes, end, min_one_batch)
+            if size is not None:
                 return (segment.fileno(), position, size) if size > 0 else None
             if position >= segment.size and not state.config.compact:  # handed out, lost
                 missing = CorruptRecordError(f"no batch holds offset {start}", None)

@@ -277,6 +277,12 @@ class OffsetIndex(_Index):
         i = self._lower_bound(offset)
         return OffsetPosition(*self.entry(i)) if i >= 0 else OffsetPosition(self.base_offset, 0)
 
+    def first_at_least(self, offset: int) -> OffsetPosition | None:
+        """The first entry with offset >= ``offset`` (the batch it points at ends
+        there, so holds ``offset`` if it starts at or before it); None if none."""
+        i = int(self._keys[: self._count].searchsorted(offset))  # (numpy's wrapper costs)
+        return OffsetPosition(*self.entry(i)) if i < self._count else None
+
     def position_at_most(self, position: int) -> int:
         """The largest position an entry points at (a batch's start) that is
         <= ``position``; 0 if none."""

@@ -265,28 +265,38 @@ class LogSegment(Opening):
                 return BatchAt(pos, header, batch)
         return None
 
-    def extent(self, offset: int, max_bytes: int, end_offset: int | None = None) -> tuple[int, int]:
-        """(position, size) of the whole batches from the one holding ``offset``
-        on: at least that batch, then more while the total stays within
-        ``max_bytes`` (Kafka's fetch sizing), none from ``end_offset`` (a batch's
-        first offset: the last stable offset) on. Headers only: the record bytes are
-        never read, so a caller can hand the range to ``sendfile``. Size 0 when
-        no batch at or after ``offset`` is in this segment."""
-        position, _ = self._position_of(offset)
-        end, size = position, self.size
+    def holding(self, offset: int) -> tuple[int, int]:
+        """(position, size) of the batch holding ``offset`` (the first whose last
+        offset is >= it), or (the log's end, 0) when no batch does. One header
+        read when an index entry points at that batch (entries are batches' last
+        offsets, as Kafka's: the first entry at or past ``offset``), as every
+        batch past ``index.interval.bytes`` has; else `_position_of`'s walk."""
+        end, entry = self.size, self.offset_index.first_at_least(offset)
+        if entry is not None and end - entry.position >= HEADER_SIZE:
+            header = self._header_at(entry.position)
+            fits = entry.position + header.size <= end
+            if header.base_offset <= offset <= header.last_offset and fits:
+                return entry.position, header.size
+        position = self._position_of(offset)[0]
+        return position, self._header_at(position).size if end - position >= HEADER_SIZE else 0
+
+    def fetch_slice(
+        self, offset: int, max_bytes: int, end_offset: int | None, min_one: bool
+    ) -> tuple[int, int | None]:
+        """(position, size) of what a fetch at ``offset`` gets of this segment, as
+        Kafka's ``LogSegment.read`` slices it: from the batch holding ``offset``,
+        ``max_bytes`` long (cut wherever that ends), or with ``min_one`` at least
+        that batch whole; never into a batch at or past ``end_offset`` (a batch's
+        first offset: the last stable offset). Headers only, two at most: the
+        record bytes go to ``sendfile``. Size None when no batch at or after
+        ``offset`` is in this segment before ``end_offset``."""
+        position, first = self.holding(offset)
+        stop = self.size
         if end_offset is not None and end_offset < self.next_offset:
-            size = self._position_of(end_offset)[0]
-            if position >= size:
-                return position, 0
-        # The offset index points at batch starts: jump to the last one within the limit,
-        # then walk the few headers after it.
-        end = max(end, min(size, self.offset_index.position_at_most(position + max_bytes)))
-        while size - end >= HEADER_SIZE:
-            batch = self._header_at(end).size
-            if end > position and end - position + batch > max_bytes:
-                break
-            end += batch
-        return position, min(end, size) - position
+            stop = self.holding(end_offset)[0]
+        if not first or position >= stop:
+            return position, None
+        return position, min(stop - position, max(max_bytes, first if min_one else 0))
 
     @property
     def largest_timestamp(self) -> int:

@@ -38,6 +38,9 @@ def test_lookup_is_largest_lower_bound(tmp_path_factory, deltas, target):
     i = bisect.bisect_right(offsets, 50 + target) - 1
     expected = OffsetPosition(offsets[i], i * 10) if i >= 0 else OffsetPosition(50, 0)
     assert reloaded.lookup(50 + target) == expected
+    j = bisect.bisect_left(offsets, 50 + target)  # the first entry at or past it
+    after = OffsetPosition(offsets[j], j * 10) if j < len(offsets) else None
+    assert reloaded.first_at_least(50 + target) == after
 
 
 def test_file_format_is_big_endian_relative(tmp_path):
