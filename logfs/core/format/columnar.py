@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import CorruptRecordError
-from . import _columns
+from . import _columns, _valuelines
 from ._columns import gather
 from .record import (
     HEADER_SIZE,
@@ -30,6 +30,7 @@ from .record import (
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
     crc32c,
+    read_header,
     records_section,
 )
 from .walker import Problem, walk_records
@@ -121,6 +122,59 @@ def value_lines(cols: Columns, keep: np.ndarray | None = None) -> bytes:
     if keep is not None:
         vs, vl = vs[keep], vl[keep]
     return gather(cols.buf, vs, vl, ord("\n"))
+
+
+def region_lines(
+    region: bytes, positions: list[int], headers: list[BatchHeader], start: int = -1
+) -> memoryview:
+    """`value_lines` of `decode_region` in one compiled pass over the records
+    (`_valuelines.plain_lines`): the lines of the uncompressed batches at
+    ``positions`` of ``region``, records below offset ``start`` left out.
+
+    Raises:
+        CorruptRecordError: a records section does not parse (worded as `decode`).
+    """
+    at = np.asarray(positions, np.int64)
+    lines, code, b, r = _valuelines.plain_lines(region, at, start)
+    if code != Problem.OK:
+        raise CorruptRecordError(
+            f"batch at offset {headers[b].base_offset}: record {r}: bad records section "
+            f"({Problem(code).name.lower()})"
+        )
+    return lines
+
+
+class ScannedLines(NamedTuple):
+    """What `scan_lines` made of a region: the lines, how far it got and the
+    offset after the last batch it passed (-1: none)."""
+
+    lines: memoryview
+    stop: int
+    next_offset: int
+
+
+def scan_lines(
+    region: bytes, start: int, end_offset: int, *, transactions_shown: bool
+) -> ScannedLines:
+    """The lines of a region of a .log file (from a batch boundary) in one compiled
+    pass (`_valuelines.scan_lines`): headers and CRCs checked, records walked and
+    copied, control batches passed over; it stops at the first batch it leaves
+    to `decode` (compressed, cut off, bad, from ``end_offset`` on, transactional
+    unless ``transactions_shown``).
+
+    Raises:
+        CorruptRecordError: a records section does not parse (worded as `decode`).
+    """
+    lines, stop, after, code, r = _valuelines.scan_lines(
+        region, memoryview(region), start, end_offset, transactions_shown, crc32c
+    )
+    if code != Problem.OK:
+        base = read_header(region, stop).base_offset
+        raise CorruptRecordError(
+            f"batch at offset {base}: record {r}: bad records section "
+            f"({Problem(code).name.lower()})"
+        )
+    return ScannedLines(lines, stop, after)
 
 
 def stream_bytes(cols: Columns, n_batches: int) -> np.ndarray:

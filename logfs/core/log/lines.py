@@ -17,7 +17,7 @@ from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..format.decoding import decode_records
 from ..storage.logfile import read_region
 from ..storage.segment import LogSegment
-from ..storage.stream import REGION_BYTES, Counted, batch_lines, count_loaded
+from ..storage.stream import REGION_BYTES, Counted, batch_lines, count_loaded, read_lines
 from .isolation import Visibility
 
 
@@ -26,13 +26,22 @@ def lines_from(
 ) -> tuple[bytes | memoryview, int]:
     """Lines of ``segment``'s records from ``offset`` on (those ``view`` shows),
     about ``max_bytes`` of log at a time; returns them and the offset after the
-    last one."""
+    last one. Uncompressed batches go through one compiled pass (`read_lines`);
+    from a batch it leaves (compressed, maybe aborted, bad) the column-wise
+    path reads on."""
     end_offset = segment.next_offset if view is None else min(segment.next_offset, view.end)
     if offset >= end_offset:
         return b"", max(offset, end_offset)
     found = segment.find(offset)
     if found is None:
         return b"", end_offset
+    shown = view is None or view.plain or not view.committed  # no aborted transaction
+    fast = read_lines(
+        segment.fileno(), found.position, segment.size, max_bytes, offset, end_offset,
+        transactions_shown=shown,
+    )  # fmt: skip
+    if fast is not None:
+        return fast[0], min(fast[1], end_offset)
     region, positions, headers = read_region(
         segment.fileno(), found.position, segment.size, max_bytes, path=segment.log_path
     )

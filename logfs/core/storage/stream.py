@@ -20,6 +20,13 @@ aborted transactions; records past the last stable offset are counted once their
 transactions are decided (core/log/transactions.py), so the stream holds
 committed records only, in offset order.
 
+Reading lines (`read_lines`): one read of a region of the .log file, then one
+compiled pass over it (`columnar.scan_lines`: headers, CRCs, records, values
+copied out with their newlines). Batches that pass cannot judge alone
+(compressed, or transactional where aborted transactions are in range) and
+bad ones are left to `read_region` and `batch_lines`, the column-wise path,
+which says what is wrong with a bad one.
+
 `SegmentStream` is compiled (books.pyx), beside the rest of a segment's books:
 appends note their stream bytes and marks from the line path's C as much as
 from `LogSegment.append`.
@@ -31,12 +38,26 @@ import os
 from collections.abc import Callable
 
 from ..format import compression
-from ..format.columnar import decode, decode_region, stream_bytes, value_lines
+from ..format.columnar import (
+    decode,
+    decode_region,
+    region_lines,
+    scan_lines,
+    stream_bytes,
+    value_lines,
+)
 from ..format.record import BatchHeader
 from .books import MARK_BYTES, Counted, SegmentStream
 from .logfile import read_region
 
-__all__ = ["MARK_BYTES", "Counted", "SegmentStream", "batch_lines", "count_loaded"]
+__all__ = [
+    "MARK_BYTES",
+    "Counted",
+    "SegmentStream",
+    "batch_lines",
+    "count_loaded",
+    "read_lines",
+]
 
 REGION_BYTES = 8 << 20  # decoding this much at a time amortizes numpy's per-call costs
 
@@ -58,7 +79,10 @@ def batch_lines(
     data = [(p, h) for p, h, s in zip(positions, headers, shown, strict=True) if s]
     if not data:
         return [0] * len(headers) if count_only else b""
-    if all(h.codec == compression.NONE for _, h in data):
+    plain = all(h.codec == compression.NONE for _, h in data)
+    if plain and not count_only:  # one compiled pass, no columns
+        return region_lines(region, [p for p, _ in data], [h for _, h in data], start)
+    if plain:
         cols = decode_region(region, [p for p, _ in data], [h for _, h in data], False)
     else:
         cols = decode([(h, memoryview(region)[p : p + h.size]) for p, h in data])
@@ -67,6 +91,28 @@ def batch_lines(
         return [next(counts) if s else 0 for s in shown]
     keep = cols.offset >= start if start > data[0][1].base_offset else None
     return value_lines(cols, keep)
+
+
+def read_lines(
+    fd: int,
+    position: int,
+    end: int,
+    max_bytes: int,
+    start: int,
+    end_offset: int,
+    *,
+    transactions_shown: bool,
+) -> tuple[memoryview, int] | None:
+    """The lines of the batches from ``position`` (a batch boundary before
+    ``end``) of the .log file ``fd``, in one compiled pass over one read of
+    about ``max_bytes`` (`scan_lines`): records below ``start`` left out,
+    nothing from ``end_offset`` on. Returns the lines and the offset after the
+    last batch read, or None when the first batch is one the pass leaves to
+    `read_region` and `batch_lines` (compressed, larger than the read, bad,
+    transactional unless ``transactions_shown``)."""
+    region = os.pread(fd, min(max_bytes, end - position), position)
+    lines, _, after = scan_lines(region, start, end_offset, transactions_shown=transactions_shown)
+    return None if after < 0 else (lines, after)
 
 
 def count_loaded(

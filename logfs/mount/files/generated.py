@@ -20,11 +20,16 @@ from .memory import Pool
 from .openfile import OpenFile, Shared
 
 # A stream is decoded this many bytes of log at a time, doubling while the
-# reader reads on: numpy's per-call costs fade over big regions; a reader of
-# one line (tail, head) still decodes little. What a reader holds beyond its
-# request comes from the mount's shared read-ahead (memory.py); when that is
-# spent, a read decodes what it asked for, at least READ_AHEAD_REQUEST.
-READ_AHEAD_MIN, READ_AHEAD_MAX = 1 << 20, 16 << 20
+# reader reads on. The lines of uncompressed batches are made in one compiled
+# pass (`columnar.region_lines`) whose per-call cost is small, so the region
+# stays about the size of a request, 2 MiB: the log read, its lines and the
+# reply to the kernel then stay in the CPU's caches, and the buffers are reused
+# by the allocator instead of faulted in anew (16 MiB regions cost twice the CPU
+# per MB, docs/benchmarks.md). A reader of one line (tail, head) still decodes
+# little. What a reader holds beyond its request comes from the mount's shared
+# read-ahead (memory.py); when that is spent, a read decodes what it asked for,
+# at least READ_AHEAD_REQUEST.
+READ_AHEAD_MIN, READ_AHEAD_MAX = 1 << 20, 2 << 20
 READ_AHEAD_REQUEST = 128 << 10
 
 
