@@ -155,6 +155,32 @@ def encode_packed_run(
     return BatchRun(enc.data, enc.sizes, enc.last_offsets, times, enc.stream_bytes)
 
 
+def encode_lines_run(
+    config: TopicConfig,
+    base_offset: int,
+    text: bytes | memoryview,
+    head: bytes,
+    timestamp: int,
+    timestamp_type: int,
+    limit: int,
+    batch_bytes: int = TARGET_BATCH_BYTES,
+) -> BatchRun:
+    """`encode_packed_run` of the ``\n``-terminated lines of ``text`` (``head``
+    the first one's start), found in the same compiled pass that encodes them
+    (`columnar.encode_lines`). ``limit``, the longest line taken, is at most
+    `max_record_bytes`, so every record fits max.message.bytes.
+
+    Raises:
+        TooLargeError: a line longer than ``limit`` bytes.
+    """
+    enc = columnar.encode_lines(
+        text, head, base_offset, min(config.max_message_bytes, batch_bytes),
+        timestamp=timestamp, timestamp_type=timestamp_type, limit=limit,
+    )  # fmt: skip
+    times = np.full(len(enc.sizes), timestamp, np.int64)
+    return BatchRun(enc.data, enc.sizes, enc.last_offsets, times, enc.stream_bytes)
+
+
 class Cutter:
     """The one rule that cuts records into batches, for `encode` and the
     `Producer` alike: greedy by the records' size bounds (`record_bound`), a
