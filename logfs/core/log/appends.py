@@ -132,10 +132,13 @@ class LogAppends:
                 if int(lengths.max()) > limit:
                     raise TooLargeError(f"a record of {int(lengths.max())} bytes exceeds {limit}")
             return self.append_packed(text, lengths, head)
-        first = self._start_append()
         now = self.state.clock()
         timestamp, timestamp_type = batching.timestamp_for(config, None, now)
+        # Encoded before the guards, from the offset they leave as it is: a line
+        # over the limit is refused first, as the framer refused it.
+        first = self.state.next_offset
         run = batching.encode_lines_run(config, first, text, head, timestamp, timestamp_type, limit)
+        self._start_append()
         if len(run.sizes):
             self._write_run(run, now)
         return first
