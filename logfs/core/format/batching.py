@@ -22,7 +22,14 @@ import numpy as np
 from ..config import TopicConfig
 from ..errors import RecordTooLargeError
 from . import columnar, compression
-from .record import CREATE_TIME, HEADER_SIZE, LOG_APPEND_TIME, encode_batch, read_header
+from .record import (
+    CREATE_TIME,
+    FIELD_OFFSETS,
+    HEADER_SIZE,
+    LOG_APPEND_TIME,
+    encode_batch,
+    read_header,
+)
 
 
 class BatchInfo(NamedTuple):
@@ -34,26 +41,55 @@ class BatchInfo(NamedTuple):
     stream_bytes: int = 0  # its values' bytes plus one per record (see storage/stream.py)
 
 
+# A batch's base offset field: its first bytes, up to the length field.
+BASE_OFFSET_BYTES = FIELD_OFFSETS["batch_length"] - FIELD_OFFSETS["base_offset"]
+
+
 class BatchRun(NamedTuple):
     """Batches back to back in one buffer, their `BatchInfo` fields as int64
-    arrays (one element per batch): what the bulk appends hand the log."""
+    arrays (one element per batch): what the bulk appends hand the log.
+
+    ``base_offsets``, when given, holds each batch's base offset field (8 bytes,
+    big-endian, one batch after another), which is what is written for it
+    instead of the first 8 bytes ``data`` holds: a producer's batches are
+    written from a read-only request as they came (the field lies outside
+    the CRC), without a copy to patch."""
 
     data: memoryview
     sizes: np.ndarray
     last_offsets: np.ndarray
     max_timestamps: np.ndarray
     stream_bytes: np.ndarray
+    base_offsets: bytes | None = None
 
-    def pairs(self) -> list[tuple[memoryview, BatchInfo]]:
+    def pieces(self, start: int, end: int, ends: np.ndarray) -> list[memoryview]:
+        """Batches ``start:end`` as the buffers of one write (views, no copy):
+        their bytes, or each one's base offset, then the rest of it
+        (``ends``: where each batch ends in ``data``)."""
+        if self.base_offsets is None:
+            return [self.data[int(ends[start] - self.sizes[start]) : int(ends[end - 1])]]
+        heads, out, b = memoryview(self.base_offsets), [], BASE_OFFSET_BYTES
+        for i, stop, size in zip(
+            range(start, end), ends[start:end].tolist(), self.sizes[start:end].tolist(), strict=True
+        ):
+            out += (heads[b * i : b * (i + 1)], self.data[stop - size + b : stop])
+        return out
+
+    def batch(self, start: int, size: int, i: int) -> memoryview | bytes:
+        """Batch ``i``, at ``start`` in ``data``, whole (its base offset set)."""
+        if self.base_offsets is None:
+            return self.data[start : start + size]
+        b = BASE_OFFSET_BYTES
+        return self.base_offsets[b * i : b * (i + 1)] + self.data[start + b : start + size]
+
+    def pairs(self) -> list[tuple[memoryview | bytes, BatchInfo]]:
         """The batches one by one with their `BatchInfo`, as the general paths take them."""
         out, position = [], 0
         columns = (self.sizes, self.last_offsets, self.max_timestamps, self.stream_bytes)
-        for size, last, max_timestamp, stream in zip(*(c.tolist() for c in columns), strict=True):
+        rows = zip(*(c.tolist() for c in columns), strict=True)
+        for i, (size, last, max_timestamp, stream) in enumerate(rows):
             out.append(
-                (
-                    self.data[position : position + size],
-                    BatchInfo(size, last, max_timestamp, stream),
-                )
+                (self.batch(position, size, i), BatchInfo(size, last, max_timestamp, stream))
             )
             position += size
         return out

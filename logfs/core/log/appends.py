@@ -277,15 +277,14 @@ class LogAppends:
         if held >= 0:  # past the last stable offset: noted once decided
             stream = np.where(lasts >= held, -1, stream)
         before = segment.next_offset
-        # The share is contiguous: one buffer (a view, no copy) for the write.
-        share = run.data[int(ends[start] - sizes[0]) : int(ends[end - 1])]
-        segment.append_run([share], (sizes, lasts, run.max_timestamps[start:end], stream))
+        pieces = run.pieces(start, end, ends)
+        segment.append_run(pieces, (sizes, lasts, run.max_timestamps[start:end], stream))
         self.state.unflushed.appended(segment, segment.next_offset - before)
         if held >= 0:  # not committed yet: the live keys are built again when asked
             self.state.keys.drop()
         else:  # each batch apart, made only if the live keys are kept
-            ranges = zip(ends[start:end].tolist(), sizes.tolist(), strict=True)
-            self.state.keys.appended(run.data[e - z : e] for e, z in ranges)
+            ranges = zip(range(start, end), ends[start:end].tolist(), sizes.tolist(), strict=True)
+            self.state.keys.appended(run.batch(e - z, z, i) for i, e, z in ranges)
 
     def roll(self) -> LogSegment:
         """Close the active segment to appends and start one at next_offset."""

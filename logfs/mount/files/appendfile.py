@@ -158,7 +158,7 @@ class AppendFile(OpenFile):
         if isinstance(framed, Batches):
             if framed.batches:  # whole batches: checked and given offsets by the log
                 log = store.log(self.topic, self.partition)
-                first = log.append_batches(framed.batches)
+                first = log.append_batches(framed.batches, framed.data)
                 self._appended(self.partition, first, log.next_offset - first)
             return
         if not framed.values:

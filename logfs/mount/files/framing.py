@@ -221,9 +221,11 @@ def frame(value: bytes) -> bytes:
 
 
 class Batches(NamedTuple):
-    """Whole RecordBatch v2 batches cut out of a write, for `Log.append_batches`."""
+    """Whole RecordBatch v2 batches cut out of a write, for `Log.append_batches`;
+    ``data``, the bytes they cover (read-only: written from there as they are)."""
 
     batches: list[memoryview]
+    data: memoryview | None = None
 
 
 class BatchFramer(_WholeUnits):
@@ -242,7 +244,7 @@ class BatchFramer(_WholeUnits):
         """
         buf = self.pending + data if self.pending else bytes(data)
         batches, used = split_batches(buf, self.max_bytes)
-        return Batches(batches), buf[used:]
+        return Batches(batches, memoryview(buf)[:used]), buf[used:]
 
     def finish(self) -> Batches:
         self._check_finished()

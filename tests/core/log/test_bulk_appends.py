@@ -234,3 +234,58 @@ def test_append_lines_refuses_a_long_line_and_appends_nothing(tmp_path, config):
     values = [r.value for r in log.scan(0, 41)]
     assert values[0] == b"x0000" and values[-1] == b"y" * 101 and len(values) == 41
     log.close()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 40), st.integers(0, 3000)), min_size=1, max_size=30),
+    st.sampled_from(["CreateTime", "LogAppendTime"]),
+)
+def test_batches_from_a_read_only_buffer_leave_the_files_a_copy_leaves(
+    tmp_path_factory, shapes, timestamp_type
+):
+    """`append_batches` given the read-only buffer the batches lie in (the
+    mount's request) writes them from there, base offsets apart, or patches a
+    copy when their headers change (LogAppendTime): the files are those of the
+    batches appended from a copy."""
+    base = tmp_path_factory.mktemp("readonly")
+    batches = [
+        encode_batch(0, [b"%05d" % i * 10] * n, timestamps=NOW + ms)
+        for i, (n, ms) in enumerate(shapes)
+    ]
+    config = {
+        "segment_bytes": 4000, "segment_ms": 1000, "index_interval_bytes": 700,
+        "message_timestamp_type": timestamp_type,
+    }  # fmt: skip
+    copied, in_place = log_of(base / "a", **config), log_of(base / "b", **config)
+    data = b"".join(batches)
+    view, position, views = memoryview(data), 0, []
+    for batch in batches:
+        views.append(view[position : position + len(batch)])
+        position += len(batch)
+    copied.append_batches(batches)
+    assert in_place.append_batches(views, view) == 0
+    assert files_of(in_place) == files_of(copied)
+    copied.close()
+    in_place.close()
+
+
+def test_a_read_only_run_gives_its_base_offsets_apart():
+    """Prepared where they lie in a read-only buffer: each batch whole (`pairs`)
+    has its base offset and a valid CRC; written, the pieces make the same bytes."""
+    batches = [encode_batch(0, [b"a", b"b"], timestamps=NOW), encode_batch(0, [b"c"])]
+    data = b"".join(batches)
+    view = memoryview(data)
+    parts = [view[: len(batches[0])], view[len(batches[0]) :]]
+    run, count = prepare_run(parts, TopicConfig(), 10, NOW, view)
+    assert run.base_offsets is not None and count == 3
+    position, whole = 0, []
+    for (batch, info), first in zip(run.pairs(), [10, 12], strict=True):
+        header = read_header(batch)
+        verify_crc(batch, header, position)
+        assert header.base_offset == first
+        assert info.last_offset == first + header.records_count - 1
+        whole.append(bytes(batch))
+        position += info.size
+    ends = np.cumsum(run.sizes)
+    assert b"".join(bytes(p) for p in run.pieces(0, 2, ends)) == b"".join(whole)
