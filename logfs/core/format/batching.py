@@ -64,14 +64,16 @@ class BatchRun(NamedTuple):
 
     def pieces(self, start: int, end: int, ends: np.ndarray) -> list[memoryview]:
         """Batches ``start:end`` as the buffers of one write (views, no copy):
-        their bytes, or each one's base offset, then the rest of it
-        (``ends``: where each batch ends in ``data``)."""
+        each batch's bytes, or its base offset, then the rest of it (``ends``:
+        where each batch ends in ``data``). One buffer per batch at least, as the
+        general path writes them: a write the kernel takes only in part then
+        ends between batches at most places (the fault tests cut writev()'s
+        list of buffers short, tests/system/test_faults.py)."""
+        sizes, stops = self.sizes[start:end].tolist(), ends[start:end].tolist()
         if self.base_offsets is None:
-            return [self.data[int(ends[start] - self.sizes[start]) : int(ends[end - 1])]]
+            return [self.data[e - z : e] for e, z in zip(stops, sizes, strict=True)]
         heads, out, b = memoryview(self.base_offsets), [], BASE_OFFSET_BYTES
-        for i, stop, size in zip(
-            range(start, end), ends[start:end].tolist(), self.sizes[start:end].tolist(), strict=True
-        ):
+        for i, stop, size in zip(range(start, end), stops, sizes, strict=True):
             out += (heads[b * i : b * (i + 1)], self.data[stop - size + b : stop])
         return out
 
