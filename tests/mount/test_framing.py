@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from logfs.core.errors import FramingError, LogfsError, TooLargeError
-from logfs.mount.files.framing import PACKED_BYTES, LengthFramer, LineFramer, Packed, frame
+from logfs.mount.files.framing import PACKED_BYTES, LengthFramer, LineFramer, Lines, frame
 
 
 def feed_all(framer, chunks):
@@ -40,15 +40,17 @@ def test_feed_does_not_commit():
     assert framed.values == [b"a"] and tail == b"b" and framer.pending == b""
 
 
-def test_many_unkeyed_lines_come_packed():
+def test_many_unkeyed_lines_come_whole():
+    """A large write's whole lines are handed on as they came, with the framer's
+    limit: the log finds them as it encodes them (`Log.append_lines`, which
+    refuses a line over the limit: tests/core/log/test_bulk_appends.py)."""
     lines = [b"%d" % i * (i % 7) for i in range(PACKED_BYTES // 8)]
     text = b"".join(line + b"\n" for line in lines)
-    packed, tail = LineFramer(max_bytes=100).feed(text + b"half")
-    assert isinstance(packed, Packed) and tail == b"half"
-    assert bytes(packed.data) == text
-    assert packed.lengths.tolist() == [len(line) for line in lines]
-    with pytest.raises(TooLargeError):
-        LineFramer(max_bytes=10).feed(text)
+    whole, tail = LineFramer(max_bytes=100).feed(text + b"half")
+    assert isinstance(whole, Lines) and tail == b"half"
+    assert bytes(whole.data) == text and whole.head == b"" and whole.max_bytes == 100
+    with pytest.raises(TooLargeError):  # an unterminated tail over the limit: the framer's
+        LineFramer(max_bytes=10).feed(text + b"z" * 11)
 
 
 def test_keys():
@@ -89,17 +91,13 @@ def test_framing_errors_are_logfs_errors():
     assert issubclass(FramingError, LogfsError) and issubclass(TooLargeError, FramingError)
 
 
-def test_a_pending_tail_is_handed_on_apart_from_a_packed_write():
+def test_a_pending_tail_is_handed_on_apart_from_a_large_write():
     """The partial line held from the last write starts the first line: it
     comes as ``head`` beside the write, not joined to it (a copy saved)."""
     lines = [b"%05d" % i for i in range(PACKED_BYTES // 4)]
     text = b"".join(line + b"\n" for line in lines)
     framer = LineFramer(max_bytes=100)
     framer.pending = b"held "
-    packed, tail = framer.feed(text + b"more")
-    assert isinstance(packed, Packed) and packed.head == b"held " and tail == b"more"
-    assert bytes(packed.data) == text  # the write's own bytes, nothing joined
-    assert packed.lengths.tolist() == [5 + 5] + [5] * (len(lines) - 1)
-    framer.pending = b"x" * 96  # with the head, the first line is 101 bytes
-    with pytest.raises(TooLargeError):
-        framer.feed(text)
+    whole, tail = framer.feed(text + b"more")
+    assert isinstance(whole, Lines) and whole.head == b"held " and tail == b"more"
+    assert bytes(whole.data) == text  # the write's own bytes, nothing joined

@@ -1,18 +1,26 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The byte loops of the column-wise codec (columnar.py) and of line framing:
 the newlines of appended text (`line_lengths`, the mount's framing), the
-encoder of many plain records (`encode_plain`, the general append path's), and
-the gather of values into one buffer (`gather`: the lines of ``stream``, the
-data buffer of an Arrow binary column for Spark)."""
+encoder of many plain records (`encode_plain`, the general append path's), both
+in one pass over appended text (`encode_lines`, the ``append`` file's bulk
+writes), and the gather of values into one buffer (`gather`: the lines of
+``stream``, the data buffer of an Arrow binary column for Spark)."""
 
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
+from cpython.bytearray cimport (
+    PyByteArray_AS_STRING,
+    PyByteArray_FromStringAndSize,
+    PyByteArray_Resize,
+)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memchr, memcpy
 
 import numpy as np
 
 from .binary cimport HeaderLayout, header_layout, put_be, put_varint, varint_size
+
+from ..errors import TooLargeError
 
 from . import record
 
@@ -144,6 +152,148 @@ def encode_plain(
         c[1, j] = base_offset + cuts[j] - 1
         c[2, j] = stream
         first = cuts[j]
+    return out, columns[0], columns[1], columns[2]
+
+
+cdef struct Cut:
+    # One batch of `encode_lines`: where it starts in the output, its first
+    # record's index, its stream bytes.
+    Py_ssize_t start
+    int64_t first
+    int64_t stream
+
+
+cdef inline void put_header(
+    uint8_t* o, Py_ssize_t start, Py_ssize_t end, int64_t base_offset, int64_t count,
+    int64_t timestamp, int attributes,
+) noexcept:
+    """Every header field of the batch ``o[start:end]`` but the CRC."""
+    put_be(o, start + H.base_offset, base_offset, 8)
+    put_be(o, start + H.batch_length, end - start - H.log_overhead, 4)
+    put_be(o, start + H.partition_leader_epoch, 0xFFFFFFFF, 4)  # -1
+    o[start + H.magic] = MAGIC
+    put_be(o, start + H.attributes, attributes, 2)
+    put_be(o, start + H.last_offset_delta, count - 1, 4)
+    put_be(o, start + H.base_timestamp, timestamp, 8)
+    put_be(o, start + H.max_timestamp, timestamp, 8)
+    put_be(o, start + H.producer_id, 0xFFFFFFFFFFFFFFFF, 8)  # -1
+    put_be(o, start + H.producer_epoch, 0xFFFF, 2)  # -1
+    put_be(o, start + H.base_sequence, 0xFFFFFFFF, 4)  # -1
+    put_be(o, start + H.records_count, count, 4)
+
+
+def encode_lines(
+    const uint8_t[::1] text,
+    bytes head,
+    int64_t base_offset,
+    Py_ssize_t batch_bytes,
+    int64_t timestamp,
+    int attributes,
+    crc32c,
+    Py_ssize_t limit,
+):
+    """`line_lengths` and `encode_plain` in one pass: every ``\\n``-terminated
+    line of ``text`` (which ends with one) a record, ``head`` the first line's
+    start, written before (not joined to ``text``: that would copy it). Each
+    newline is found (``memchr``) and its record written into the batch being
+    filled at once, the batches cut and their bytes the same as
+    `encode_plain`'s; then each batch's CRC.
+
+    The output grows as it fills (a bytearray, resized): its first size covers
+    lines of about 64 bytes or more, so shorter lines pay for a copy or two,
+    never for counting the lines first.
+
+    Raises:
+        TooLargeError: a line longer than ``limit`` bytes (nothing is returned).
+
+    Returns:
+        ``(data, sizes, last_offsets, stream_bytes)`` as `encode_plain`.
+    """
+    cdef Py_ssize_t n = text.shape[0], src = 0, pos, start, stop, length, cap, need
+    cdef Py_ssize_t skip = len(head), nb = 0, room = 64, j
+    cdef int64_t i = 0, first = 0, body, delta, stream = 0
+    cdef const uint8_t* t = &text[0] if n else NULL
+    cdef const uint8_t* h = <const uint8_t*>PyBytes_AS_STRING(head)
+    cdef const uint8_t* hit
+    cdef int64_t[:, ::1] c
+    cdef Cut* grown
+    if skip and not n:
+        raise ValueError("a head without a line to start")
+    cdef Cut* cuts = <Cut*>PyMem_Realloc(NULL, room * sizeof(Cut))
+    if cuts == NULL:
+        raise MemoryError()
+    cap = n + skip + (n + skip) // 8 + 4 * H.size
+    out = PyByteArray_FromStringAndSize(NULL, cap)
+    cdef uint8_t* o = <uint8_t*>PyByteArray_AS_STRING(out)
+    try:
+        pos = H.size
+        cuts[0].start, cuts[0].first = 0, 0
+        while src < n:
+            hit = <const uint8_t*>memchr(t + src, 10, n - src)
+            if hit == NULL:
+                raise ValueError("text must end with a newline")
+            length = hit - t - src + skip
+            if length > limit:
+                raise TooLargeError(f"a record of {length} bytes exceeds {limit}")
+            delta = i - first
+            body = 4 + varint_size(delta) + varint_size(length) + length
+            if i > first and pos - cuts[nb].start + body + varint_size(body) > batch_bytes:
+                put_header(
+                    o, cuts[nb].start, pos, base_offset + first, delta, timestamp, attributes
+                )
+                cuts[nb].stream = stream
+                nb += 1
+                if nb == room:
+                    room *= 2
+                    grown = <Cut*>PyMem_Realloc(cuts, room * sizeof(Cut))
+                    if grown == NULL:
+                        raise MemoryError()
+                    cuts = grown
+                first, delta, stream = i, 0, 0
+                cuts[nb].start, cuts[nb].first = pos, i
+                pos += H.size
+                body = 5 + varint_size(length) + length
+            need = pos + body + 5
+            if need > cap:  # short lines: more overhead than the first size allowed
+                cap = max(2 * cap, need)
+                PyByteArray_Resize(out, cap)
+                o = <uint8_t*>PyByteArray_AS_STRING(out)
+            pos = put_varint(o, pos, body)
+            o[pos] = 0  # attributes
+            o[pos + 1] = 0  # timestamp delta
+            pos = put_varint(o, pos + 2, delta)
+            o[pos] = 1  # key length -1: no key
+            pos = put_varint(o, pos + 1, length)
+            memcpy(o + pos, h, skip)
+            memcpy(o + pos + skip, t + src, length - skip)
+            pos += length
+            o[pos] = 0  # header count
+            pos += 1
+            src = hit - t + 1
+            skip = 0
+            stream += length + 1
+            i += 1
+        if i > first:
+            put_header(
+                o, cuts[nb].start, pos, base_offset + first, i - first, timestamp, attributes
+            )
+            cuts[nb].stream = stream
+            nb += 1
+        PyByteArray_Resize(out, pos if nb else 0)  # no lines: not even a header
+        o = <uint8_t*>PyByteArray_AS_STRING(out)
+        view = memoryview(out)
+        columns = np.empty((3, nb), np.int64)
+        c = columns
+        for j in range(nb):
+            start = cuts[j].start
+            stop = cuts[j + 1].start if j + 1 < nb else pos
+            put_be(o, start + H.crc, crc32c(view[start + H.attributes : stop]), 4)
+            c[0, j] = stop - start
+            c[1, j] = base_offset + (cuts[j + 1].first if j + 1 < nb else i) - 1
+            c[2, j] = cuts[j].stream
+        view.release()
+    finally:
+        PyMem_Free(cuts)
     return out, columns[0], columns[1], columns[2]
 
 

@@ -22,7 +22,14 @@ import numpy as np
 from ..config import TopicConfig
 from ..errors import RecordTooLargeError
 from . import columnar, compression
-from .record import CREATE_TIME, HEADER_SIZE, LOG_APPEND_TIME, encode_batch, read_header
+from .record import (
+    CREATE_TIME,
+    FIELD_OFFSETS,
+    HEADER_SIZE,
+    LOG_APPEND_TIME,
+    encode_batch,
+    read_header,
+)
 
 
 class BatchInfo(NamedTuple):
@@ -34,26 +41,57 @@ class BatchInfo(NamedTuple):
     stream_bytes: int = 0  # its values' bytes plus one per record (see storage/stream.py)
 
 
+# A batch's base offset field: its first bytes, up to the length field.
+BASE_OFFSET_BYTES = FIELD_OFFSETS["batch_length"] - FIELD_OFFSETS["base_offset"]
+
+
 class BatchRun(NamedTuple):
     """Batches back to back in one buffer, their `BatchInfo` fields as int64
-    arrays (one element per batch): what the bulk appends hand the log."""
+    arrays (one element per batch): what the bulk appends hand the log.
+
+    ``base_offsets``, when given, holds each batch's base offset field (8 bytes,
+    big-endian, one batch after another), which is what is written for it
+    instead of the first 8 bytes ``data`` holds: a producer's batches are
+    written from a read-only request as they came (the field lies outside
+    the CRC), without a copy to patch."""
 
     data: memoryview
     sizes: np.ndarray
     last_offsets: np.ndarray
     max_timestamps: np.ndarray
     stream_bytes: np.ndarray
+    base_offsets: bytes | None = None
 
-    def pairs(self) -> list[tuple[memoryview, BatchInfo]]:
+    def pieces(self, start: int, end: int, ends: np.ndarray) -> list[memoryview]:
+        """Batches ``start:end`` as the buffers of one write (views, no copy):
+        each batch's bytes, or its base offset, then the rest of it (``ends``:
+        where each batch ends in ``data``). One buffer per batch at least, as the
+        general path writes them: a write the kernel takes only in part then
+        ends between batches at most places (the fault tests cut writev()'s
+        list of buffers short, tests/system/test_faults.py)."""
+        sizes, stops = self.sizes[start:end].tolist(), ends[start:end].tolist()
+        if self.base_offsets is None:
+            return [self.data[e - z : e] for e, z in zip(stops, sizes, strict=True)]
+        heads, out, b = memoryview(self.base_offsets), [], BASE_OFFSET_BYTES
+        for i, stop, size in zip(range(start, end), stops, sizes, strict=True):
+            out += (heads[b * i : b * (i + 1)], self.data[stop - size + b : stop])
+        return out
+
+    def batch(self, start: int, size: int, i: int) -> memoryview | bytes:
+        """Batch ``i``, at ``start`` in ``data``, whole (its base offset set)."""
+        if self.base_offsets is None:
+            return self.data[start : start + size]
+        b = BASE_OFFSET_BYTES
+        return self.base_offsets[b * i : b * (i + 1)] + self.data[start + b : start + size]
+
+    def pairs(self) -> list[tuple[memoryview | bytes, BatchInfo]]:
         """The batches one by one with their `BatchInfo`, as the general paths take them."""
         out, position = [], 0
         columns = (self.sizes, self.last_offsets, self.max_timestamps, self.stream_bytes)
-        for size, last, max_timestamp, stream in zip(*(c.tolist() for c in columns), strict=True):
+        rows = zip(*(c.tolist() for c in columns), strict=True)
+        for i, (size, last, max_timestamp, stream) in enumerate(rows):
             out.append(
-                (
-                    self.data[position : position + size],
-                    BatchInfo(size, last, max_timestamp, stream),
-                )
+                (self.batch(position, size, i), BatchInfo(size, last, max_timestamp, stream))
             )
             position += size
         return out
@@ -150,6 +188,32 @@ def encode_packed_run(
     enc = columnar.encode_plain(
         packed, lengths, base_offset, min(config.max_message_bytes, batch_bytes),
         timestamp=timestamp, timestamp_type=timestamp_type, head=head,
+    )  # fmt: skip
+    times = np.full(len(enc.sizes), timestamp, np.int64)
+    return BatchRun(enc.data, enc.sizes, enc.last_offsets, times, enc.stream_bytes)
+
+
+def encode_lines_run(
+    config: TopicConfig,
+    base_offset: int,
+    text: bytes | memoryview,
+    head: bytes,
+    timestamp: int,
+    timestamp_type: int,
+    limit: int,
+    batch_bytes: int = TARGET_BATCH_BYTES,
+) -> BatchRun:
+    """`encode_packed_run` of the ``\n``-terminated lines of ``text`` (``head``
+    the first one's start), found in the same compiled pass that encodes them
+    (`columnar.encode_lines`). ``limit``, the longest line taken, is at most
+    `max_record_bytes`, so every record fits max.message.bytes.
+
+    Raises:
+        TooLargeError: a line longer than ``limit`` bytes.
+    """
+    enc = columnar.encode_lines(
+        text, head, base_offset, min(config.max_message_bytes, batch_bytes),
+        timestamp=timestamp, timestamp_type=timestamp_type, limit=limit,
     )  # fmt: skip
     times = np.full(len(enc.sizes), timestamp, np.int64)
     return BatchRun(enc.data, enc.sizes, enc.last_offsets, times, enc.stream_bytes)

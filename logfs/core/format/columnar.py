@@ -219,3 +219,26 @@ def encode_plain(
         attributes, crc32c, head,
     )  # fmt: skip
     return Encoded(memoryview(data), sizes, last_offsets, stream)
+
+
+def encode_lines(
+    text: bytes | memoryview,
+    head: bytes,
+    base_offset: int,
+    batch_bytes: int,
+    *,
+    timestamp: int,
+    timestamp_type: int,
+    limit: int,
+) -> Encoded:
+    """`encode_plain` of the lines of ``text`` (each ``\n``-terminated; ``head``
+    the first one's start, written before), cut and encoded in one compiled pass.
+
+    Raises:
+        TooLargeError: a line longer than ``limit`` bytes.
+    """
+    attributes = TIMESTAMP_TYPE_BIT if timestamp_type == LOG_APPEND_TIME else 0
+    data, sizes, last_offsets, stream = _columns.encode_lines(
+        text, head, base_offset, batch_bytes, timestamp, attributes, crc32c, limit
+    )
+    return Encoded(memoryview(data), sizes, last_offsets, stream)

@@ -157,9 +157,12 @@ def prepare_run(
     with its `BatchInfo`.
 
     Args:
-        buffer: a writable buffer that holds exactly ``batches``, back to back
-            (as `split_batches` cuts it), given up by the caller: the batches
-            are checked and patched there instead of in a copy.
+        buffer: a buffer that holds exactly ``batches``, back to back (as
+            `split_batches` cuts it). Writable, it is given up by the caller:
+            the batches are checked and patched there instead of in a copy.
+            Read-only, the batches are checked there and written from there
+            as they are, their base offsets apart (`BatchRun.base_offsets`),
+            unless some covered bytes change (then they are patched in a copy).
 
     Raises:
         InvalidBatchError: the first batch that fails a check of the module
@@ -225,7 +228,9 @@ def _run(
     """The checked batches in ``view`` prepared where they lie, column-wise:
     every base offset set at once; the header and CRC rewritten only for the
     batches whose covered bytes change (timestamp type or max timestamp: a
-    LogAppendTime topic's ``append_time``, else the records' largest)."""
+    LogAppendTime topic's ``append_time``, else the records' largest). A
+    read-only ``view`` is left as it is, the base offsets given apart, unless a
+    batch changes: then it is copied first."""
     records, own_max, stream_bytes, _, attributes, max_timestamps = rows
     last_offsets = base_offset + np.cumsum(records) - 1
     firsts = last_offsets - records + 1
@@ -234,11 +239,17 @@ def _run(
         new_max = np.full_like(max_timestamps, append_time)
     else:
         new_attributes, new_max = attributes & ~TIMESTAMP_TYPE_BIT, own_max
+    changed = (new_attributes != attributes) | (new_max != max_timestamps)
+    base_offsets = firsts.astype(">i8").tobytes()
+    if view.readonly:
+        if not changed.any():  # written as they came, the base offsets apart
+            new_max = np.ascontiguousarray(new_max)
+            return BatchRun(view, sizes, last_offsets, new_max, stream_bytes, base_offsets)
+        view = memoryview(bytearray(view))
     if len(starts):
         field = starts[:, None] + np.arange(_BASE_OFFSET.size)
-        big_endian = firsts.astype(">i8").view(np.uint8).reshape(-1, _BASE_OFFSET.size)
+        big_endian = np.frombuffer(base_offsets, np.uint8).reshape(-1, _BASE_OFFSET.size)
         np.frombuffer(view, np.uint8)[field] = big_endian
-    changed = (new_attributes != attributes) | (new_max != max_timestamps)
     for i in np.flatnonzero(changed).tolist():
         batch = view[int(starts[i]) : int(starts[i] + sizes[i])]
         header = read_header(batch)._replace(
@@ -270,11 +281,12 @@ def _joined(batches: Sequence[bytes | memoryview]) -> tuple[bytearray, np.ndarra
 def _in_place(
     batches: Sequence[bytes | memoryview], buffer: bytearray | memoryview
 ) -> tuple[memoryview, np.ndarray, np.ndarray]:
-    """`_joined` for batches that already are back to back in ``buffer``."""
+    """`_joined` for batches that already are back to back in ``buffer``
+    (read-only or writable: `prepare_run` says what each means)."""
     sizes = np.fromiter(map(len, batches), np.int64, len(batches))
     view = memoryview(buffer).cast("B")
-    if view.readonly or int(sizes.sum()) != len(view):
-        raise ValueError("the buffer must be writable and hold exactly the batches")
+    if int(sizes.sum()) != len(view):
+        raise ValueError("the buffer must hold exactly the batches")
     return view, np.cumsum(sizes) - sizes, sizes
 
 

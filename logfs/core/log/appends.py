@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import InvalidRecordError
-from ..format import batching, compression, validate
+from ..errors import InvalidRecordError, TooLargeError
+from ..format import batching, compression, line_lengths, validate
 from ..format.batching import BatchInfo, BatchRun
 from ..format.record import NO_TIMESTAMP
 from ..storage import LogSegment, preallocate
@@ -37,7 +37,7 @@ from .timestamps import check_run_timestamps, check_timestamps
 
 
 class LogAppends:
-    """`Log.append`, `append_packed` and `append_batches`, and the roll."""
+    """`Log.append`, `append_packed`, `append_lines` and `append_batches`, and the roll."""
 
     def __init__(self, state: PartitionState) -> None:
         self.state = state
@@ -109,6 +109,38 @@ class LogAppends:
             values[0] = head + values[0]
             return self.append(values)
         self._write_run(run, now)
+        return first
+
+    def append_lines(self, text: bytes | memoryview, head: bytes = b"", *, limit: int) -> int:
+        """Append every ``\\n``-terminated line of ``text`` (which ends with one)
+        as a keyless, headerless record, ``head`` the first line's start (written
+        before, not in ``text``): `append_packed` of the lines, without a pass
+        of its own to find them. Plain records of a topic without compression
+        are found and encoded in one compiled pass (`batching.encode_lines_run`);
+        the rest go through `append_packed`. Returns the offset of the first.
+
+        Raises:
+            TooLargeError: a line longer than ``limit`` bytes; nothing appended.
+            As `append_packed` otherwise.
+        """
+        config = self.state.config
+        plain = compression.BY_NAME[config.compression_type] == compression.NONE
+        if config.compact or not plain or limit > batching.max_record_bytes(config):
+            lengths = line_lengths(text, len(text))
+            if len(lengths):
+                lengths[0] += len(head)
+                if int(lengths.max()) > limit:
+                    raise TooLargeError(f"a record of {int(lengths.max())} bytes exceeds {limit}")
+            return self.append_packed(text, lengths, head)
+        now = self.state.clock()
+        timestamp, timestamp_type = batching.timestamp_for(config, None, now)
+        # Encoded before the guards, from the offset they leave as it is: a line
+        # over the limit is refused first, as the framer refused it.
+        first = self.state.next_offset
+        run = batching.encode_lines_run(config, first, text, head, timestamp, timestamp_type, limit)
+        self._start_append()
+        if len(run.sizes):
+            self._write_run(run, now)
         return first
 
     def append_batches(
@@ -245,18 +277,14 @@ class LogAppends:
         if held >= 0:  # past the last stable offset: noted once decided
             stream = np.where(lasts >= held, -1, stream)
         before = segment.next_offset
-        # One buffer per batch (views, no copy) for the kernel to gather, as the
-        # general path writes them.
-        batches = [
-            run.data[e - z : e]
-            for e, z in zip(ends[start:end].tolist(), sizes.tolist(), strict=True)
-        ]
-        segment.append_run(batches, (sizes, lasts, run.max_timestamps[start:end], stream))
+        pieces = run.pieces(start, end, ends)
+        segment.append_run(pieces, (sizes, lasts, run.max_timestamps[start:end], stream))
         self.state.unflushed.appended(segment, segment.next_offset - before)
         if held >= 0:  # not committed yet: the live keys are built again when asked
             self.state.keys.drop()
-        else:
-            self.state.keys.appended(batches)
+        else:  # each batch apart, made only if the live keys are kept
+            ranges = zip(range(start, end), ends[start:end].tolist(), sizes.tolist(), strict=True)
+            self.state.keys.appended(run.batch(e - z, z, i) for i, e, z in ranges)
 
     def roll(self) -> LogSegment:
         """Close the active segment to appends and start one at next_offset."""

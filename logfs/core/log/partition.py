@@ -306,13 +306,13 @@ class Log:
     def append_packed(self, packed: memoryview, lengths: np.ndarray, head: bytes = b"") -> int:
         return self._appends.append_packed(packed, lengths, head)
 
+    def append_lines(self, text: bytes | memoryview, head: bytes = b"", *, limit: int) -> int:
+        return self._appends.append_lines(text, head, limit=limit)
+
     def append_batches(
-        self,
-        batches: Sequence[bytes | memoryview],
-        buffer: bytearray | memoryview | None = None,
-        *,
-        transactional: bool = False,
-    ) -> int:
+        self, batches: Sequence[bytes | memoryview], buffer: bytearray | memoryview | None = None,
+        *, transactional: bool = False,
+    ) -> int:  # fmt: skip
         """`LogAppends.append_batches`; batches with a producer id go through the
         producer state's checks (`LogTransactions.append_batches`)."""
         if transactional or idempotent(batches):

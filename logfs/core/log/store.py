@@ -293,6 +293,16 @@ class Store(OwnedTopics, Checkpoints, MakingTopics):
         p = self._partitioner.sticky(len(self.partitions(topic)), self._offline(topic))
         return p, self.log(topic, p).append_packed(packed, lengths, head), len(lengths)
 
+    def append_lines_to_topic(
+        self, topic: str, text, head: bytes = b"", *, limit: int
+    ) -> tuple[int, int, int]:
+        """`Log.append_lines` on the topic's sticky partition for this append:
+        the partition, the first offset and the number of records."""
+        p = self._partitioner.sticky(len(self.partitions(topic)), self._offline(topic))
+        log = self.log(topic, p)
+        first = log.append_lines(text, head, limit=limit)
+        return p, first, log.next_offset - first
+
     def _offline(self, topic: str) -> set[int]:
         logs = (self._logs.get((topic, p)) for p in self._catalog.partitions(topic))
         return {log.partition for log in logs if log is not None and log.failure}

@@ -15,7 +15,7 @@ import os
 
 from ...core.log import Log
 from ..errnos import fail
-from .framing import Batches, BatchFramer, Framed, LengthFramer, LineFramer, Packed
+from .framing import Batches, BatchFramer, Framed, LengthFramer, LineFramer, Lines
 from .openfile import OpenFile, Shared
 
 # At most this many bytes of unread receipts are kept per open append file:
@@ -147,18 +147,18 @@ class AppendFile(OpenFile):
             self.framer.pending = b""
             self.hold(0)
 
-    def append(self, framed: Framed | Packed | Batches) -> None:
+    def append(self, framed: Framed | Lines | Batches) -> None:
         """Append ``framed`` to this file's partition, or spread it over the
         topic's partitions as Kafka's default partitioner does; one receipt
         per partition appended to."""
         store = self.view.store
-        if isinstance(framed, Packed):
-            self._append_packed(framed)
+        if isinstance(framed, Lines):
+            self._append_lines(framed)
             return
         if isinstance(framed, Batches):
             if framed.batches:  # whole batches: checked and given offsets by the log
                 log = store.log(self.topic, self.partition)
-                first = log.append_batches(framed.batches)
+                first = log.append_batches(framed.batches, framed.data)
                 self._appended(self.partition, first, log.next_offset - first)
             return
         if not framed.values:
@@ -174,21 +174,19 @@ class AppendFile(OpenFile):
         ):
             self._appended(partition, first, count)
 
-    def _append_packed(self, packed: Packed) -> None:
+    def _append_lines(self, lines: Lines) -> None:
         """Unkeyed lines: one partition (the topic's append: the sticky one)."""
-        count = len(packed.lengths)
-        if not count:
-            return
         store = self.view.store
         if self.partition is None:
-            receipt = store.append_packed_to_topic(
-                self.topic, packed.data, packed.lengths, packed.head
+            receipt = store.append_lines_to_topic(
+                self.topic, lines.data, lines.head, limit=lines.max_bytes
             )
         else:
             log = store.log(self.topic, self.partition)
-            first = log.append_packed(packed.data, packed.lengths, packed.head)
-            receipt = self.partition, first, count
-        self._appended(*receipt)
+            first = log.append_lines(lines.data, lines.head, limit=lines.max_bytes)
+            receipt = self.partition, first, log.next_offset - first
+        if receipt[2]:
+            self._appended(*receipt)
 
     def logs(self) -> list[Log]:
         """The logs this file appends to: its partition's, or all of its topic's."""

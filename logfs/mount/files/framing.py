@@ -37,10 +37,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
-
 from ...core.errors import FramingError, TooLargeError
-from ...core.format import line_lengths, split_batches
+from ...core.format import split_batches
 
 PACKED_BYTES = 4096  # writes of at least this much are cut into lines by the compiled codec
 
@@ -52,15 +50,16 @@ class Framed(NamedTuple):
     values: list[bytes]
 
 
-class Packed(NamedTuple):
-    """Unkeyed lines cut out of a write without a Python object per record:
-    ``data`` is the complete lines, each with its ``\\n``; ``lengths`` the values'
-    lengths (see `Log.append_packed`); ``head`` the start of the first line,
-    written before ``data`` (the pending tail), counted in the first length."""
+class Lines(NamedTuple):
+    """Unkeyed lines of a write, handed on whole: ``data`` is the complete
+    lines, each with its ``\\n``; ``head`` the start of the first line, written
+    before ``data`` (the pending tail). The log finds the lines in the same
+    compiled pass that encodes them (`Log.append_lines`), and refuses one longer
+    than ``max_bytes``, its framer's limit, with nothing appended."""
 
     data: memoryview
-    lengths: np.ndarray
-    head: bytes = b""
+    head: bytes
+    max_bytes: int
 
 
 class LineFramer:
@@ -87,16 +86,17 @@ class LineFramer:
         # dropped and so is the rest of it, up to its newline.
         self.discarding = False
 
-    def feed(self, data: bytes) -> tuple[Framed, bytes]:
+    def feed(self, data: bytes) -> tuple[Framed | Lines, bytes]:
         """Cut complete lines from ``pending + data``.
 
-        Returns the records (`Framed`, or `Packed` for many unkeyed lines) and
+        Returns the records (`Framed`, or `Lines` for many unkeyed lines) and
         the new pending tail; does not change ``pending`` (the caller commits
         the tail after a successful append). Changes ``discarding`` as
         described in the class docstring.
 
         Raises:
-            TooLargeError: a line (or the unterminated tail) exceeds ``max_bytes``.
+            TooLargeError: a line (or the unterminated tail) exceeds
+                ``max_bytes`` (for `Lines`, a whole line is refused by the log).
             FramingError: with parse.key, a line without the key separator.
         """
         if self.discarding:
@@ -111,7 +111,7 @@ class LineFramer:
             text, head = (head + text if head else text), b""
             end = text.rfind(b"\n") + 1
         # else the pending tail starts the first line: handed on beside the write
-        # (`Packed.head`) instead of joined to it, which would copy the write.
+        # (`Lines.head`) instead of joined to it, which would copy the write.
         tail = text[end:]
         if len(tail) > self.max_bytes:
             if end == 0:  # no complete line in this write: drop the whole long line
@@ -121,11 +121,7 @@ class LineFramer:
             )
         if self.parse_key or end < PACKED_BYTES:  # few lines: numpy costs more than it saves
             return self._records(text[:end].split(b"\n")[:-1]), tail
-        lengths = line_lengths(text, end)
-        lengths[0] += len(head)
-        if int(lengths.max()) > self.max_bytes:
-            raise TooLargeError(f"a record of {int(lengths.max())} bytes exceeds {self.max_bytes}")
-        return Packed(memoryview(text)[:end], lengths, head), tail
+        return Lines(memoryview(text)[:end], head, self.max_bytes), tail
 
     def restart(self) -> None:
         """Frame what follows anew: the pending tail and a line being discarded dropped."""
@@ -225,9 +221,11 @@ def frame(value: bytes) -> bytes:
 
 
 class Batches(NamedTuple):
-    """Whole RecordBatch v2 batches cut out of a write, for `Log.append_batches`."""
+    """Whole RecordBatch v2 batches cut out of a write, for `Log.append_batches`;
+    ``data``, the bytes they cover (read-only: written from there as they are)."""
 
     batches: list[memoryview]
+    data: memoryview | None = None
 
 
 class BatchFramer(_WholeUnits):
@@ -246,7 +244,7 @@ class BatchFramer(_WholeUnits):
         """
         buf = self.pending + data if self.pending else bytes(data)
         batches, used = split_batches(buf, self.max_bytes)
-        return Batches(batches), buf[used:]
+        return Batches(batches, memoryview(buf)[:used]), buf[used:]
 
     def finish(self) -> Batches:
         self._check_finished()

@@ -1,4 +1,4 @@
-"""The bulk appends (`append_packed`, `append_batches`) write their batches as
+"""The bulk appends (`append_packed`, `append_lines`, `append_batches`) write their batches as
 one `BatchRun`: the roll rule asked over arrays (`SegmentTail.roll_point`),
 each segment's share written at once and indexed in bulk. Checked against
 the general path, batch by batch, which must leave the same files."""
@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logfs.core.config import TopicConfig
+from logfs.core.errors import TooLargeError
 from logfs.core.format import line_lengths
 from logfs.core.format.batching import BatchRun
 from logfs.core.format.record import TIMESTAMP_TYPE_BIT, encode_batch, read_header, verify_crc
@@ -188,3 +189,103 @@ def test_a_head_held_apart_through_the_general_encoder(tmp_path, compressed):
     log.append_packed(memoryview(packed)[2:], line_lengths(packed, len(packed)), packed[:2])
     assert [r.value for r in log.scan(0, 40)] == values
     log.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.binary(max_size=300).filter(lambda v: b"\n" not in v), min_size=1, max_size=200),
+    st.integers(0, 300),
+    st.sampled_from(["CreateTime", "LogAppendTime"]),
+)
+def test_lines_framed_as_encoded_leave_the_files_append_packed_leaves(
+    tmp_path_factory, values, cut, timestamp_type
+):
+    """`append_lines` (the lines found in the pass that encodes them) against
+    `append_packed` of the same lines: same segments, rolls, bytes, index entries."""
+    base = tmp_path_factory.mktemp("lines")
+    config = {**SMALL, "message_timestamp_type": timestamp_type}
+    packed_log, lines_log = log_of(base / "a", **config), log_of(base / "b", **config)
+    text = b"".join(v + b"\n" for v in values)
+    packed_log.append_packed(text, line_lengths(text, len(text)))
+    cut = min(cut, len(values[0]))
+    assert lines_log.append_lines(memoryview(text)[cut:], text[:cut], limit=300) == 0
+    assert files_of(lines_log) == files_of(packed_log)
+    assert [r.value for r in lines_log.scan(0, len(values))] == values
+    packed_log.close()
+    lines_log.close()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{"compression_type": "gzip"}, {"max_message_bytes": 180}, {}],
+    ids=["compressed", "limit-past-the-batch-bound", "plain"],
+)
+def test_append_lines_refuses_a_long_line_and_appends_nothing(tmp_path, config):
+    """A line over the limit fails the whole call on every path (the compiled
+    one, and `append_packed`'s for what it does not take): nothing appended."""
+    log = log_of(tmp_path, **config)
+    text = b"".join(b"%04d\n" % i for i in range(40)) + b"y" * 101 + b"\n"
+    with pytest.raises(TooLargeError, match="101 bytes exceeds 100"):
+        log.append_lines(text, limit=100)
+    with pytest.raises(TooLargeError, match="101 bytes exceeds 100"):  # the head counts
+        log.append_lines(text[-101:] + text, b"x", limit=100)
+    assert log.next_offset == 0 and log.segments[-1].size == 0
+    assert log.append_lines(text, b"x", limit=101) == 0
+    values = [r.value for r in log.scan(0, 41)]
+    assert values[0] == b"x0000" and values[-1] == b"y" * 101 and len(values) == 41
+    log.close()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 40), st.integers(0, 3000)), min_size=1, max_size=30),
+    st.sampled_from(["CreateTime", "LogAppendTime"]),
+)
+def test_batches_from_a_read_only_buffer_leave_the_files_a_copy_leaves(
+    tmp_path_factory, shapes, timestamp_type
+):
+    """`append_batches` given the read-only buffer the batches lie in (the
+    mount's request) writes them from there, base offsets apart, or patches a
+    copy when their headers change (LogAppendTime): the files are those of the
+    batches appended from a copy."""
+    base = tmp_path_factory.mktemp("readonly")
+    batches = [
+        encode_batch(0, [b"%05d" % i * 10] * n, timestamps=NOW + ms)
+        for i, (n, ms) in enumerate(shapes)
+    ]
+    config = {
+        "segment_bytes": 4000, "segment_ms": 1000, "index_interval_bytes": 700,
+        "message_timestamp_type": timestamp_type,
+    }  # fmt: skip
+    copied, in_place = log_of(base / "a", **config), log_of(base / "b", **config)
+    data = b"".join(batches)
+    view, position, views = memoryview(data), 0, []
+    for batch in batches:
+        views.append(view[position : position + len(batch)])
+        position += len(batch)
+    copied.append_batches(batches)
+    assert in_place.append_batches(views, view) == 0
+    assert files_of(in_place) == files_of(copied)
+    copied.close()
+    in_place.close()
+
+
+def test_a_read_only_run_gives_its_base_offsets_apart():
+    """Prepared where they lie in a read-only buffer: each batch whole (`pairs`)
+    has its base offset and a valid CRC; written, the pieces make the same bytes."""
+    batches = [encode_batch(0, [b"a", b"b"], timestamps=NOW), encode_batch(0, [b"c"])]
+    data = b"".join(batches)
+    view = memoryview(data)
+    parts = [view[: len(batches[0])], view[len(batches[0]) :]]
+    run, count = prepare_run(parts, TopicConfig(), 10, NOW, view)
+    assert run.base_offsets is not None and count == 3
+    position, whole = 0, []
+    for (batch, info), first in zip(run.pairs(), [10, 12], strict=True):
+        header = read_header(batch)
+        verify_crc(batch, header, position)
+        assert header.base_offset == first
+        assert info.last_offset == first + header.records_count - 1
+        whole.append(bytes(batch))
+        position += info.size
+    ends = np.cumsum(run.sizes)
+    assert b"".join(bytes(p) for p in run.pieces(0, 2, ends)) == b"".join(whole)
