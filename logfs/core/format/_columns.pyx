@@ -50,6 +50,32 @@ def line_lengths(const uint8_t[::1] text, Py_ssize_t end):
     return lengths
 
 
+cdef inline Py_ssize_t put_plain(
+    uint8_t* o,
+    Py_ssize_t pos,
+    int64_t body,
+    int64_t delta,
+    Py_ssize_t length,
+    const uint8_t* head,
+    Py_ssize_t skip,
+    const uint8_t* rest,
+) noexcept nogil:
+    """One plain record at ``pos`` (``body`` bytes after its length varint: no key, no
+    headers, timestamp delta 0, offset delta ``delta``), its value of ``length`` bytes
+    the ``skip`` of ``head`` then the rest from ``rest``; where it ends."""
+    pos = put_varint(o, pos, body)
+    o[pos] = 0  # attributes
+    o[pos + 1] = 0  # timestamp delta
+    pos = put_varint(o, pos + 2, delta)
+    o[pos] = 1  # key length -1: no key
+    pos = put_varint(o, pos + 1, length)
+    memcpy(o + pos, head, skip)
+    memcpy(o + pos + skip, rest, length - skip)
+    pos += length
+    o[pos] = 0  # header count
+    return pos + 1
+
+
 def encode_plain(
     const uint8_t[::1] packed,
     const int64_t[::1] lengths,
@@ -81,7 +107,7 @@ def encode_plain(
     cdef Py_ssize_t n = lengths.shape[0], i, j, first, pos, src = 0, total = 0, start, size
     cdef int64_t body, length, stream, delta
     cdef Py_ssize_t skip = len(head)  # of the first value: taken from head
-    cdef const char* h = PyBytes_AS_STRING(head)
+    cdef const uint8_t* h = <const uint8_t*>PyBytes_AS_STRING(head)
     if skip and (n == 0 or lengths[0] < skip):
         raise ValueError(f"a head of {skip} bytes longer than the first value")
     # Pass 1: where batches end (greedy, exact sizes) and the buffer's size.
@@ -121,17 +147,7 @@ def encode_plain(
         for i in range(first, cuts[j]):
             length, delta = lengths[i], i - first
             body = 4 + varint_size(delta) + varint_size(length) + length
-            pos = put_varint(o, pos, body)
-            o[pos] = 0  # attributes
-            o[pos + 1] = 0  # timestamp delta
-            pos = put_varint(o, pos + 2, delta)
-            o[pos] = 1  # key length -1: no key
-            pos = put_varint(o, pos + 1, length)
-            memcpy(o + pos, h, skip)
-            memcpy(o + pos + skip, p + src, length - skip)
-            pos += length
-            o[pos] = 0  # header count
-            pos += 1
+            pos = put_plain(o, pos, body, delta, length, h, skip, p + src)
             src += length - skip + 1
             skip = 0
             stream += length + 1
@@ -258,17 +274,7 @@ def encode_lines(
                 cap = max(2 * cap, need)
                 PyByteArray_Resize(out, cap)
                 o = <uint8_t*>PyByteArray_AS_STRING(out)
-            pos = put_varint(o, pos, body)
-            o[pos] = 0  # attributes
-            o[pos + 1] = 0  # timestamp delta
-            pos = put_varint(o, pos + 2, delta)
-            o[pos] = 1  # key length -1: no key
-            pos = put_varint(o, pos + 1, length)
-            memcpy(o + pos, h, skip)
-            memcpy(o + pos + skip, t + src, length - skip)
-            pos += length
-            o[pos] = 0  # header count
-            pos += 1
+            pos = put_plain(o, pos, body, delta, length, h, skip, t + src)
             src = hit - t + 1
             skip = 0
             stream += length + 1

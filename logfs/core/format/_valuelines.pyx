@@ -14,7 +14,7 @@ from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndS
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcpy
 
-from .binary cimport HeaderLayout, get_be, header_layout
+from .binary cimport HeaderLayout, get_be, header_layout, whole_batch
 from .walker cimport FULL, OK, SECTION, Rec, read_record
 
 from . import record
@@ -118,21 +118,17 @@ def scan_lines(
     cdef Py_ssize_t limit = region.shape[0], pos = 0, size, at = 0
     cdef const uint8_t* b = &region[0] if limit else NULL
     cdef const uint8_t* h
-    cdef int64_t length, last_delta, count, base, next_offset = -1, k
+    cdef int64_t last_delta, base, next_offset = -1, k
     cdef int attributes, code
     # Each record takes at least 6 bytes besides its value: the region bounds its lines.
     out = PyByteArray_FromStringAndSize(NULL, limit)
     cdef char* dst = PyByteArray_AS_STRING(out)
     while pos + H.size <= limit:
         h = b + pos
-        length = <int32_t>get_be(h + H.batch_length, 4)
+        size = whole_batch(h, H, limit - pos, MAGIC)
+        if size < 0:
+            break
         last_delta = <int32_t>get_be(h + H.last_offset_delta, 4)
-        count = <int32_t>get_be(h + H.records_count, 4)
-        size = length + H.log_overhead
-        if h[H.magic] != MAGIC or size < H.size or last_delta < 0 or count < 0:
-            break
-        if pos + size > limit:
-            break
         base = <int64_t>get_be(h + H.base_offset, 8)
         attributes = <int>get_be(h + H.attributes, 2)
         if base >= end_offset or attributes & CODEC_MASK:

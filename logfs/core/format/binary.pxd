@@ -4,7 +4,7 @@
 # definition, and each module reads the offsets from it when it is imported
 # (`header_layout(record.FIELD_OFFSETS, record.HEADER_SIZE)`).
 
-from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
 
 cdef struct HeaderLayout:
@@ -109,3 +109,19 @@ cdef inline Py_ssize_t read_varint(
         shift += 7
         if shift > 63:
             return -2
+
+
+cdef inline Py_ssize_t whole_batch(
+    const uint8_t* h, HeaderLayout H, Py_ssize_t room, uint8_t magic
+) noexcept nogil:
+    """The size of the batch whose header is at ``h``, or -1 where that header cannot
+    be right (magic, length, last offset delta, record count) or the batch does not fit
+    in the ``room`` bytes from ``h``: the first check of every reader of .log bytes."""
+    cdef int64_t size = <int32_t>get_be(h + H.batch_length, 4) + H.log_overhead
+    if h[H.magic] != magic or size < H.size or size > room:
+        return -1
+    if <int32_t>get_be(h + H.last_offset_delta, 4) < 0:
+        return -1
+    if <int32_t>get_be(h + H.records_count, 4) < 0:
+        return -1
+    return size

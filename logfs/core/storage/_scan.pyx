@@ -5,7 +5,7 @@ once, CRCs checked, headers made as record.py's `BatchHeader`s."""
 
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
 
-from ..format.binary cimport HeaderLayout, get_be, header_layout
+from ..format.binary cimport HeaderLayout, get_be, header_layout, whole_batch
 
 from ..format import record
 
@@ -34,29 +34,24 @@ def scan_batches(
     """
     cdef const uint8_t* b = &buf[0] if buf.shape[0] else NULL
     cdef const uint8_t* h
-    cdef int64_t length, last_delta, count, size
+    cdef int64_t size
     headers, offsets = [], []
     while offset + H.size <= limit:
         h = b + offset
-        length = <int32_t>get_be(h + H.batch_length, 4)
-        last_delta = <int32_t>get_be(h + H.last_offset_delta, 4)
-        count = <int32_t>get_be(h + H.records_count, 4)
-        size = length + H.log_overhead
-        if h[H.magic] != MAGIC or size < H.size or last_delta < 0 or count < 0:
-            break
-        if offset + size > limit:
+        size = whole_batch(h, H, limit - offset, MAGIC)
+        if size < 0:
             break
         if verify and crc32c(view[offset + H.attributes : offset + size]) != get_be(
             h + H.crc, 4
         ):
             break
         headers.append(make_header((
-            <int64_t>get_be(h + H.base_offset, 8), length,
+            <int64_t>get_be(h + H.base_offset, 8), size - H.log_overhead,
             <int32_t>get_be(h + H.partition_leader_epoch, 4), MAGIC, get_be(h + H.crc, 4),
-            <int16_t>get_be(h + H.attributes, 2), last_delta,
+            <int16_t>get_be(h + H.attributes, 2), <int32_t>get_be(h + H.last_offset_delta, 4),
             <int64_t>get_be(h + H.base_timestamp, 8), <int64_t>get_be(h + H.max_timestamp, 8),
             <int64_t>get_be(h + H.producer_id, 8), <int16_t>get_be(h + H.producer_epoch, 2),
-            <int32_t>get_be(h + H.base_sequence, 4), count,
+            <int32_t>get_be(h + H.base_sequence, 4), <int32_t>get_be(h + H.records_count, 4),
         )))
         offsets.append(offset)
         offset += size
