@@ -189,8 +189,7 @@ def encode_packed_run(
         packed, lengths, base_offset, min(config.max_message_bytes, batch_bytes),
         timestamp=timestamp, timestamp_type=timestamp_type, head=head,
     )  # fmt: skip
-    times = np.full(len(enc.sizes), timestamp, np.int64)
-    return BatchRun(enc.data, enc.sizes, enc.last_offsets, times, enc.stream_bytes)
+    return _stamped_run(enc, timestamp)
 
 
 def encode_lines_run(
@@ -215,6 +214,11 @@ def encode_lines_run(
         text, head, base_offset, min(config.max_message_bytes, batch_bytes),
         timestamp=timestamp, timestamp_type=timestamp_type, limit=limit,
     )  # fmt: skip
+    return _stamped_run(enc, timestamp)
+
+
+def _stamped_run(enc: columnar.Encoded, timestamp: int) -> BatchRun:
+    """The plain encoders' batches as a `BatchRun`, every one stamped ``timestamp``."""
     times = np.full(len(enc.sizes), timestamp, np.int64)
     return BatchRun(enc.data, enc.sizes, enc.last_offsets, times, enc.stream_bytes)
 

@@ -37,8 +37,8 @@ def lines_from(
         return b"", end_offset
     shown = view is None or view.plain or not view.committed  # no aborted transaction
     fast = read_lines(
-        segment.fileno(), found.position, segment.size, max_bytes, offset, end_offset,
-        transactions_shown=shown,
+        segment.fileno(), found.position, found.header, segment.size, max_bytes, offset,
+        end_offset, transactions_shown=shown,
     )  # fmt: skip
     if fast is not None:
         return fast[0], min(fast[1], end_offset)

@@ -96,6 +96,7 @@ def batch_lines(
 def read_lines(
     fd: int,
     position: int,
+    first: BatchHeader,
     end: int,
     max_bytes: int,
     start: int,
@@ -104,12 +105,16 @@ def read_lines(
     transactions_shown: bool,
 ) -> tuple[memoryview, int] | None:
     """The lines of the batches from ``position`` (a batch boundary before
-    ``end``) of the .log file ``fd``, in one compiled pass over one read of
-    about ``max_bytes`` (`scan_lines`): records below ``start`` left out,
-    nothing from ``end_offset`` on. Returns the lines and the offset after the
-    last batch read, or None when the first batch is one the pass leaves to
-    `read_region` and `batch_lines` (compressed, larger than the read, bad,
-    transactional unless ``transactions_shown``)."""
+    ``end``, where the batch ``first`` starts) of the .log file ``fd``, in one
+    compiled pass over one read of about ``max_bytes`` (`scan_lines`): records
+    below ``start`` left out, nothing from ``end_offset`` on. Returns the lines
+    and the offset after the last batch read, or None when the first batch is
+    one the pass leaves to `read_region` and `batch_lines` (compressed,
+    transactional unless ``transactions_shown``: known from ``first``, so
+    nothing is read for it; larger than the read, or bad)."""
+    maybe_aborted = first.is_transactional and not first.is_control and not transactions_shown
+    if first.codec != compression.NONE or maybe_aborted:
+        return None
     region = os.pread(fd, min(max_bytes, end - position), position)
     lines, _, after = scan_lines(region, start, end_offset, transactions_shown=transactions_shown)
     return None if after < 0 else (lines, after)
