@@ -81,7 +81,10 @@ async def metadata(broker, request, advertised):
         elif count and not allows(broker, advertised, DESCRIBE, name):
             code, count = error_code(AccessDeniedError(name)), 0
         if not count and code == ErrorCode.none:
-            code = ErrorCode.unknown_topic_or_partition
+            # A topic another request is making is there in a moment: ask again (Kafka
+            # answers so while a new topic's leaders are elected).
+            made = store.being_made(name) and allows(broker, advertised, DESCRIBE, name)
+            code = ErrorCode.leader_not_available if made else ErrorCode.unknown_topic_or_partition
         partitions = _partitions(m, count)
         topics.append(
             make(

@@ -23,6 +23,7 @@ import datetime
 import io
 import socket
 import struct
+import time
 from collections.abc import Sequence
 
 from ..config import TopicConfig
@@ -77,6 +78,9 @@ TOPIC_RESOURCE = 2
 NONE = KafkaCode.NONE
 UNKNOWN_TOPIC = KafkaCode.UNKNOWN_TOPIC_OR_PARTITION
 TOPIC_EXISTS = KafkaCode.TOPIC_ALREADY_EXISTS
+# A topic not listed yet though it exists: its leaders are being chosen (logfs: another
+# request is still making its partitions).
+NOT_YET = (UNKNOWN_TOPIC, KafkaCode.LEADER_NOT_AVAILABLE)
 # Kafka's error code -> the error the store would have raised: the errors these
 # requests can meet, each read back by the code the table gives it.
 # TOPIC_AUTHORIZATION_FAILED reads as ReadOnlyError, as a read-only store refuses.
@@ -260,7 +264,8 @@ class Wire:
     # ------------------------------------------------------------ topics
 
     def topic(self, name: str) -> tuple[int, TopicConfig] | None:
-        """The topic's partition count and settings, or None if it does not exist."""
+        """The topic's partition count and settings, or None if it does not exist (or
+        is not listed yet: it is being made)."""
         m = self.module(METADATA)
         answer = self.call(
             METADATA,
@@ -269,7 +274,7 @@ class Wire:
             include_topic_authorized_operations=False,
         )
         [found] = answer.topics
-        if found.error_code == UNKNOWN_TOPIC:
+        if found.error_code in NOT_YET:
             return None
         if found.error_code != NONE:
             raise _error(found.error_code, name, None)
@@ -291,10 +296,18 @@ class Wire:
 
     def topic_created(self, name: str) -> tuple[int, TopicConfig]:
         """The topic's partition count and settings, created first if it does not exist."""
-        if (found := self.topic(name)) is None:
-            self.create_topic(name)
-            if (found := self.topic(name)) is None:
+        if (found := self.topic(name)) is not None:
+            return found
+        self.create_topic(name)
+        # Another client's creation may be under way (the answer was "exists"), or a
+        # broker may list a new topic a moment after it answers: asked again, for at
+        # most `timeout` seconds, before the topic counts as vanished.
+        deadline, pause = time.monotonic() + self.timeout, 0.01
+        while (found := self.topic(name)) is None:
+            if time.monotonic() + pause > deadline:
                 raise UnknownTopicError(f"topic {name!r} vanished as it was created")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
         return found
 
     def create_topic(self, name: str) -> None:

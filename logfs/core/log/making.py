@@ -153,6 +153,10 @@ class MakingTopics:
     def _making_count(self) -> int:
         return sum(self._making.values())
 
+    def being_made(self, name: str) -> bool:
+        """Whether ``name`` is a new topic whose partitions are being made (not listed yet)."""
+        return name in self._making and name not in self._catalog
+
     def finish(self, new: NewLogs) -> None:
         """Adopt ``new``'s logs once built (step 3 of making.py); if its build failed,
         remove what it made, and a new topic's settings."""
