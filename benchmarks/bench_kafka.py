@@ -90,8 +90,8 @@ def fill_small(data: Path, topic: str, records: int) -> None:
 
 
 def receive_frame(sock: socket.socket, into: bytearray | None = None) -> memoryview:
-    """One response frame, received straight into ``into`` (grown as needed) or a
-    buffer of its own."""
+    """One response frame, received straight into ``into``, or into a buffer of its
+    own when there is none or it is too small."""
     head = bytearray(4)
     sock.recv_into(head, 4, socket.MSG_WAITALL)
     (size,) = struct.unpack(">i", head)

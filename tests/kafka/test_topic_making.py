@@ -50,4 +50,5 @@ def test_two_clients_creating_one_topic_both_find_it(tmp_path):
         assert found["first"][0] == found["second"][0] == WIDE
         assert metadata_code(second, "t") == (KafkaCode.NONE, WIDE)
         assert metadata_code(second, "nothing") == (KafkaCode.UNKNOWN_TOPIC_OR_PARTITION, 0)
-        first.close(), second.close()
+        first.close()
+        second.close()
