@@ -10,22 +10,10 @@ import time
 
 from kafka_helpers import Served
 
-from logfs.core.client.wire import METADATA, Wire
+from logfs.core.client.wire import Wire
 from logfs.core.errors import KafkaCode
 
 WIDE = 3000  # partitions: seconds to make, so the second client asks meanwhile
-
-
-def metadata_code(client: Wire, name: str) -> tuple[int, int]:
-    m = client.module(METADATA)
-    answer = client.call(
-        METADATA,
-        topics=(m.MetadataRequestTopic(topic_id=None, name=name),),
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
-    [found] = answer.topics
-    return found.error_code, len(found.partitions)
 
 
 def test_two_clients_creating_one_topic_both_find_it(tmp_path):
@@ -41,14 +29,14 @@ def test_two_clients_creating_one_topic_both_find_it(tmp_path):
             while not (data / "t-0").exists():  # the first client's making has begun
                 assert time.monotonic() < deadline and creating.is_alive()
                 time.sleep(0.001)
-            code, count = metadata_code(second, "t")
+            code, count = second.listing("t")
             assert creating.is_alive(), "the making ended before the question: too quick"
             assert (code, count) == (KafkaCode.LEADER_NOT_AVAILABLE, 0)
             found["second"] = second.topic_created("t")  # "exists", then waits for it
         finally:
             creating.join(120)
         assert found["first"][0] == found["second"][0] == WIDE
-        assert metadata_code(second, "t") == (KafkaCode.NONE, WIDE)
-        assert metadata_code(second, "nothing") == (KafkaCode.UNKNOWN_TOPIC_OR_PARTITION, 0)
+        assert second.listing("t") == (KafkaCode.NONE, WIDE)
+        assert second.listing("nothing") == (KafkaCode.UNKNOWN_TOPIC_OR_PARTITION, 0)
         first.close()
         second.close()

@@ -263,9 +263,9 @@ class Wire:
 
     # ------------------------------------------------------------ topics
 
-    def topic(self, name: str) -> tuple[int, TopicConfig] | None:
-        """The topic's partition count and settings, or None if it does not exist (or
-        is not listed yet: it is being made)."""
+    def listing(self, name: str) -> tuple[int, int]:
+        """Metadata's answer for ``name`` (never creating it): its error code and
+        partition count."""
         m = self.module(METADATA)
         answer = self.call(
             METADATA,
@@ -274,10 +274,16 @@ class Wire:
             include_topic_authorized_operations=False,
         )
         [found] = answer.topics
-        if found.error_code in NOT_YET:
+        return found.error_code, len(found.partitions)
+
+    def topic(self, name: str) -> tuple[int, TopicConfig] | None:
+        """The topic's partition count and settings, or None if it does not exist (or
+        is not listed yet: it is being made)."""
+        code, count = self.listing(name)
+        if code in NOT_YET:
             return None
-        if found.error_code != NONE:
-            raise _error(found.error_code, name, None)
+        if code != NONE:
+            raise _error(code, name, None)
         m = self.module(DESCRIBE_CONFIGS)
         answer = self.call(
             DESCRIBE_CONFIGS,
@@ -292,7 +298,7 @@ class Wire:
             raise _error(result.error_code, name, result.error_message)
         known = set(TopicConfig().to_properties())
         settings = {c.name: c.value for c in result.configs if c.name in known and c.value}
-        return len(found.partitions), TopicConfig.from_properties(settings)
+        return count, TopicConfig.from_properties(settings)
 
     def topic_created(self, name: str) -> tuple[int, TopicConfig]:
         """The topic's partition count and settings, created first if it does not exist."""
