@@ -5,8 +5,8 @@ what it saw as one JSON line.
 Modes (the JSON argument's fields):
 
 - ``hold``: open ``count`` connections to ``address``, send ``prefix`` (hex) on
-  each (or ``prefixes``, one for each), then watch them for ``seconds``:
-  ``opened``, and for each connection the second (from the end of opening) at
+  each (or ``prefixes``, one for each), then watch them for ``seconds`` more:
+  ``opened``, and for each connection the second (from its own connect) at
   which the listener closed it, or null.
 - ``flood``: ``count`` connections at once, each sending a frame of ``size``
   bytes (a size field, then zeros): ``sent`` bytes per connection, ``seconds``.
@@ -35,7 +35,24 @@ def _connect(address) -> socket.socket:
 
 def hold(spec: dict) -> dict:
     prefixes = spec.get("prefixes") or [spec.get("prefix", "")] * spec["count"]
-    socks, opened = [], []
+    socks, opened, closed = [], [], []
+    open_: dict[int, socket.socket] = {}
+
+    def watch(timeout: float) -> None:
+        # Each socket's time counts from its own connect, and closes are looked
+        # for between connects too: connecting hundreds can take seconds on a
+        # busy machine (SYN retries once the backlog is full).
+        ready, _, _ = select.select(list(open_.values()), [], [], timeout)
+        for sock in ready:
+            i = socks.index(sock)
+            try:
+                data = sock.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                closed[i] = round(time.monotonic() - opened[i], 3)
+                del open_[i]
+
     for hexed in prefixes:
         prefix = bytes.fromhex(hexed)
         try:
@@ -46,23 +63,13 @@ def hold(spec: dict) -> dict:
         if prefix:
             with contextlib.suppress(OSError):
                 sock.sendall(prefix)
+        open_[len(socks)] = sock
         socks.append(sock)
-    # Each socket's time counts from its own connect: connecting hundreds can
-    # take seconds on a busy machine (SYN retries once the backlog is full).
+        closed.append(None)
+        watch(0)
     start = time.monotonic()
-    closed: list[float | None] = [None] * len(socks)
-    open_ = dict(enumerate(socks))
     while open_ and time.monotonic() - start < spec["seconds"]:
-        ready, _, _ = select.select(list(open_.values()), [], [], 0.05)
-        for sock in ready:
-            i = socks.index(sock)
-            try:
-                data = sock.recv(65536)
-            except OSError:
-                data = b""
-            if not data:
-                closed[i] = round(time.monotonic() - opened[i], 3)
-                del open_[i]
+        watch(0.05)
     for sock in socks:
         sock.close()
     return {"opened": len(socks), "closed": closed}
