@@ -14,7 +14,8 @@ than the rates). Figures:
     batches    16 KiB producer batches in 1 MiB write()s into append.batches
     stream     cat stream of those lines vs cat of the plain file (and the nulls' source)
     segments   cat segments/*.log vs cat of the same files in DATA
-    fetch      Kafka Fetch of 1 MiB per partition vs sendfile of the segment
+    fetch      Kafka Fetch of 1 MiB per partition vs a null Kafka server (the same
+               answers, nothing else done) and sendfile of the segment
 
 Then the checks: each ratio the targets of docs/benchmarks.md name, against the goal and
 against the figure recorded there (the table between the ``floor-checks`` marks). A
@@ -66,6 +67,8 @@ CHECKS = (
     ("stream CPU: C null / logfs", "cpu:stream", "C null", "logfs", None),
     ("segments: logfs / plain", "segments", "logfs", "plain file", 0.9),
     ("fetch: logfs / sendfile", "fetch", "logfs", "sendfile", 0.8),
+    ("fetch: null server / sendfile", "fetch", "null server", "sendfile", None),
+    ("fetch: logfs / null server", "fetch", "logfs", "null server", None),
 )
 
 
@@ -335,8 +338,8 @@ def measure(tmp: Path, args) -> dict[str, Figure]:
 
 
 def measure_fetch(data: Path, pid: int, end: int, rounds: int) -> Figure:
-    """Fetch of the partition ``fetched`` to ``end`` through the listener vs sendfile
-    of its segment."""
+    """Fetch of the partition ``fetched`` to ``end`` through the listener vs a null
+    server's answers and sendfile of its segment."""
     deadline = time.monotonic() + 30
     while (found := mountinfo.read_record(data)) is None or not found.kafka:
         if time.monotonic() > deadline:
@@ -348,9 +351,13 @@ def measure_fetch(data: Path, pid: int, end: int, rounds: int) -> Figure:
     bench_kafka.fetch_all(address, "fetched", end)  # warm up: the page cache, the imports
     f = Figure("Kafka Fetch, 1 MiB per partition", "MiB/s", segment.stat().st_size / 2**20,
                "ms/MiB", 1e3)  # fmt: skip
-    f.target("logfs", lambda: timed_fn(bench_kafka.fetch_all, address, "fetched", end), pid)
-    f.target("sendfile", lambda: timed_fn(bench_kafka.sendfile_limit, segment))
-    return f.measure(rounds)
+    with bench_kafka.null_fetch_server(segment, "fetched") as (null, null_pid):
+        f.target("logfs", lambda: timed_fn(bench_kafka.fetch_all, address, "fetched", end), pid)
+        f.target(
+            "null server", lambda: timed_fn(bench_kafka.fetch_all, null, "fetched", end), null_pid
+        )
+        f.target("sendfile", lambda: timed_fn(bench_kafka.sendfile_limit, segment))
+        return f.measure(rounds)
 
 
 def timed_fn(fn, *args) -> float:

@@ -1,15 +1,17 @@
 """The Kafka listener against its physical limits, side by side in one run
 (one mount daemon with ``-o kafka=127.0.0.1:0``, a warm-up round, then
-rounds in which the two sides of each comparison run back to back, in
-alternating order; medians of each case, and the median of the rounds'
-ratios, which a machine whose load changes from second to second moves least):
+rounds in which the sides of each comparison run back to back, in rotating
+order; medians of each case, and the median of the rounds' ratios, which a
+machine whose load changes from second to second moves least):
 
 - **fetch**: a client issuing Fetch requests (1 MiB per partition) over one
   connection, receiving each answer into one reused buffer and finding its
   records by their fields' places (checked against kio's reading of the first
   answer) before discarding them, reading a whole partition of
-  16 KiB batches, vs ``sendfile`` of the same segment file to a loopback
-  socket drained by a reader (the physical limit of the bytes' path);
+  16 KiB batches, vs the same client against a null server (one that only
+  reads each request and sends its answer, `null_fetch_server`: the floor of
+  a Fetch's request and answer), vs ``sendfile`` of the same segment file to a
+  loopback socket drained by a reader (the physical limit of the bytes' path);
 - **produce**: 16 KiB batches, 64 per Produce request (1 MiB, Kafka's
   ``max.request.size``), acks=1, over one connection with up to 5 requests
   in flight (``IN_FLIGHT``; Kafka's ``max.in.flight.requests.per.connection``
@@ -28,6 +30,7 @@ ratios, which a machine whose load changes from second to second moves least):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
 import socket
@@ -116,6 +119,12 @@ def fetch_request(topic: str, offset: int) -> bytes:
     return encode_request(1, 11, request)
 
 
+def offset_place(topic: str) -> int:
+    """Where the fetch offset is in `fetch_request`'s frame."""
+    mark = bytes(range(1, 9))
+    return fetch_request(topic, int.from_bytes(mark, "big")).index(mark)
+
+
 def fetched_records(frame: memoryview, topic: str) -> memoryview:
     """The records of a Fetch v11 answer for one partition, found by the fields'
     places (no copy); its error codes must be none."""
@@ -142,8 +151,7 @@ def fetch_all(address: tuple[str, int], topic: str, end: int) -> int:
     offset written in, each answer is received into one reused buffer and its records
     found by their fields' places (checked against kio's own reading of the first
     answer), so the client's work per answer is small beside the listener's."""
-    template, mark = bytearray(fetch_request(topic, 0)), bytes(range(1, 9))
-    place = fetch_request(topic, int.from_bytes(mark, "big")).index(mark)
+    template, place = bytearray(fetch_request(topic, 0)), offset_place(topic)
     offset, received, buffer = 0, 0, bytearray(FETCH_BYTES + (64 << 10))
     with socket.create_connection(address) as sock:
         while offset < end:
@@ -156,14 +164,76 @@ def fetch_all(address: tuple[str, int], topic: str, end: int) -> int:
                 assert bytes(response.responses[0].partitions[0].records) == records
             received += len(records)
             # the next offset: after the last whole batch (base offset + last offset delta + 1)
-            pos = last = 0
+            pos, last = 0, offset
             while pos + 61 <= len(records):
                 (base, length) = struct.unpack_from(">qi", records, pos)
+                if pos + 12 + length > len(records):  # a partial last batch
+                    break
                 (delta,) = struct.unpack_from(">i", records, pos + 23)
                 last = base + delta + 1
                 pos += 12 + length
+            assert last > offset, (offset, len(records))
             offset = last
     return received
+
+
+@contextlib.contextmanager
+def null_fetch_server(segment: Path, topic: str):
+    """The address and pid of a null Kafka server: a process of its own (`serve_null`)
+    answering `fetch_all`'s requests for ``topic`` from ``segment``."""
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--null-server", str(segment), topic],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        port = int(proc.stdout.readline())
+        yield ("127.0.0.1", port), proc.pid
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def serve_null(segment: Path, topic: str) -> None:
+    """A Kafka "broker" that does nothing but what a Fetch's bytes need, for
+    `fetch_all`'s requests: read the request into one buffer, take the offset from
+    its place, write the answer's fields and ``sendfile`` the segment from the
+    batch at that offset (Kafka's cut: ``FETCH_BYTES`` or the end). The batches'
+    places are found before it listens; one thread serves with blocking calls (no
+    event loop). The floor of Fetch's request and answer on this machine, whatever
+    a listener is written in: beside it, what the listener itself adds. Prints its
+    port, then serves until it is terminated."""
+    positions, size = {}, segment.stat().st_size
+    with open(segment, "rb") as f:
+        data = f.read()
+    pos = end = 0  # end: the log end offset, after the last batch
+    while pos + 61 <= size:
+        (base, length) = struct.unpack_from(">qi", data, pos)
+        (delta,) = struct.unpack_from(">i", data, pos + 23)
+        positions[base], end = pos, base + delta + 1
+        pos += 12 + length
+    del data
+    place, name = offset_place(topic) - 4, topic.encode()
+    head = struct.Struct(f">iiihiih{len(name)}siihqqqiii")
+    buffer = bytearray(1 << 16)
+    with socket.create_server(("127.0.0.1", 0)) as server, open(segment, "rb") as f:
+        print(server.getsockname()[1], flush=True)
+        while True:
+            conn, _ = server.accept()
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Kafka's broker
+            with conn:
+                while conn.recv_into(buffer, 4, socket.MSG_WAITALL) == 4:
+                    (length,) = struct.unpack_from(">i", buffer)
+                    conn.recv_into(buffer, length, socket.MSG_WAITALL)
+                    (correlation,) = struct.unpack_from(">i", buffer, 4)
+                    (offset,) = struct.unpack_from(">q", buffer, place)
+                    at = positions.get(offset, size)
+                    count = min(FETCH_BYTES, size - at)
+                    conn.sendall(head.pack(
+                        head.size - 4 + count, correlation, 0, 0, 0, 1, len(name), name,
+                        1, 0, 0, end, end, 0, -1, -1, count))  # fmt: skip
+                    while count:
+                        sent = os.sendfile(conn.fileno(), f.fileno(), at, count)
+                        at, count = at + sent, count - sent
 
 
 def sendfile_limit(path: Path) -> int:
@@ -268,7 +338,10 @@ def main() -> None:
         segment = next((data / "fetched-0").glob("*.log"))
         times: dict[str, list[float]] = {}
         cpu: dict[str, list[float]] = {}  # the daemon's event loop's CPU seconds
-        with logfs_mount(data, mnt, root / "daemon.log", "kafka=127.0.0.1:0") as daemon:
+        with (
+            logfs_mount(data, mnt, root / "daemon.log", "kafka=127.0.0.1:0") as daemon,
+            null_fetch_server(segment, "fetched") as (null_address, _),
+        ):
             deadline = time.monotonic() + 30
             while (record := mountinfo.read_record(data)) is None or not record.kafka:
                 assert time.monotonic() < deadline
@@ -278,6 +351,7 @@ def main() -> None:
             bootstrap = record.kafka
             cases = {
                 "fetch": lambda: fetch_all(address, "fetched", end),
+                "null server": lambda: fetch_all(null_address, "fetched", end),
                 "sendfile limit": lambda: sendfile_limit(segment),
                 "produce (protocol)": lambda: produce_over_protocol(
                     address, "produced-kafka", batch, total),
@@ -290,22 +364,22 @@ def main() -> None:
                     ["cat", str(mnt / "small" / "0" / "stream")],
                     stdout=subprocess.DEVNULL, check=True),
             }  # fmt: skip
-            groups = {"fetch": ("fetch", "sendfile limit"),
+            groups = {"fetch": ("fetch", "null server", "sendfile limit"),
                       "produce": ("produce (protocol)", "append.batches"),
                       "kcat": ("kcat -C -e", "cat stream")}  # fmt: skip
             if args.only:
                 groups = {args.only: groups[args.only]}
-            for name in ("fetch", "kcat -C -e", "cat stream"):  # warm-up: imports, page cache
+            for name in ("fetch", "null server", "kcat -C -e", "cat stream"):  # warm-up
                 if any(name in pair for pair in groups.values()):
                     cases[name]()
             if "produce" in groups:  # warm-up: the listener's and the mount's first appends
                 produce_over_protocol(address, "produced-kafka", batch, total // 8)
                 produce_to_append_batches(mnt, "produced-mount", batch, total // 8)
-            # The two sides of a comparison run back to back, in alternating order, so
+            # The sides of a comparison run back to back, in rotating order, so
             # each round's ratio sees the same machine (others' load changes by the second).
             for r in range(args.rounds):
                 for pair in groups.values():
-                    for name in pair if r % 2 == 0 else reversed(pair):
+                    for name in pair[r % len(pair) :] + pair[: r % len(pair)]:
                         seconds, daemon_cpu = timed(cases[name], daemon.proc.pid)
                         times.setdefault(name, []).append(seconds)
                         cpu.setdefault(name, []).append(daemon_cpu)
@@ -313,7 +387,7 @@ def main() -> None:
         size = segment.stat().st_size
         print(f"{'case':<22}{'median s':>10}{'MiB/s':>10}{'loop CPU ms/MiB':>18}")
         for name, seconds in median.items():
-            volume = size if name in ("fetch", "sendfile limit") else total
+            volume = size if name in ("fetch", "null server", "sendfile limit") else total
             rate = daemon = ""
             if "cat" not in name:
                 rate = f"{volume / seconds / 2**20:10.0f}"
@@ -321,6 +395,9 @@ def main() -> None:
             print(f"{name:<22}{seconds:10.3f}{rate}{daemon}")
         ratios = {}
         for name, (side, limit) in (("fetch / sendfile limit", ("fetch", "sendfile limit")),
+                                    ("null server / sendfile limit",
+                                     ("null server", "sendfile limit")),
+                                    ("fetch / null server", ("fetch", "null server")),
                                     ("produce / append.batches",
                                      ("produce (protocol)", "append.batches"))):  # fmt: skip
             if side in times:
@@ -336,4 +413,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--null-server"]:
+        serve_null(Path(sys.argv[2]), sys.argv[3])
+    else:
+        main()
