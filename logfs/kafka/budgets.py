@@ -101,7 +101,8 @@ class RequestMemory:
             self.by_client[key] = left
         else:
             self.by_client.pop(key, None)
-        self._freed.unpark_all()
+        if self.waiting:
+            self._freed.unpark_all()
 
     def statistics(self) -> dict[str, int]:
         return {"total": self.total, "held": self.held, "waiting": self.waiting}

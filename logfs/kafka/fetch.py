@@ -72,7 +72,6 @@ def _gather(broker, client, topics, max_bytes: int, committed: bool) -> tuple[li
 
 async def fetch(broker, request, advertised):
     body = request.body
-    m = schema(FETCH, request.version)
     max_bytes = body.max_bytes if hasattr(body, "max_bytes") else 2**31 - 1
     deadline = trio.current_time() + max(0.0, body.max_wait.total_seconds())
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
@@ -85,7 +84,11 @@ async def fetch(broker, request, advertised):
     reply = Reply(None)
     fast = fetchwire.FIRST <= request.version <= fetchwire.LAST
     topics = []
-    offsets = {(t.topic, p.partition): p.fetch_offset for t in body.topics for p in t.partitions}
+    offsets = {}  # where each partition's aborted transactions are looked for from
+    if committed:
+        offsets = {
+            (t.topic, p.partition): p.fetch_offset for t in body.topics for p in t.partitions
+        }
     for name, parts in found:
         partitions = []
         for index, code, log, region in parts:
@@ -110,7 +113,7 @@ async def fetch(broker, request, advertised):
     if fast:
         reply.parts = fetchwire.encode(request.version, request.correlation_id, topics)
     else:
-        reply.body = _kio_body(m, reply, topics)
+        reply.body = _kio_body(schema(FETCH, request.version), reply, topics)
     return reply
 
 
