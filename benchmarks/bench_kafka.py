@@ -181,16 +181,12 @@ def fetch_all(address: tuple[str, int], topic: str, end: int) -> int:
 def null_fetch_server(segment: Path, topic: str):
     """The address and pid of a null Kafka server: a process of its own (`serve_null`)
     answering `fetch_all`'s requests for ``topic`` from ``segment``."""
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--null-server", str(segment), topic],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        port = int(proc.stdout.readline())
-        yield ("127.0.0.1", port), proc.pid
-    finally:
-        proc.terminate()
-        proc.wait()
+    command = [sys.executable, __file__, "--null-server", str(segment), topic]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            yield ("127.0.0.1", int(proc.stdout.readline())), proc.pid
+        finally:
+            proc.terminate()
 
 
 def serve_null(segment: Path, topic: str) -> None:

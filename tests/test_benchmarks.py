@@ -1,6 +1,7 @@
 """The benchmark suite's own parts: the C null file system it builds and mounts as the
-transport's floor (benchmarks/cnullfs.c), and the regression check of bench_floor.py
-against the figures recorded in docs/benchmarks.md."""
+transport's floor (benchmarks/cnullfs.c), the null Kafka server that is Fetch's, and
+the regression check of bench_floor.py against the figures recorded in
+docs/benchmarks.md."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 import bench_floor  # noqa: E402
+import bench_kafka  # noqa: E402
 from mount_helpers import mount_type  # noqa: E402
 from mounts import CNullDaemon, build_cnullfs  # noqa: E402
 
@@ -40,6 +42,32 @@ def test_the_c_null_file_system_is_built_and_answers_as_the_floor(tmp_path):
         assert os.stat(mountpoint / "source").st_blksize == 1 << 20
         assert not (mountpoint / "other").exists()
     assert mount_type(mountpoint) is None
+
+
+def test_the_null_kafka_server_answers_the_fetch_client_with_the_whole_segment(tmp_path):
+    """Answers as Kafka's broker cuts them: ``FETCH_BYTES`` from the batch at the
+    offset asked for, the last batch of each partial, asked for again (`fetch_all`
+    checks the first answer against kio and stops at the log's end)."""
+    data = tmp_path / "data"
+    bench_kafka.fill(data, "fetched", bench_kafka.one_batch(), 3 << 20)
+    with bench_kafka.Store(data) as store:
+        end = store.log("fetched", 0).next_offset
+    segment = next((data / "fetched-0").glob("*.log"))
+    starts, size = [], segment.stat().st_size  # each batch's place, from the file
+    with open(segment, "rb") as f:
+        while (start := f.tell()) < size:
+            starts.append(start)
+            f.seek(int.from_bytes(f.read(12)[8:], "big"), os.SEEK_CUR)
+    expected, position = 0, 0
+    while position < size:
+        cut = min(position + bench_kafka.FETCH_BYTES, size)
+        expected += cut - position
+        position = size if cut == size else max(s for s in starts if s <= cut)
+    assert len(starts) > 100 and expected > size  # some answers end inside a batch
+    with bench_kafka.null_fetch_server(segment, "fetched") as (address, pid):
+        assert bench_kafka.fetch_all(address, "fetched", end) == expected
+        assert bench_kafka.fetch_all(address, "fetched", end) == expected  # a second client
+    assert not os.path.exists(f"/proc/{pid}")
 
 
 class Run:
