@@ -51,6 +51,8 @@ from kafka_helpers import decode_response, encode_request  # noqa: E402
 from kio.index import load_request_schema  # noqa: E402
 
 from logfs.core.client import mountinfo  # noqa: E402
+from logfs.core.format.record import BatchHeader, read_header  # noqa: E402
+from logfs.core.format.validate import split_batches  # noqa: E402
 from logfs.core.log import Store  # noqa: E402
 
 BATCH_BYTES = 16 * 1024
@@ -177,6 +179,15 @@ def fetch_all(address: tuple[str, int], topic: str, end: int) -> int:
     return received
 
 
+def whole_batches(data: bytes) -> list[tuple[int, BatchHeader]]:
+    """(position, header) of each whole batch in ``data``, up to a partial last one."""
+    places, position = [], 0
+    for batch in split_batches(data)[0]:
+        places.append((position, read_header(batch)))
+        position += len(batch)
+    return places
+
+
 @contextlib.contextmanager
 def null_fetch_server(segment: Path, topic: str):
     """The address and pid of a null Kafka server: a process of its own (`serve_null`)
@@ -198,16 +209,9 @@ def serve_null(segment: Path, topic: str) -> None:
     event loop). The floor of Fetch's request and answer on this machine, whatever
     a listener is written in: beside it, what the listener itself adds. Prints its
     port, then serves until it is terminated."""
-    positions, size = {}, segment.stat().st_size
-    with open(segment, "rb") as f:
-        data = f.read()
-    pos = end = 0  # end: the log end offset, after the last batch
-    while pos + 61 <= size:
-        (base, length) = struct.unpack_from(">qi", data, pos)
-        (delta,) = struct.unpack_from(">i", data, pos + 23)
-        positions[base], end = pos, base + delta + 1
-        pos += 12 + length
-    del data
+    places, size = whole_batches(segment.read_bytes()), segment.stat().st_size
+    positions = {header.base_offset: position for position, header in places}
+    end = places[-1][1].last_offset + 1 if places else 0  # the log end offset
     place, name = offset_place(topic) - 4, topic.encode()
     head = struct.Struct(f">iiihiih{len(name)}siihqqqiii")
     buffer = bytearray(1 << 16)

@@ -53,11 +53,8 @@ def test_the_null_kafka_server_answers_the_fetch_client_with_the_whole_segment(t
     with bench_kafka.Store(data) as store:
         end = store.log("fetched", 0).next_offset
     segment = next((data / "fetched-0").glob("*.log"))
-    starts, size = [], segment.stat().st_size  # each batch's place, from the file
-    with open(segment, "rb") as f:
-        while (start := f.tell()) < size:
-            starts.append(start)
-            f.seek(int.from_bytes(f.read(12)[8:], "big"), os.SEEK_CUR)
+    starts = [position for position, _ in bench_kafka.whole_batches(segment.read_bytes())]
+    size = segment.stat().st_size
     expected, position = 0, 0
     while position < size:
         cut = min(position + bench_kafka.FETCH_BYTES, size)
