@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import time
 
 import pyfuse3
 import pytest
@@ -15,6 +16,7 @@ import trio
 from logfs import Store
 from logfs.core.client import delivery, names
 from logfs.core.errors import LogfsError
+from logfs.core.log import cleaner
 from logfs.core.tools.offline import check
 from logfs.mount import Operations
 from logfs.mount.errnos import errno_for
@@ -123,8 +125,9 @@ def test_a_path_that_is_not_there_gets_no_inode(mount):
     [
         # a record never changes: the page cache keeps it across opens
         ("orders/0/offset/0", os.O_RDONLY, False, True, False),
-        ("orders/0/stream", os.O_RDONLY, True, True, False),
-        ("orders/0/from/1", os.O_RDONLY, True, True, False),
+        # lines through the page cache, none kept from before (test_stream_cache.py)
+        ("orders/0/stream", os.O_RDONLY, False, False, False),
+        ("orders/0/from/1", os.O_RDONLY, False, False, False),
         ("orders/0/state", os.O_RDONLY, True, True, False),
         ("orders/config", os.O_RDONLY, True, True, False),
         ("orders/config", os.O_WRONLY | os.O_APPEND, True, True, False),
@@ -151,6 +154,39 @@ def test_each_kind_is_opened_with_its_own_flags(
         )
     finally:
         mount.close(info.fh)
+
+
+def test_a_stream_keeps_the_kernels_cache_while_its_lines_stay_where_they_were(mount):
+    store = mount.ops.store
+    store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "1024"})
+    orders, compacted = store.log("orders", 0), store.log("c", 0)
+    for i in range(100):
+        compacted.append([b"v%d" % i], keys=[b"k%d" % (i % 3)])
+
+    def kept(path: str) -> bool:
+        """Open and close ``path``: may the kernel keep what it read before?"""
+        info = mount.open(path, os.O_RDONLY)
+        mount.close(info.fh)
+        assert not info.direct_io
+        return info.keep_cache
+
+    def mtime(path: str) -> int:
+        return mount.call("getattr", mount.lookup(path), None).st_mtime_ns
+
+    for path in ("orders/0/stream", "orders/0/from/1", "c/0/stream"):
+        assert not kept(path)  # the first open: nothing kept
+        assert kept(path)
+    shown = mtime("orders/0/stream")
+    assert mtime("orders/0/stream") == shown  # unchanged lines, unchanged mtime
+    orders.append([b"third"])  # lines added at the end: the kernel sees the size change
+    assert kept("orders/0/stream") and mtime("orders/0/stream") > shown
+    shown = mtime("orders/0/stream")
+    orders.delete_records(1)  # the log start moved: so did every line
+    assert not kept("orders/0/stream") and mtime("orders/0/stream") > shown
+    assert kept("orders/0/stream")
+    assert cleaner.clean_store(store, now_ms=int(time.time() * 1000) + 1000, force=True)
+    assert not kept("c/0/stream")  # a cleaning swapped segments in
+    assert kept("c/0/stream")
 
 
 @pytest.mark.parametrize(

@@ -596,6 +596,9 @@ def test_a_re_created_topic_is_a_new_life(fs):
     with fuse_error(errno.ESTALE):
         fs.call("flush", writer)
     fs.call("release", writer)
+    # while open, as an unlinked file (the kernel asks before reading past what it holds)
+    gone = fs.call("getattr", stream, None)
+    assert (gone.st_nlink, gone.st_size, gone.st_uid) == (0, 0, before.st_uid)
     fs.close(reader)
     for inode in (topic, stream):
         with fuse_error(errno.ENOENT):

@@ -229,8 +229,18 @@ class StreamFile(OpenFile):
     of the reader (`ReadAhead`)."""
 
     def __init__(
-        self, view: Shared, topic: str, partition: int, source: FromStream | None = None
+        self,
+        view: Shared,
+        topic: str,
+        partition: int,
+        source: FromStream | None = None,
+        *,
+        cached: bool = False,
+        direct: bool = False,
     ) -> None:
+        # through the kernel's page cache unless ``direct``; what it holds of
+        # the file from earlier opens is kept if ``cached`` (nodes.py, `Stream`)
+        self.direct_io, self.keep_cache = direct, cached
         self.view = view
         self.topic = topic
         self.partition = partition

@@ -11,14 +11,21 @@
  * system clears those bits itself (logfs keeps none on files) and the kernel
  * stops asking once it has seen a file without them.
  *
+ * The mount's INIT reply turns FUSE_AUTO_INVAL_DATA off, which libfuse turns on: with
+ * it the kernel asks for a file's attributes before every read() served from
+ * its page cache (a round trip per read() of a `stream` the kernel holds, whose
+ * attributes are never cached). Without it the kernel still drops what it
+ * holds of a file when the size it is told changes, and at an open without
+ * keep_cache (mount/tree/nodes.py, `Stream`).
+ *
  * How: this library is loaded with RTLD_GLOBAL before pyfuse3 (mount/fuse/fuseinit.py),
  * so pyfuse3's call of libfuse's fuse_session_mount() reaches the function below.
  * It mounts with libfuse's own function, then hands the session a custom I/O
  * (fuse_session_custom_io, libfuse >= 3.14) whose writev() is the plain system
  * call, except that the reply to the kernel's INIT request (the first reply, of
- * a fixed size and shape) gets one more flag set. libfuse's functions are those
- * of the libfuse already loaded by pyfuse3 (found at run time), so the library
- * loads, and does nothing, in a process that never mounts.
+ * a fixed size and shape) gets one flag more and one less. libfuse's functions
+ * are those of the libfuse already loaded by pyfuse3 (found at run time), so
+ * the library loads, and does nothing, in a process that never mounts.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h> /* first, as Python asks; it defines _GNU_SOURCE (dlvsym) */
@@ -38,6 +45,7 @@
 #define FLAGS_AT 28         /* fuse_init_out.flags */
 #define FUSE_KERNEL_MAJOR 7
 #define HANDLE_KILLPRIV_V2 (1u << 28)
+#define AUTO_INVAL_DATA (1u << 12)
 
 struct fuse_session;
 
@@ -189,6 +197,7 @@ static ssize_t write_reply(int fd, struct iovec *iov, int count, void *userdata)
             if (error == 0 && major == FUSE_KERNEL_MAJOR) {
                 memcpy(&flags, reply + FLAGS_AT, sizeof flags);
                 flags |= HANDLE_KILLPRIV_V2;
+                flags &= ~AUTO_INVAL_DATA;
                 memcpy(reply + FLAGS_AT, &flags, sizeof flags);
                 logfs_killpriv_v2_asked = 1;
                 struct iovec whole = {reply, INIT_REPLY_BYTES};

@@ -1,6 +1,6 @@
 """Loads `_fuseinit` (a small C library) before pyfuse3, so that the mount asks
-the kernel for FUSE's ``handle_killpriv_v2`` and can take one-line ``write()``s
-before pyfuse3 does (see ``_fuseinit.c``).
+the kernel for FUSE's ``handle_killpriv_v2``, turns its ``auto_inval_data`` off
+and can take one-line ``write()``s before pyfuse3 does (see ``_fuseinit.c``).
 
 Without it the kernel asks for a file's ``security.capability`` attribute before
 every ``write()`` through its page cache: a round trip per line in the buffered

@@ -15,6 +15,7 @@ import itertools
 import logging
 import os
 import stat
+from collections import Counter
 from collections.abc import Awaitable, Callable
 
 import pyfuse3
@@ -25,7 +26,7 @@ from ...core.log import Log, Owner, Store
 from ...groups import Coordinator
 from ..errnos import Metrics, fail, fuse_errors, log_rejected
 from ..files import AppendFile, BufferedAppends, OpenFile
-from ..tree import DATA_OWNER, Caller, Ownership, Root, TopicLife, View, resolve
+from ..tree import DATA_OWNER, Caller, Node, Ownership, Root, TopicLife, View, resolve
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +92,10 @@ class Operations(pyfuse3.Operations):
         self.inodes = self.view.inodes
         self.files: dict[int, OpenFile] = {}
         self._fh = itertools.count(1)
-        # The topic life each open file was opened in, and whether it was opened
-        # for writing: a deleted topic's descriptors never reach a new one.
-        self._opened: dict[int, tuple[TopicLife | None, bool]] = {}
+        # The topic life each open file was opened in, whether it was opened for
+        # writing (a deleted topic's descriptors never reach a new one), its inode.
+        self._opened: dict[int, tuple[TopicLife | None, bool, int]] = {}
+        self._open_inodes: Counter[int] = Counter()  # open files per inode
         # Open directories: node and names, listed at the first readdir (chunks cost theirs).
         self._listings: dict[int, tuple[int, list[str] | None]] = {}
 
@@ -131,6 +133,10 @@ class Operations(pyfuse3.Operations):
 
     @fuse_errors
     async def getattr(self, inode, ctx=None):
+        if self._open_inodes[inode]:  # fstat, or a read past what the kernel holds
+            gone = self.inodes.get(inode)
+            if gone is not None and gone.life is not None and gone.life.deleted:
+                return self.view.gone_attrs(gone)  # an open file of a deleted topic
         node = self.view.node(inode)
         resolve(self.view, node.path)  # still there? (a deleted topic answers ENOENT)
         await node.count(self.view)
@@ -247,7 +253,7 @@ class Operations(pyfuse3.Operations):
         if node.shows == "group":  # a new group is its maker's (settled at close)
             self.view.groups.claim_group(node.path[3], new_group_owner(Caller.of(ctx)))
         self.inodes.looked_up(node)
-        fh = self._add(file, node.life, writing=True)
+        fh = self._add(file, node, writing=True)
         return file.info(fh), self.view.attrs(node)
 
     @fuse_errors
@@ -284,13 +290,14 @@ class Operations(pyfuse3.Operations):
     async def open(self, inode, flags, ctx=None):
         node = self.view.node(inode)
         file = node.open(self.view, flags)
-        fh = self._add(file, node.life, writing=flags & os.O_ACCMODE != os.O_RDONLY)
+        fh = self._add(file, node, writing=flags & os.O_ACCMODE != os.O_RDONLY)
         return file.info(fh)
 
-    def _add(self, file: OpenFile, life: TopicLife | None, *, writing: bool) -> int:
+    def _add(self, file: OpenFile, node: Node, *, writing: bool) -> int:
         fh = next(self._fh)
         self.files[fh] = file
-        self._opened[fh] = (life, writing)
+        self._opened[fh] = (node.life, writing, node.inode)
+        self._open_inodes[node.inode] += 1
         return fh
 
     def _file(self, fh: int) -> OpenFile:
@@ -301,7 +308,7 @@ class Operations(pyfuse3.Operations):
 
     def life_of(self, fh: int) -> TopicLife | None:
         """The topic life ``fh`` was opened in, for good (None outside a topic)."""
-        return self._opened.get(fh, (None, False))[0]
+        return self._opened.get(fh, (None, False, 0))[0]
 
     def topic_deleted(self, fh: int) -> bool:
         """Whether ``fh``'s topic was deleted since it was opened."""
@@ -349,7 +356,12 @@ class Operations(pyfuse3.Operations):
         except pyfuse3.FUSEError as e:
             log_rejected(logging.WARNING, "closing a file lost what it held: errno %d", e.errno)
         file = self.files.pop(fh, None)
-        self._opened.pop(fh, None)
+        opened = self._opened.pop(fh, None)
+        if opened is not None:
+            inode = opened[2]
+            self._open_inodes[inode] -= 1
+            if not self._open_inodes[inode]:
+                del self._open_inodes[inode]
         if file is not None:
             file.forget()
 

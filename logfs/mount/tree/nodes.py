@@ -8,9 +8,11 @@ changes; a deleted topic's paths get new inodes); ``keys/<name>``,
 ``segments/<name>`` for a second (the mount drops a key's attributes when
 the key is appended to); ``stream``, ``from/<n>``, ``state``, ``config``,
 ``time/<ms>`` and the append files not at all, so ``tail -f``'s
-once-a-second fstat sees the stream grow. The append files, ``stream``,
-``state`` and ``config`` are opened with direct_io: every write() reaches the
-daemon as-is (one write, one append) and reads are never served stale.
+once-a-second fstat sees the stream grow. The append files, ``state`` and
+``config`` are opened with direct_io: every write() reaches the daemon as-is
+(one write, one append) and reads are never served stale. ``stream`` and
+``from/<n>`` are read through the page cache, which the kernel keeps only while
+the lines it holds are where it read them (`Stream`).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import errno
 import os
 import stat
 import time
+import weakref
 
 from ...core.client import names
 from ...core.config import TopicConfig
-from ...core.errors import OffsetOutOfRangeError
+from ...core.errors import CorruptRecordError, OffsetOutOfRangeError
 from ...core.format import max_record_bytes
-from ...core.log import FromStream
+from ...core.log import FromStream, Log
 from ..errnos import fail
 from ..files import (
     ATTR_TIMEOUT,
@@ -192,10 +195,25 @@ class Segment(Link):
 
 class Stream(Node):
     """``<topic>/<p>/stream``: every record's value as a line; its size needs
-    the segments loaded from disk counted first."""
+    the segments loaded from disk counted first.
 
-    __slots__ = ()
-    in_partition = True
+    Read through the kernel's page cache, so a re-read is served without the
+    daemon. The kernel keeps what it read only while the lines it holds are
+    still where it read them. Lines are only ever added at the end, which
+    changes the size, and the kernel drops its cache when the size it is told
+    changes; they move when the log start moves or a cleaning swaps segments
+    in, and an open after that starts with an empty cache (`opened`). The
+    mtime changes with either (`stat`): where FUSE's ``auto_inval_data`` is on
+    (the mount turns it off, mount/fuse/_fuseinit.c), the kernel asks before
+    every read and drops its cache when the mtime changed.
+    """
+
+    __slots__ = ("shown", "opened_at")
+
+    def __init__(self, path: tuple[str, ...], life: TopicLife | None, inode: int) -> None:
+        super().__init__(path, life, inode)
+        self.shown: tuple | None = None  # (positions, size, mtime) stat last told
+        self.opened_at: tuple | None = None  # the positions at the last open
 
     def lines(self, view: View) -> FromStream | None:
         """The lines shown (None: the partition's whole stream)."""
@@ -208,11 +226,40 @@ class Stream(Node):
             view.buffered.push_size(self.inode, self.path, stream.size() or 0)
 
     def stat(self, view: View) -> Stat:
-        stream = self.lines(view) or view.log(self).stream
-        return Stat(REGULAR, stream.size() or 0, time.time_ns(), timeout=0)
+        """The mtime is when the daemon first showed these lines at these
+        positions: a kernel that cached them keeps them while it stays."""
+        size = (self.lines(view) or view.log(self).stream).size() or 0
+        seen = (positions(view.log(self)), size)
+        if self.shown is None or self.shown[:2] != seen:
+            self.shown = (*seen, time.time_ns())
+        return Stat(REGULAR, size, self.shown[2], timeout=0)
 
     def opened(self, view: View, flags: int) -> OpenFile:
-        return StreamFile(view, self.topic, self.partition, self.lines(view))
+        at = positions(view.log(self))
+        cached, self.opened_at = at == self.opened_at, at
+        return StreamFile(
+            view, self.topic, self.partition, self.lines(view), cached=cached,
+            direct=self.direct(view),
+        )  # fmt: skip
+
+    def direct(self, view: View) -> bool:
+        """Whether every read must reach the daemon: in the buffered mode (the
+        kernel keeps the size it is told, buffered.py), and while the lines end
+        in lost records, whose reader at the end is told EIO where the page
+        cache would answer the end of the file."""
+        if view.buffered is not None:
+            return True
+        try:
+            (self.lines(view) or view.log(self).stream).check_end()
+        except CorruptRecordError:
+            return True
+        return False
+
+
+def positions(log: Log) -> tuple:
+    """What a stream's byte positions depend on besides appends: the log (a
+    re-created one starts anew), its start, its cleanings swapped in."""
+    return weakref.ref(log), log.log_start_offset, log.rewrites
 
 
 class From(Stream):
