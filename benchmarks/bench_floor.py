@@ -12,7 +12,8 @@ than the rates). Figures:
     nginx      nginx's access_log, ab -k -c 16: the same five targets
     append     cat of 100-byte lines into append (C null, pyfuse3 null: sink)
     batches    16 KiB producer batches in 1 MiB write()s into append.batches
-    stream     cat stream of those lines vs cat of the plain file (and the nulls' source)
+    stream     cat stream of those lines, again (the kernel holds them) and read first,
+               vs cat of the plain file (and the nulls' source)
     segments   cat segments/*.log vs cat of the same files in DATA
     fetch      Kafka Fetch of 1 MiB per partition vs a null Kafka server (the same
                answers, nothing else done) and sendfile of the segment
@@ -32,7 +33,6 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -42,7 +42,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import bench_kafka  # noqa: E402
-from bench_legacy import LINE_WRITER, Nginx, count_lines, cpu_seconds, timed  # noqa: E402
+from bench_legacy import LINE_WRITER, Nginx, count_lines, timed  # noqa: E402
+from figures import Figure  # noqa: E402
 from mounts import CNullDaemon, NullDaemon, build_cnullfs, logfs_mount  # noqa: E402
 from run import CHUNK_WRITER, make_batches, make_lines, sh, sh_out  # noqa: E402
 
@@ -64,81 +65,13 @@ CHECKS = (
     ("batches: logfs / C null", "batches", "logfs", "C null", 0.5),
     ("batches CPU: C null / logfs", "cpu:batches", "C null", "logfs", None),
     ("stream: logfs / plain", "stream", "logfs", "plain file", 0.5),
-    ("stream CPU: C null / logfs", "cpu:stream", "C null", "logfs", None),
+    ("stream, first read: logfs / plain", "stream", "logfs, first read", "plain file", None),
+    ("stream CPU: C null / logfs", "cpu:stream", "C null", "logfs, first read", None),
     ("segments: logfs / plain", "segments", "logfs", "plain file", 0.9),
     ("fetch: logfs / sendfile", "fetch", "logfs", "sendfile", 0.8),
     ("fetch: null server / sendfile", "fetch", "null server", "sendfile", None),
     ("fetch: logfs / null server", "fetch", "logfs", "null server", None),
 )
-
-
-class Figure:
-    """One figure: its targets' runs (each returns seconds), the amount of work of
-    a run in ``unit``, and the daemons whose CPU is counted."""
-
-    def __init__(self, label: str, unit: str, amount: float, cpu_unit: str, per: float):
-        self.label, self.unit, self.amount = label, unit, amount
-        self.cpu_unit, self.per = cpu_unit, per  # CPU seconds x per / amount
-        self.runs: dict[str, object] = {}
-        self.pids: dict[str, int] = {}
-        self.rates: dict[str, list[float]] = {}
-        self.cpu: dict[str, list[float]] = {}
-
-    def target(self, name: str, run, pid: int | None = None) -> None:
-        self.runs[name] = run
-        if pid is not None:
-            self.pids[name] = pid
-
-    def measure(self, rounds: int) -> Figure:
-        names = list(self.runs)
-        for r in range(rounds):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
-                pid = self.pids.get(name)
-                before = DaemonCpu(pid) if pid else None
-                seconds = self.runs[name]()
-                self.rates.setdefault(name, []).append(self.amount / seconds)
-                if before is not None:
-                    spent = before.since()
-                    self.cpu.setdefault(name, []).append(spent * self.per / self.amount)
-        return self
-
-    def median(self, name: str, cpu: bool = False) -> float:
-        return statistics.median((self.cpu if cpu else self.rates)[name])
-
-    def rows(self) -> list[str]:
-        out = [f"| {self.label} | {self.unit} | daemon CPU, {self.cpu_unit} |", "|---|---|---|"]
-        for name, values in self.rates.items():
-            rate = f"{statistics.median(values):,.0f} ({min(values):,.0f}–{max(values):,.0f})"
-            cpu = self.cpu.get(name)
-            spent = f"{statistics.median(cpu):.2f} ({min(cpu):.2f}–{max(cpu):.2f})" if cpu else ""
-            out.append(f"| {name} | {rate} | {spent} |")
-        return out
-
-
-class DaemonCpu:
-    """The CPU time a daemon spends from now to `since`. In nanoseconds from each
-    thread's /proc/<pid>/task/<tid>/schedstat when the same threads lived at both
-    ends; else (a thread came or went, and took its time with it) in clock ticks
-    from /proc/<pid>/stat, which counts exited threads too."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.threads, self.ticks = self.per_thread(), cpu_seconds(pid)
-
-    def per_thread(self) -> dict[str, int]:
-        out = {}
-        for tid in os.listdir(f"/proc/{self.pid}/task"):
-            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-                out[tid] = int(
-                    Path(f"/proc/{self.pid}/task/{tid}/schedstat").read_text().split()[0]
-                )
-        return out
-
-    def since(self) -> float:
-        ticks, threads = cpu_seconds(self.pid), self.per_thread()
-        if threads.keys() == self.threads.keys():
-            return sum(threads.values()) / 1e9 - sum(self.threads.values()) / 1e9
-        return ticks - self.ticks
 
 
 def recorded_checks(path: Path = DOCS) -> dict[str, tuple[float | None, float]]:
@@ -278,11 +211,16 @@ class Bench:
         return f
 
     def stream(self) -> Figure:
+        """A re-read of the stream (the kernel holds its lines, as it holds the
+        plain file's) and a first read (nothing held: every line decoded)."""
         f = Figure("cat stream of those lines", "MB/s", self.mb, "ms/MB", 1e3)
-        sources = {"logfs": f"{self.m1}/r/0/stream", "C null": f"{self.cn}/source",
+        stream = f"{self.m1}/r/0/stream"
+        sources = {"logfs": stream, "C null": f"{self.cn}/source",
                    "pyfuse3 null": f"{self.pn}/source", "plain file": self.lines}  # fmt: skip
         for name, source in sources.items():
             f.target(name, lambda s=source: sh(f"cat {s} > /dev/null"), self.pids.get(name))
+        f.target("logfs, first read", lambda: first_read(stream), self.pids["logfs"])
+        held(stream)
         return f.measure(self.args.rounds)
 
     def segments(self) -> Figure:
@@ -358,6 +296,26 @@ def measure_fetch(data: Path, pid: int, end: int, rounds: int) -> Figure:
         )
         f.target("sendfile", lambda: timed_fn(bench_kafka.sendfile_limit, segment))
         return f.measure(rounds)
+
+
+def first_read(path: str) -> float:
+    """Seconds of a ``cat`` of ``path`` once the kernel let go of what it held
+    of it; it holds it again afterwards (`held`)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    seconds = sh(f"cat {path} > /dev/null")
+    held(path)
+    return seconds
+
+
+def held(path: str) -> None:
+    """Have the kernel hold ``path`` as it holds a file read again and again: a
+    page read a second time moves to its active list, which costs that read."""
+    for _ in range(2):
+        sh(f"cat {path} > /dev/null")
 
 
 def timed_fn(fn, *args) -> float:
