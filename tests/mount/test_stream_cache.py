@@ -1,6 +1,6 @@
 """``stream`` through the kernel's page cache, on a real mount: a re-read is
-served without the daemon, and a reader after an append, retention or a
-cleaning reads the lines as they are then, never what the kernel kept."""
+served without the daemon, and a reader after an append or retention reads the
+lines as they are then, never what the kernel kept (a cleaning: test_nodes.py)."""
 
 from __future__ import annotations
 
@@ -41,9 +41,9 @@ def test_a_re_read_of_the_stream_is_served_by_the_kernel_and_changes_are_read(tm
         with open(mnt / "t" / "config", "a") as config:
             config.write("segment.bytes=65536\n")
         p0, values = mnt / "t" / "0", [b"%06d " % i + b"x" * 93 for i in range(20_000)]
-        (tmp_path / "lines").write_bytes(b"".join(v + b"\n" for v in values))
-        subprocess.run(f"cat {tmp_path / 'lines'} > {p0 / 'append'}", shell=True, check=True)
         lines = b"".join(v + b"\n" for v in values)
+        (tmp_path / "lines").write_bytes(lines)
+        subprocess.run(f"cat {tmp_path / 'lines'} > {p0 / 'append'}", shell=True, check=True)
         device = os.stat(mnt).st_dev  # the kernel reads ahead in whole 1 MiB requests
         bdi = Path(f"/sys/class/bdi/{os.major(device)}:{os.minor(device)}/read_ahead_kb")
         deadline = time.monotonic() + 10  # set once the daemon's recovery ended

@@ -64,7 +64,7 @@ cdef class LineWrites:
                 self.ready = self.ops.ready.is_set()  # recovery done: for good
                 if not self.ready:
                     return NOT_TAKEN
-            self.last_life = self.ops.life_of(fh)
+            self.last_life = self.ops.handles.life_of(fh)
             self.last_file = file
         life = self.last_life
         if life is not None and life.deleted:

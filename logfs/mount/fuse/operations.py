@@ -11,11 +11,9 @@ files/framing.py. Every error becomes the errno of the one table of errors
 from __future__ import annotations
 
 import errno
-import itertools
 import logging
 import os
 import stat
-from collections import Counter
 from collections.abc import Awaitable, Callable
 
 import pyfuse3
@@ -26,7 +24,8 @@ from ...core.log import Log, Owner, Store
 from ...groups import Coordinator
 from ..errnos import Metrics, fail, fuse_errors, log_rejected
 from ..files import AppendFile, BufferedAppends, OpenFile
-from ..tree import DATA_OWNER, Caller, Node, Ownership, Root, TopicLife, View, resolve
+from ..tree import DATA_OWNER, Caller, Ownership, Root, View, resolve
+from .handles import Handles, gone_attrs
 
 logger = logging.getLogger(__name__)
 
@@ -90,12 +89,8 @@ class Operations(pyfuse3.Operations):
             metrics=metrics,
         )
         self.inodes = self.view.inodes
-        self.files: dict[int, OpenFile] = {}
-        self._fh = itertools.count(1)
-        # The topic life each open file was opened in, whether it was opened for
-        # writing (a deleted topic's descriptors never reach a new one), its inode.
-        self._opened: dict[int, tuple[TopicLife | None, bool, int]] = {}
-        self._open_inodes: Counter[int] = Counter()  # open files per inode
+        self.handles = Handles()
+        self.files = self.handles.files
         # Open directories: node and names, listed at the first readdir (chunks cost theirs).
         self._listings: dict[int, tuple[int, list[str] | None]] = {}
 
@@ -133,10 +128,10 @@ class Operations(pyfuse3.Operations):
 
     @fuse_errors
     async def getattr(self, inode, ctx=None):
-        if self._open_inodes[inode]:  # fstat, or a read past what the kernel holds
+        if self.handles.is_open(inode):  # fstat, or a read past what the kernel holds
             gone = self.inodes.get(inode)
             if gone is not None and gone.life is not None and gone.life.deleted:
-                return self.view.gone_attrs(gone)  # an open file of a deleted topic
+                return gone_attrs(gone, self.view.root_owner(), self.view.started_ns)
         node = self.view.node(inode)
         resolve(self.view, node.path)  # still there? (a deleted topic answers ENOENT)
         await node.count(self.view)
@@ -186,7 +181,7 @@ class Operations(pyfuse3.Operations):
     async def opendir(self, inode, ctx=None):
         if not self.view.node(inode).directory:
             raise fail(errno.ENOTDIR)
-        fh = next(self._fh)
+        fh = next(self.handles.numbers)
         self._listings[fh] = (inode, None)
         return fh
 
@@ -253,7 +248,7 @@ class Operations(pyfuse3.Operations):
         if node.shows == "group":  # a new group is its maker's (settled at close)
             self.view.groups.claim_group(node.path[3], new_group_owner(Caller.of(ctx)))
         self.inodes.looked_up(node)
-        fh = self._add(file, node, writing=True)
+        fh = self.handles.add(file, node, writing=True)
         return file.info(fh), self.view.attrs(node)
 
     @fuse_errors
@@ -290,29 +285,14 @@ class Operations(pyfuse3.Operations):
     async def open(self, inode, flags, ctx=None):
         node = self.view.node(inode)
         file = node.open(self.view, flags)
-        fh = self._add(file, node, writing=flags & os.O_ACCMODE != os.O_RDONLY)
+        fh = self.handles.add(file, node, writing=flags & os.O_ACCMODE != os.O_RDONLY)
         return file.info(fh)
 
-    def _add(self, file: OpenFile, node: Node, *, writing: bool) -> int:
-        fh = next(self._fh)
-        self.files[fh] = file
-        self._opened[fh] = (node.life, writing, node.inode)
-        self._open_inodes[node.inode] += 1
-        return fh
-
     def _file(self, fh: int) -> OpenFile:
-        file = self.files.get(fh)
-        if file is None:
-            raise fail(errno.EBADF)
-        return file
-
-    def life_of(self, fh: int) -> TopicLife | None:
-        """The topic life ``fh`` was opened in, for good (None outside a topic)."""
-        return self._opened.get(fh, (None, False, 0))[0]
+        return self.handles.file(fh)
 
     def topic_deleted(self, fh: int) -> bool:
-        """Whether ``fh``'s topic was deleted since it was opened."""
-        return getattr(self.life_of(fh), "deleted", False)
+        return self.handles.topic_deleted(fh)
 
     @fuse_errors
     async def read(self, fh, off, size):
@@ -340,7 +320,7 @@ class Operations(pyfuse3.Operations):
         for writing answers ESTALE: nothing it held was appended."""
         file = self._file(fh)
         if self.topic_deleted(fh):
-            if self._opened[fh][1]:
+            if self.handles.writing(fh):
                 raise fail(errno.ESTALE)
             return
         await file.flush()
@@ -355,13 +335,7 @@ class Operations(pyfuse3.Operations):
                 await self._release(fh)
         except pyfuse3.FUSEError as e:
             log_rejected(logging.WARNING, "closing a file lost what it held: errno %d", e.errno)
-        file = self.files.pop(fh, None)
-        opened = self._opened.pop(fh, None)
-        if opened is not None:
-            inode = opened[2]
-            self._open_inodes[inode] -= 1
-            if not self._open_inodes[inode]:
-                del self._open_inodes[inode]
+        file = self.handles.remove(fh)
         if file is not None:
             file.forget()
 
@@ -409,4 +383,4 @@ class Operations(pyfuse3.Operations):
                 file.unmount()
             except Exception as e:  # noqa: BLE001 - shutdown goes on
                 logger.warning("unterminated tail of an append file lost at unmount: %s", e)
-            self.files.pop(fh, None)
+            self.handles.remove(fh)

@@ -325,24 +325,6 @@ class View:
         attrs.entry_timeout = attrs.attr_timeout = st.timeout
         return attrs
 
-    def gone_attrs(self, node: Node) -> pyfuse3.EntryAttributes:
-        """stat(2) for ``node`` once its topic was deleted, as for an unlinked
-        file: no link, nothing left (size 0), the mount's owner; nothing read
-        from the store, where a topic re-created under the name may be. The
-        kernel asks for it before it reads past what it holds of a file open
-        through its page cache (``stream``), which then reads as ended."""
-        attrs = pyfuse3.EntryAttributes()
-        attrs.st_ino = node.inode
-        attrs.generation = node.life.generation if node.life is not None else 0
-        owner = self.root_owner()
-        attrs.st_uid, attrs.st_gid = owner.uid, owner.gid
-        kind = stat.S_IFDIR if node.directory else stat.S_IFREG
-        attrs.st_mode = kind | (owner.mode & 0o555)
-        attrs.st_nlink = attrs.st_size = attrs.st_blocks = 0
-        attrs.st_atime_ns = attrs.st_ctime_ns = attrs.st_mtime_ns = self.started_ns
-        attrs.entry_timeout = attrs.attr_timeout = 0
-        return attrs
-
     def forget_topic(self, topic: str, *, by_rmdir: bool = False) -> None:
         """After a topic is deleted: its life ends (its nodes and open files
         answer as a deleted file's, its owner and modes are gone), and its
