@@ -112,18 +112,34 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
-def mount_entry(mountpoint: str) -> MountEntry | None:
-    """The mount on ``mountpoint`` (absolute), from /proc/self/mountinfo; the
+def _mount_fields(target: str) -> list[str] | None:
+    """The fields of /proc/self/mountinfo's line of the mount on ``target``; the
     topmost when several are stacked. Never touches the mount point itself."""
-    target = os.path.abspath(mountpoint)
     found = None
     with open("/proc/self/mountinfo") as f:
         for line in f:
             fields = line.split()
             if _unescape(fields[4]) == target:
-                rest = fields[fields.index("-") + 1 :]
-                found = MountEntry(target, rest[0], _unescape(rest[1]) if len(rest) > 1 else "")
+                found = fields
     return found
+
+
+def mount_entry(mountpoint: str) -> MountEntry | None:
+    """The mount on ``mountpoint`` (absolute), from /proc/self/mountinfo; the
+    topmost when several are stacked. Never touches the mount point itself."""
+    target = os.path.abspath(mountpoint)
+    fields = _mount_fields(target)
+    if fields is None:
+        return None
+    rest = fields[fields.index("-") + 1 :]
+    return MountEntry(target, rest[0], _unescape(rest[1]) if len(rest) > 1 else "")
+
+
+def mount_device(mountpoint: str) -> str | None:
+    """The ``major:minor`` of the mount on ``mountpoint`` (absolute), as
+    `mount_entry` finds it; its name under /sys/class/bdi."""
+    fields = _mount_fields(os.path.abspath(mountpoint))
+    return None if fields is None else fields[2]
 
 
 def mount_pid(mountpoint: str, timeout: float = XATTR_TIMEOUT) -> int | None:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Awaitable, Callable
 
 import pyfuse3
 import trio
 
-from ...core.client import names
+from ...core.client import mountinfo, names
 from ...core.log import Log, Store
 from ...groups import Coordinator
 from ..errnos import Metrics
@@ -155,16 +154,10 @@ class FuseMount:
 
 
 def set_read_ahead(mountpoint: str, kib: int) -> bool:
-    """Set the read-ahead of the FUSE mount on ``mountpoint`` (the last one
-    there in /proc/self/mountinfo: nothing is asked of the mount itself, whose
-    requests this thread answers); False if it could not be."""
-    device = None
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            head, _, kind = line.partition(" - ")
-            fields = head.split()
-            if unescape(fields[4]) == mountpoint and kind.startswith("fuse"):
-                device = fields[2]
+    """Set the read-ahead of the mount on ``mountpoint`` (found in
+    /proc/self/mountinfo: nothing is asked of the mount itself, whose requests
+    this thread answers); False if it could not be."""
+    device = mountinfo.mount_device(mountpoint)
     if device is None:
         return False
     try:
@@ -173,8 +166,3 @@ def set_read_ahead(mountpoint: str, kib: int) -> bool:
     except OSError:
         return False
     return True
-
-
-def unescape(field: str) -> str:
-    """A path of /proc/self/mountinfo, whose space, tab, newline and backslash are octal escapes."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field)
