@@ -126,6 +126,24 @@ def fresh(path: Path) -> Path:
     return path
 
 
+def recycle(scratch: Path, size: int) -> None:
+    """Write ``size`` bytes into ``scratch`` and delete it, so that the next run's
+    writes go into memory just freed, whichever the target. Memory a guest of a
+    virtual machine leaves free for a few seconds may go back to the host (free
+    page reporting), and the next write into it pays the host's page fault: on
+    this machine a file written into such memory grows at about 0.45 GB/s, into
+    memory just freed at 5-6 GB/s (docs/benchmarks.md). The plain file's own runs
+    free as much just before (`fresh`); logfs keeps what it is given."""
+    block = b"\0" * (1 << 20)
+    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for _ in range(0, size, len(block)):
+            os.write(fd, block)
+    finally:
+        os.close(fd)
+        scratch.unlink()
+
+
 class Bench:
     """The mounted targets of one run: logfs in the default mode (``m1``, its data in
     ``d1``, its Kafka listener on), logfs with acks=0 (``m0``), the C null file
@@ -186,7 +204,7 @@ class Bench:
             f.target(name, lambda t=sinks[name]: sh(f"cat {lines} > {t}"), self.pids[name])
         plain = self.tmp / "plain-append.out"
         f.target("plain file", lambda: sh(f"cat {lines} > {fresh(plain)}"))
-        f.measure(self.args.rounds)
+        f.measure(self.args.rounds, lambda: recycle(self.tmp / "scratch", 2 * lines.stat().st_size))
         expect(self.m1 / "t", self.args.rounds * self.args.lines)
         return f
 
@@ -204,7 +222,7 @@ class Bench:
             )
         plain = self.tmp / "plain-batches.out"
         f.target("plain file", lambda: timed(CHUNK_WRITER, str(fresh(plain)), str(path), sizes))
-        f.measure(self.args.rounds)
+        f.measure(self.args.rounds, lambda: recycle(self.tmp / "scratch", 2 * path.stat().st_size))
         records = json.loads(sh_out(f"cat {self.m1}/b/0/state"))["records"]
         if records != self.args.rounds * self.args.lines:
             raise RuntimeError(f"append.batches: {records} records, {self.args.rounds} x sent")

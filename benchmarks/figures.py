@@ -28,10 +28,14 @@ class Figure:
         if pid is not None:
             self.pids[name] = pid
 
-    def measure(self, rounds: int) -> Figure:
+    def measure(self, rounds: int, prepare=None) -> Figure:
+        """``rounds`` runs of every target, in rotating order; ``prepare()``, if
+        given, before each run, untimed."""
         names = list(self.runs)
         for r in range(rounds):
             for name in names[r % len(names) :] + names[: r % len(names)]:
+                if prepare is not None:
+                    prepare()
                 pid = self.pids.get(name)
                 before = DaemonCpu(pid) if pid else None
                 seconds = self.runs[name]()

@@ -122,3 +122,21 @@ def test_a_daemons_cpu_is_counted_to_the_nanosecond_while_its_threads_stay():
         pass
     spent, expected = counter.since(), time.process_time() - start
     assert abs(spent - expected) < 0.005  # a clock tick is 0.01 s: not counted in ticks
+
+
+def test_every_run_of_a_figure_follows_its_preparation():
+    order = []
+    fig = figures.Figure("f", "MB/s", 1.0, "ms/MB", 1e3)
+    for name in ("a", "b"):
+        fig.target(name, lambda n=name: order.append(n) or 0.5)
+    fig.measure(3, lambda: order.append("-"))
+    assert "".join(order) == "-a-b" + "-b-a" + "-a-b"  # rotating order, one per run
+    assert fig.rates == {"a": [2.0] * 3, "b": [2.0] * 3}
+
+
+def test_recycle_writes_its_scratch_file_and_deletes_it(tmp_path, monkeypatch):
+    scratch, written, write = tmp_path / "scratch", [], os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: written.append(len(data)) or write(fd, data))
+    bench_floor.recycle(scratch, 3 << 20)
+    assert sum(written) >= 3 << 20
+    assert not scratch.exists()
