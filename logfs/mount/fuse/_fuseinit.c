@@ -140,36 +140,60 @@ static int take_line(int fd, const unsigned char *request, ssize_t got)
 }
 
 /* libfuse's read of the next request. One-line WRITEs are taken here, and
- * while they come one after the other (a writer's next line arrives within
- * NEXT_WAIT_NS of the answer to its last) the next request is read here too:
- * a writer of lines then costs the daemon a read, an append and an answer per
- * line instead of a turn of pyfuse3's loop on trio. At most MAX_IN_A_ROW in a
- * row, so the daemon's other tasks (the flusher, other files' requests) wait
- * for no more than a few milliseconds. Any other request goes to libfuse as
- * usual; when none is waiting, libfuse is told the read was interrupted,
- * which pyfuse3 answers by waiting for the next request. */
-#define NEXT_WAIT_NS 50000
+ * while they come one after the other the next request is read here too: a
+ * writer of lines then costs the daemon a read, an append and an answer per
+ * line instead of a turn of pyfuse3's loop on trio. The wait for the next one
+ * ends as soon as the loop has work (`loop_fd`, set by `set_loop_fd`: trio's
+ * epoll set, readable when a socket, a signal or a thread's result is there
+ * for the daemon's other tasks) and after NEXT_WAIT_NS otherwise. That wait is
+ * longer than the kernel's tick: a timer that is the CPU's next event is
+ * programmed into the (virtual) hardware at each wait, which cost a fifth of
+ * the daemon's CPU per line (docs/benchmarks.md). Without `loop_fd`, the wait
+ * is SHORT_WAIT_NS, so that the loop's sockets are not left waiting. Lines are
+ * taken at most MAX_IN_A_ROW and ROW_NS in a row, so the loop's timers (the
+ * flusher's) run late by no more than ROW_NS and a wait. Any other request goes
+ * to libfuse as usual; when none is waiting, libfuse is told the read was
+ * interrupted, which pyfuse3 answers by waiting for the next request. */
+#define NEXT_WAIT_NS 10000000L
+#define SHORT_WAIT_NS 50000L
+#define ROW_NS 10000000L
 #define MAX_IN_A_ROW 64
+
+static int loop_fd = -1;
+
+static int64_t now_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+/* 1 once the next request is there (and the loop has nothing waiting). */
+static int next_request(int fd)
+{
+    struct pollfd ready[2] = {{fd, POLLIN, 0}, {loop_fd, POLLIN, 0}};
+    const struct timespec wait = {0, loop_fd >= 0 ? NEXT_WAIT_NS : SHORT_WAIT_NS};
+    /* The GIL is free while waiting: the flusher's fsync threads run meanwhile. */
+    PyThreadState *state = PyGILState_Check() ? PyEval_SaveThread() : NULL;
+    int got = ppoll(ready, loop_fd >= 0 ? 2 : 1, &wait, NULL);
+    if (state != NULL)
+        PyEval_RestoreThread(state);
+    return got >= 1 && (ready[0].revents & POLLIN) && !ready[1].revents;
+}
 
 static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
 {
     (void)userdata;
+    int64_t started = 0;
     for (int row = 0;; row++) {
         ssize_t got = read(fd, buf, len);
         if (got < 0 && row > 0 && errno != ENODEV)
             break; /* nothing to read after all: wait as usual */
         if (!take_line(fd, buf, got))
             return got;
-        if (row + 1 == MAX_IN_A_ROW)
-            break;
-        /* The GIL is free while waiting: the flusher's fsync threads run meanwhile. */
-        struct pollfd next = {fd, POLLIN, 0};
-        const struct timespec wait = {0, NEXT_WAIT_NS};
-        PyThreadState *state = PyGILState_Check() ? PyEval_SaveThread() : NULL;
-        int ready = ppoll(&next, 1, &wait, NULL);
-        if (state != NULL)
-            PyEval_RestoreThread(state);
-        if (ready != 1 || !(next.revents & POLLIN))
+        if (row == 0)
+            started = now_ns();
+        if (row + 1 == MAX_IN_A_ROW || now_ns() - started >= ROW_NS || !next_request(fd))
             break;
     }
     errno = EINTR;
@@ -261,7 +285,19 @@ static PyObject *set_write_hook(PyObject *self, PyObject *const *args, Py_ssize_
     Py_RETURN_NONE;
 }
 
+static PyObject *set_loop_fd(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long fd = PyLong_AsLong(arg);
+    if (fd == -1 && PyErr_Occurred())
+        return NULL;
+    loop_fd = fd < 0 ? -1 : (int)fd;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"set_loop_fd", set_loop_fd, METH_O,
+     "set_loop_fd(fd): the descriptor readable when the daemon's loop has work (-1: none)"},
     {"set_write_hook", (PyCFunction)(void (*)(void))set_write_hook, METH_FASTCALL,
      "set_write_hook(take, done): take(fh, data) -> -1 (not taken), 0 (appended) or an "
      "errno, for one-line WRITEs; done() after each answer of 0"},

@@ -18,6 +18,8 @@ import os
 import sys
 from collections.abc import Callable
 
+import trio
+
 _library: ctypes.CDLL | None = None
 
 
@@ -52,6 +54,24 @@ def set_write_hook(
     module = importlib.import_module(f"{__package__}._fuseinit")  # the library loaded above
     module.set_write_hook(take, done)
     return True
+
+
+def set_loop_fd(fd: int) -> None:
+    """While one-line ``write()``s come one after the other, the library waits for
+    the next one until ``fd`` is readable, which `loop_fd` is when the loop has
+    work; -1: it waits briefly instead (``_fuseinit.c``, ``read_request``)."""
+    if _library is not None:
+        importlib.import_module(f"{__package__}._fuseinit").set_loop_fd(fd)
+
+
+def loop_fd() -> int:
+    """The running trio loop's epoll descriptor, readable when one of the loop's
+    sockets, its signal wake-up or a thread's result is ready for it. It is
+    private to trio (``Runner.io_manager._epoll`` from trio 0.22 to 0.35): -1
+    where trio keeps it elsewhere."""
+    runner = getattr(trio._core._run.GLOBAL_RUN_CONTEXT, "runner", None)
+    epoll = getattr(getattr(runner, "io_manager", None), "_epoll", None)
+    return epoll.fileno() if epoll is not None else -1
 
 
 _library = _load()

@@ -96,7 +96,11 @@ class FuseMount:
 
     async def serve(self) -> None:
         """Answer requests until `stop` or an external unmount."""
-        await pyfuse3.main()
+        fuseinit.set_loop_fd(fuseinit.loop_fd())  # lines in a row end when the loop has work
+        try:
+            await pyfuse3.main()
+        finally:
+            fuseinit.set_loop_fd(-1)
 
     def start_background(self, nursery: trio.Nursery) -> None:
         """The mount's own background work, once the store is recovered: its
