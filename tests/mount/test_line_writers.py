@@ -232,13 +232,31 @@ def test_a_one_line_write_is_in_the_log_when_it_returns(tmp_path):
 LINES_FOR = r"""
 import os, sys, time
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
-end, n = time.monotonic() + float(sys.argv[2]), 0
+end, pause, n = time.monotonic() + float(sys.argv[2]), float(sys.argv[3]), 0
 while time.monotonic() < end:
     os.write(fd, b"line %d\n" % n)
     n += 1
+    if pause:
+        time.sleep(pause)
 os.close(fd)
 print(n)
 """
+
+
+@contextlib.contextmanager
+def writing_lines(append: Path, seconds: float, pause: float = 0.0):
+    """A process writing ``line <n>`` to ``append`` for ``seconds``, one line per
+    write(), ``pause`` seconds apart; it prints how many. Killed if still running."""
+    writer = subprocess.Popen(
+        [sys.executable, "-c", LINES_FOR, str(append), str(seconds), str(pause)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        yield writer
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
 
 
 def test_one_line_writes_in_turn_through_handles_of_two_topics(tmp_path):
@@ -289,11 +307,7 @@ def test_a_stream_of_one_line_writes_leaves_room_for_the_rest(tmp_path):
     with Daemon(data, mnt, log=tmp_path / "daemon.log"):
         (mnt / "t").mkdir()
         (mnt / "t" / "config").write_text("flush.ms=100\n")
-        writer = subprocess.Popen(
-            [sys.executable, "-c", LINES_FOR, str(mnt / "t" / "0" / "append"), "3"],
-            stdout=subprocess.PIPE,
-        )
-        try:
+        with writing_lines(mnt / "t" / "0" / "append", 3) as writer:
             points, slowest = [], 0.0
             time.sleep(0.3)
             while writer.poll() is None:
@@ -303,10 +317,6 @@ def test_a_stream_of_one_line_writes_leaves_room_for_the_rest(tmp_path):
                 points.append(state["recovery_point"])
                 time.sleep(0.05)
             written = int(writer.communicate(timeout=30)[0])
-        finally:
-            if writer.poll() is None:
-                writer.kill()
-                writer.wait()
         assert writer.returncode == 0
         assert written > 5000
         assert slowest < 1.0, f"a read of state waited {slowest:.3f} s behind the writer"
@@ -317,17 +327,6 @@ def test_a_stream_of_one_line_writes_leaves_room_for_the_rest(tmp_path):
 
 
 API_VERSIONS = 18
-PACED_LINES = r"""
-import os, sys, time
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
-end, n = time.monotonic() + float(sys.argv[2]), 0
-while time.monotonic() < end:
-    os.write(fd, b"line %d\n" % n)
-    n += 1
-    time.sleep(0.002)
-os.close(fd)
-print(n)
-"""
 
 
 def test_lines_in_a_row_leave_the_listener_answering_at_once(tmp_path):
@@ -338,28 +337,22 @@ def test_lines_in_a_row_leave_the_listener_answering_at_once(tmp_path):
     data, mnt = tmp_path / "data", tmp_path / "mnt"
     with kafka_helpers.mounted(data, mnt) as (_, address):
         (mnt / "t").mkdir()
-        writer = subprocess.Popen(
-            [sys.executable, "-c", PACED_LINES, str(mnt / "t" / "0" / "append"), "3"],
-            stdout=subprocess.PIPE,
-        )
         probe = load_request_schema(API_VERSIONS, 3)(
             client_software_name="probe", client_software_version="1"
         )
-        try:
-            waits = []
-            with kafka_helpers.connect(address) as sock:
-                time.sleep(0.3)
-                while writer.poll() is None:
-                    started = time.perf_counter()
-                    answer = kafka_helpers.call(address, API_VERSIONS, 3, probe, sock)
-                    waits.append(time.perf_counter() - started)
-                    assert answer.error_code == 0
-                    time.sleep(0.003)
+        waits = []
+        with (
+            writing_lines(mnt / "t" / "0" / "append", 3, pause=0.002) as writer,
+            kafka_helpers.connect(address) as sock,
+        ):
+            time.sleep(0.3)
+            while writer.poll() is None:
+                started = time.perf_counter()
+                answer = kafka_helpers.call(address, API_VERSIONS, 3, probe, sock)
+                waits.append(time.perf_counter() - started)
+                assert answer.error_code == 0
+                time.sleep(0.003)
             written = int(writer.communicate(timeout=30)[0])
-        finally:
-            if writer.poll() is None:
-                writer.kill()
-                writer.wait()
         assert writer.returncode == 0
         assert written > 300
         waits.sort()
