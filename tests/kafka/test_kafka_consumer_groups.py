@@ -205,10 +205,11 @@ def test_a_group_shares_rebalances_commits_and_resumes_each_record_once(tmp_path
         served = Served(data, *FAST).start()  # after a restart: from the commits
         assert committed(served.bootstrap, group) == before
         produce(served.bootstrap, values[1200:])
-        for _ in range(2):
-            members.start(served.bootstrap)
+        restarted = [members.start(served.bootstrap) for _ in range(2)]
         wait_for(lambda: len(members.records()) >= 1800, what="the last 600 records")
         wait_for(lambda: committed(served.bootstrap, group) == ends(data), what="commits")
+        # One member may take every partition and read all 600 before the other joins.
+        wait_for(lambda: split_among(members, restarted), what="the two sharing after the restart")
         admin = AdminClient({"bootstrap.servers": served.bootstrap})
         listing = admin.list_consumer_groups().result(30)
         kinds = {g.group_id: g.type for g in listing.valid}
