@@ -13,6 +13,8 @@ gap, as Kafka's logs may, and `logfs check` reports the range. The segment
 before the gap is marked as ending at the floor (`mark_missing`, as recovery
 marks it at the next open), so reads of the gap fail like damage even while
 nothing follows it: an offset handed out is never read as the log's end. A
+last segment whose end only such a mark or damage gives is sealed the same
+way, the writer's new segment starting at that end. A
 live daemon that finds its active segment's file lost leaves an empty
 ``.log`` at its next offset (flushing.py, `mark_end`), which recovery keeps
 (storage/recovery.py). Producer state snapshots are no
@@ -57,7 +59,8 @@ def load_log(
     if loaded.deleted_files:
         state.unflushed.directory_changed()
     floor = max(handed, log_start_offset)
-    end = state.segments[-1].next_offset if state.segments else floor
+    last = state.segments[-1] if state.segments else None
+    end = last.next_offset if last is not None else floor
     if end < floor:
         logger.error(
             "%s: offsets %d..%d were handed out but their segment files are gone "
@@ -65,12 +68,17 @@ def load_log(
             state.name, end, floor - 1,
             f"the log goes on at {floor}" if state.writable else "read-only: not repaired",
         )  # fmt: skip
-    if state.writable and (not state.segments or end < floor):
-        if state.segments:
-            if not state.config.compact:  # reads of the gap fail, as after a reopen
-                state.segments[-1].mark_missing(floor)
-            state.segments[-1].seal()
-        state.add_segment(state.new_segment(floor))
+    # A last segment whose end only its damage or a kept gap gives (`end_unknown`:
+    # its file ends below it) is not appended to either: the next record must not
+    # follow what cannot be read, and its offset stays on the disk as a segment's base.
+    start = max(end, floor)
+    marked = last is not None and last.end_unknown and start > last.base_offset
+    if state.writable and (last is None or end < floor or marked):
+        if last is not None:
+            if end < floor and not state.config.compact:  # reads of the gap fail, as after a reopen
+                last.mark_missing(floor)
+            last.seal()
+        state.add_segment(state.new_segment(start))
         state.unflushed.directory_changed()
     # Retention moves the log start; cleaning does not, though it may leave
     # nothing of the first segments (Kafka's compacted logs start at 0).

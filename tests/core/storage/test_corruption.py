@@ -264,3 +264,30 @@ def test_segment_truncated_to_nothing_leaves_no_hole(tmp_path):
         assert (log.log_start_offset, log.next_offset) == (0, 100)  # no offset given again
     assert sorted((tmp_path / "t-0").glob("*.log"))[0] == segments[0]
     assert [p.endswith(KEPT_GAP) for p in check(tmp_path)] == [True]
+
+
+def test_a_broken_length_before_the_last_segment_keeps_its_gap_through_repair(tmp_path):
+    """Regression (found by the run above): a bit flipped in the length of the
+    last batch of a segment left two bytes past it. The ordinary open cut them,
+    deleted the last segment and went on at the recovery point in an empty one;
+    the repair then cut the bad batch and deleted that empty segment, and with
+    the first segment's end only marked, nothing on the disk held the gap
+    (`check` said the log ended before its recovery point). A last segment whose
+    end is only marked now gets a new one at that end, as a lost one does."""
+    values = fill(tmp_path, 16)
+    segments = sorted((tmp_path / "t-0").glob("*.log"))
+    assert len(segments) == 2
+    seg, pos, _, base = [b for b in batches_of(tmp_path / "t-0") if b[0] == segments[0]][-1]
+    blob = bytearray(seg.read_bytes())
+    blob[pos + LOG_OVERHEAD - 1] ^= 2  # the batch length's low byte: 2 bytes shorter
+    seg.write_bytes(bytes(blob))
+    assert check(tmp_path) != []
+    assert check(tmp_path, repair=True) == []
+    assert [p.endswith(KEPT_GAP) for p in check(tmp_path)] == [True]
+    with Store(tmp_path) as store:
+        log = store.log("t", 0)
+        assert log.next_offset == len(values)  # no offset given again
+        assert [r.value for r in log.scan(end=base)] == values[:base]
+        assert log.append([b"after"]) == len(values)
+    names = [p.name for p in sorted((tmp_path / "t-0").glob("*.log"))]
+    assert names == [segments[0].name, f"{len(values):020d}.log"]
