@@ -69,9 +69,11 @@ def loop_fd() -> int:
     sockets, its signal wake-up or a thread's result is ready for it. It is
     private to trio (``Runner.io_manager._epoll`` from trio 0.22 to 0.35): -1
     where trio keeps it elsewhere."""
-    runner = getattr(trio._core._run.GLOBAL_RUN_CONTEXT, "runner", None)
-    epoll = getattr(getattr(runner, "io_manager", None), "_epoll", None)
-    return epoll.fileno() if epoll is not None else -1
+    try:
+        epoll = trio._core._run.GLOBAL_RUN_CONTEXT.runner.io_manager._epoll
+    except AttributeError:  # moved, or no loop running
+        return -1
+    return epoll.fileno()
 
 
 _library = _load()
