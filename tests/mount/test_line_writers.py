@@ -229,6 +229,34 @@ def test_a_one_line_write_is_in_the_log_when_it_returns(tmp_path):
     assert segment.stat().st_size > 100 * 70  # 61-byte headers and the lines
 
 
+def test_rows_of_one_line_writes_cross_rolls_and_keep_every_line(tmp_path):
+    """A writer's lines taken in rows (each row's next line through what its first
+    found, `Log.write_next_line`) across many rolls: every line is there once, in
+    order, by offset through the indexes and in the stream, and `logfs check`
+    finds the segments whole."""
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    with Daemon(data, mnt, log=tmp_path / "daemon.log"):
+        (mnt / "t").mkdir()
+        (mnt / "t" / "config").write_text("segment.bytes=8192\nindex.interval.bytes=512\n")
+        lines = [b"row line %d %s\n" % (i, b"x" * (i * 7 % 120)) for i in range(3000)]
+        fd = os.open(mnt / "t" / "0" / "append", os.O_WRONLY | os.O_APPEND)
+        try:
+            for line in lines:
+                assert os.write(fd, line) == len(line)
+        finally:
+            os.close(fd)
+        assert (mnt / "t" / "0" / "stream").read_bytes() == b"".join(lines)
+        for n in (0, 1, 777, 1500, 2999):
+            assert (mnt / "t" / "0" / "offset" / str(n)).read_bytes() == lines[n][:-1]
+    assert len(list((data / "t-0").glob("*.log"))) > 20
+    done = subprocess.run(
+        [sys.executable, "-m", "logfs.cli", "check", str(data)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no problems found" in done.stdout
+
+
 LINES_FOR = r"""
 import os, sys, time
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)

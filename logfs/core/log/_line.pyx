@@ -18,6 +18,14 @@ the mount can answer the writer between them (mount/fuse/_lines.pyx):
    max timestamp: books.pyx) and what the next flush must sync (`Unflushed`).
    Nothing may touch the log between the two steps.
 
+A writer of lines writes them in a row, and the mount takes them in a row
+while nothing else runs on the log (mount/fuse/_lines.pyx): `LineWriter.write_next`
+writes such a line through what the row's first `write` found (the segment, its
+descriptor, the topic's rules), checking only what a line of the row changes
+(the segment's roll rule, flush.messages, the line's length) and whether the
+descriptor budget closed a file since (`DESCRIPTORS.closed`: a reader in
+another thread may have closed this segment's file).
+
 `write` declines (None, nothing written) whenever the general path has more
 to decide: a roll due, a compacted or compressed topic, a record that would
 reach flush.messages (its write() waits for the fsync), an offline or
@@ -45,6 +53,7 @@ from crc32c import crc32c
 from ..config import flush_messages_limit, now_ms
 from ..format import compression, record
 from ..format.batching import max_record_bytes
+from ..storage import DESCRIPTORS
 
 # Values up to this size take the fast path; longer ones are rare in line-at-a-time
 # writers and the general path checks them against max.message.bytes exactly.
@@ -78,6 +87,7 @@ cdef class LineWrite:
     cdef readonly int64_t first
     cdef int64_t now
     cdef Py_ssize_t size, stream_bytes
+    cdef bint finished  # its books are kept: the next line of a row may follow it
 
     def finish(self):
         """The books after the write, each kept by its owner: the segment's tail
@@ -91,6 +101,7 @@ cdef class LineWrite:
         except Exception as e:
             self.state.fail("indexing an appended line", OSError(EIO, repr(e)))
             raise
+        self.finished = True
 
 
 cdef class LineWriter:
@@ -105,6 +116,11 @@ cdef class LineWriter:
     cdef int64_t max_message  # max.message.bytes
     cdef int64_t flush_at  # unflushed records at which flush.messages is reached
     cdef int attributes  # the batch's timestamp type
+    # The row's last line (`write_next`): its write, the segment's descriptor it
+    # went through, and the budget's count of closed files then.
+    cdef LineWrite last
+    cdef int last_fd
+    cdef Py_ssize_t closes
 
     def __init__(self, state):
         self.state = state
@@ -134,16 +150,14 @@ cdef class LineWriter:
             OSError: writing failed, as in `Log.append` (the partition goes
                 offline unless it is a clean ENOSPC).
         """
+        self.last = None
         state = self.state
         config = state.config
         if config is not self.config:
             self.learn(config)
         unflushed = state.unflushed
-        cdef int64_t pending = unflushed.messages
         if (
             self.declines
-            or length > self.max_length
-            or pending + 1 >= self.flush_at
             or not state.writable
             or state.follows is not None
             or state.failure.reason is not None
@@ -151,6 +165,45 @@ cdef class LineWriter:
             or not state.keys.quiet
         ):
             return None
+        segment = state.active_segment
+        clock = state.clock
+        cdef int64_t now = wall_ms() if clock is now_ms else clock()
+        cdef int fd = segment.fileno()
+        cdef LineWrite done = LineWrite.__new__(LineWrite)
+        done.state, done.segment, done.unflushed = state, segment, unflushed
+        done.tail = segment.tail
+        if self.put(done, fd, data, length, now, unflushed.messages) < 0:
+            return None
+        if clock is now_ms:  # a test's clock is asked at every line
+            self.last, self.last_fd, self.closes = done, fd, DESCRIPTORS.closed
+        return done
+
+    def write_next(self, bytes data, Py_ssize_t length):
+        """`write` of the next line of a row: the line right after the one this
+        writer wrote and finished last, nothing else having touched the log
+        since (the mount's row of one-line writes, mount/fuse/_lines.pyx). It
+        goes to the segment and through the descriptor the row's first line
+        found, unless the budget closed a file since; then, and after a line
+        declined or failed, it is a `write`. The same `LineWrite` comes back,
+        to finish again."""
+        cdef LineWrite last = self.last
+        if last is None or not last.finished or DESCRIPTORS.closed != self.closes:
+            return self.write(data, length)
+        last.finished = False
+        if self.put(last, self.last_fd, data, length, wall_ms(), last.unflushed.messages) < 0:
+            self.last = None
+            return None
+        return last
+
+    cdef int put(
+        self, LineWrite done, int fd, bytes data, Py_ssize_t length, int64_t now, int64_t pending
+    ) except -2:
+        """Encode the record of ``data[:length]`` stamped ``now`` and write it to
+        ``done``'s segment through ``fd``: 0, and ``done`` says what to finish;
+        -1 and nothing written if a line of the row may not take the fast path
+        (too long, flush.messages reached, a roll due)."""
+        if length > self.max_length or pending + 1 >= self.flush_at:
+            return -1
         # The record: its length, four one-byte fields, the value's length, the
         # value, and a zero header count.
         cdef uint8_t head[HEAD_ROOM]
@@ -163,14 +216,11 @@ cdef class LineWriter:
         cdef Py_ssize_t head_size = put_varint(head, at + 4, length)
         cdef Py_ssize_t size = head_size + length + 1
         if size > self.max_message:
-            return None
-        segment = state.active_segment
-        cdef SegmentTail tail = segment.tail
+            return -1
+        cdef SegmentTail tail = done.tail
         cdef int64_t first = tail.next_offset
-        clock = state.clock
-        cdef int64_t now = wall_ms() if clock is now_ms else clock()
         if tail.should_roll_before(size, now, first, now):
-            return None  # a roll is due: the general path does it
+            return -1  # a roll is due: the general path does it
         put_be(head, H.base_offset, first, 8)
         put_be(head, H.batch_length, size - H.log_overhead, 4)
         put_be(head, H.partition_leader_epoch, 0xFFFFFFFF, 4)  # -1
@@ -197,15 +247,15 @@ cdef class LineWriter:
         parts[1].iov_base = c
         parts[1].iov_len = size - H.attributes
         try:
-            tail.write(segment.fileno(), parts, 2, size)
+            tail.write(fd, parts, 2, size)
         except OSError as e:
+            self.last = None
+            state = self.state
             state.failure.write_failed(e, state.recovery_point)
             raise
-        cdef LineWrite done = LineWrite.__new__(LineWrite)
-        done.state, done.segment, done.unflushed, done.tail = state, segment, unflushed, tail
         done.first, done.now = first, now
         done.size, done.stream_bytes = size, length + 1
-        return done
+        return 0
 
     def append(self, bytes value):
         """`write` of ``value`` and its books at once: the record's offset, or

@@ -77,8 +77,9 @@ class Log:
         self._lines = LineWriter(state)
         # The one-line fast path's write, `LineWriter.write(data, length)`, bound here so that
         # the mount calls it per line without a frame of Log's: a `LineWrite` to finish before
-        # anything else touches the log, or None.
+        # anything else touches the log, or None; `write_next_line`: a row's next (`write_next`).
         self.write_line = self._lines.write
+        self.write_next_line = self._lines.write_next
         self._flushing = LogFlushing(state)
         self._txn = LogTransactions(state, self._appends)
         self._following = LogFollowing(state, self._appends, self._txn)

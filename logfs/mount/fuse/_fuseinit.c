@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/uio.h>
 #include <poll.h>
 #include <time.h>
@@ -62,7 +63,8 @@ int logfs_killpriv_v2_asked = 0;
 
 /* The one-line write() of the default mode (mount/fuse/fuseinit.py, `set_write_hook`,
  * and mount/fuse/_lines.pyx): a WRITE request whose data is exactly one line goes to
- * `take(fh, data)`, with the GIL that pyfuse3 holds while it receives a request.
+ * `take(fh, data, in_row)`, with the GIL that pyfuse3 holds while it receives a
+ * request (`in_row`: it came right after a line taken, in `read_request`'s row).
  * It answers -1 (not taken: libfuse and pyfuse3 get the request as always), 0
  * (the line is in the segment file) or an errno. A taken request is answered
  * here, then `done()` does the log's bookkeeping for a line taken, while the
@@ -85,13 +87,14 @@ static ssize_t answer(int fd, uint64_t unique, int error, uint32_t size)
 }
 
 /* The hook's answer, -1 if it failed (the request then goes the usual way). */
-static long call_take(uint64_t fh, const char *data, uint32_t size)
+static long call_take(uint64_t fh, const char *data, uint32_t size, int in_row)
 {
     long taken = -1;
-    PyObject *args[2] = {PyLong_FromUnsignedLongLong(fh),
-                         PyBytes_FromStringAndSize(data, (Py_ssize_t)size)};
+    PyObject *args[3] = {PyLong_FromUnsignedLongLong(fh),
+                         PyBytes_FromStringAndSize(data, (Py_ssize_t)size),
+                         in_row ? Py_True : Py_False};
     if (args[0] != NULL && args[1] != NULL) {
-        PyObject *result = PyObject_Vectorcall(take_hook, args, 2, NULL);
+        PyObject *result = PyObject_Vectorcall(take_hook, args, 3, NULL);
         if (result != NULL) {
             taken = PyLong_AsLong(result);
             Py_DECREF(result);
@@ -115,7 +118,7 @@ static void call_done(void)
 }
 
 /* A WRITE of exactly one line taken and answered: 1; 0 for any other request. */
-static int take_line(int fd, const unsigned char *request, ssize_t got)
+static int take_line(int fd, const unsigned char *request, ssize_t got, int in_row)
 {
     if (take_hook == NULL || got <= DATA_AT)
         return 0;
@@ -130,7 +133,7 @@ static int take_line(int fd, const unsigned char *request, ssize_t got)
         || memchr(data, '\n', size - 1) != NULL)
         return 0;
     PyGILState_STATE gil = PyGILState_Ensure();
-    long taken = call_take(fh, data, size);
+    long taken = call_take(fh, data, size, in_row);
     if (taken >= 0)
         answer(fd, unique, (int)taken, size);
     if (taken == 0)
@@ -168,17 +171,52 @@ static int64_t now_ns(void)
     return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 }
 
+/* The wait's epoll set: /dev/fuse's `fd` and `loop_fd`, registered once (a
+ * poll() registers and unregisters both at every wait); rebuilt by `set_loop_fd`
+ * at each serve(), -1 until the first wait or if it could not be made. */
+static int wait_set = -1;
+static int wait_set_fd = -1;
+
+static int watch(int set, int fd, uint32_t which)
+{
+    struct epoll_event event = {EPOLLIN, {.u32 = which}};
+    return epoll_ctl(set, EPOLL_CTL_ADD, fd, &event);
+}
+
+static void drop_wait_set(void)
+{
+    if (wait_set >= 0)
+        close(wait_set);
+    wait_set = wait_set_fd = -1;
+}
+
 /* 1 once the next request is there (and the loop has nothing waiting). */
 static int next_request(int fd)
 {
-    struct pollfd ready[2] = {{fd, POLLIN, 0}, {loop_fd, POLLIN, 0}};
-    const struct timespec wait = {0, loop_fd >= 0 ? NEXT_WAIT_NS : SHORT_WAIT_NS};
+    if (loop_fd >= 0 && wait_set_fd != fd) {
+        drop_wait_set();
+        wait_set = epoll_create1(EPOLL_CLOEXEC);
+        if (wait_set >= 0 && (watch(wait_set, fd, 0) < 0 || watch(wait_set, loop_fd, 1) < 0))
+            drop_wait_set();
+        else if (wait_set >= 0)
+            wait_set_fd = fd;
+    }
     /* The GIL is free while waiting: the flusher's fsync threads run meanwhile. */
     PyThreadState *state = PyGILState_Check() ? PyEval_SaveThread() : NULL;
-    int got = ppoll(ready, loop_fd >= 0 ? 2 : 1, &wait, NULL);
+    int ready;
+    if (wait_set >= 0) {
+        struct epoll_event events[2];
+        int got = epoll_wait(wait_set, events, 2, NEXT_WAIT_NS / 1000000);
+        ready = got == 1 && events[0].data.u32 == 0;
+    } else {
+        struct pollfd polled[2] = {{fd, POLLIN, 0}, {loop_fd, POLLIN, 0}};
+        const struct timespec wait = {0, loop_fd >= 0 ? NEXT_WAIT_NS : SHORT_WAIT_NS};
+        int got = ppoll(polled, loop_fd >= 0 ? 2 : 1, &wait, NULL);
+        ready = got >= 1 && (polled[0].revents & POLLIN) && !polled[1].revents;
+    }
     if (state != NULL)
         PyEval_RestoreThread(state);
-    return got >= 1 && (ready[0].revents & POLLIN) && !ready[1].revents;
+    return ready;
 }
 
 static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
@@ -189,7 +227,7 @@ static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
         ssize_t got = read(fd, buf, len);
         if (got < 0 && row > 0 && errno != ENODEV)
             break; /* nothing to read after all: wait as usual */
-        if (!take_line(fd, buf, got))
+        if (!take_line(fd, buf, got, row > 0))
             return got;
         if (row == 0)
             started = now_ns();
@@ -292,6 +330,7 @@ static PyObject *set_loop_fd(PyObject *self, PyObject *arg)
     if (fd == -1 && PyErr_Occurred())
         return NULL;
     loop_fd = fd < 0 ? -1 : (int)fd;
+    drop_wait_set();
     Py_RETURN_NONE;
 }
 
@@ -299,8 +338,8 @@ static PyMethodDef methods[] = {
     {"set_loop_fd", set_loop_fd, METH_O,
      "set_loop_fd(fd): the descriptor readable when the daemon's loop has work (-1: none)"},
     {"set_write_hook", (PyCFunction)(void (*)(void))set_write_hook, METH_FASTCALL,
-     "set_write_hook(take, done): take(fh, data) -> -1 (not taken), 0 (appended) or an "
-     "errno, for one-line WRITEs; done() after each answer of 0"},
+     "set_write_hook(take, done): take(fh, data, in_row) -> -1 (not taken), 0 (appended) "
+     "or an errno, for one-line WRITEs; done() after each answer of 0"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,6 +11,12 @@ log's books for it (`LineWrite.finish`) and the receipt follow in `done`,
 which `_fuseinit.c` calls right after the answer, before the daemon reads its
 next request: nothing sees the log in between, and the writer runs meanwhile.
 
+`_fuseinit.c` takes the lines that come one after the other in a row, nothing
+else running on the event loop meanwhile (``in_row``). So a row's next line from
+the same handle is checked only for what can change within it (the topic's
+deletion, the line's length) and goes to `Log.write_next_line`, which writes it
+through what the row's first line found.
+
 Everything else is left to pyfuse3 (`NOT_TAKEN`): another file, a deleted
 topic's file, a recovering store, a line the fast path declines, or one
 whose partition's ``flush.messages`` would make the write() wait for an
@@ -45,6 +51,11 @@ cdef class LineWrites:
     # is looked up once, while `deleted` is read at every line.
     cdef object last_file
     cdef object last_life
+    # The row's handle, its partition's `write_next_line` and its framer's limit:
+    # set by a line taken, cleared by one that is not and at each row's start.
+    cdef object row_fh
+    cdef object row_next
+    cdef Py_ssize_t row_max
 
     def __init__(self, ops):
         self.ops = ops
@@ -52,10 +63,18 @@ cdef class LineWrites:
         self.logs = ops.view.store.open_logs
         self.metrics = ops.metrics
 
-    def take(self, fh, bytes data):
-        """0 once the line is in the segment file, an errno, or `NOT_TAKEN`."""
+    def take(self, fh, bytes data, bint in_row):
+        """0 once the line is in the segment file, an errno, or `NOT_TAKEN`;
+        ``in_row``: the line came right after one taken, in a row."""
         if self.metrics is not None:
             self.started = perf_counter()
+        row_fh, self.row_fh = self.row_fh, None
+        if in_row and row_fh is not None and fh == row_fh:
+            life = self.last_life
+            if life is not None and life.deleted:
+                return NOT_TAKEN  # the write answers ESTALE
+            if len(data) <= self.row_max:
+                return self.write(fh, self.last_file, self.row_next, data)
         file = self.files.get(fh)
         if file is None or file is not self.last_file:
             if type(file) is not AppendFile:
@@ -83,14 +102,21 @@ cdef class LineWrites:
         log = self.logs.get((file.topic, partition))
         if log is None:
             return NOT_TAKEN
+        self.row_max = framer.max_bytes
+        self.row_next = log.write_next_line
+        return self.write(fh, file, log.write_line, data)
+
+    cdef write(self, fh, file, write_line, bytes data):
+        """``write_line`` of ``data``'s line, as `take` answers it."""
         try:
-            written = log.write_line(data, len(data) - 1)
+            written = write_line(data, len(data) - 1)
         except Exception as e:  # every failure is an errno, as in `Operations.write`
             return failed("write", (fh,), e)
         if written is None:
             return NOT_TAKEN
         self.written, self.file = written, file
         self.size = len(data)
+        self.row_fh = fh
         return 0
 
     def done(self):

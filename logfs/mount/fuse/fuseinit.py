@@ -40,13 +40,15 @@ def asked() -> bool:
 
 
 def set_write_hook(
-    take: Callable[[int, bytes], int] | None, done: Callable[[], None] | None
+    take: Callable[[int, bytes, bool], int] | None, done: Callable[[], None] | None
 ) -> bool:
-    """Have ``take(fh, data)`` see each WRITE request whose data is exactly one
-    line before pyfuse3 does: it answers -1 to leave the request to pyfuse3,
+    """Have ``take(fh, data, in_row)`` see each WRITE request whose data is exactly
+    one line before pyfuse3 does: it answers -1 to leave the request to pyfuse3,
     0 once the line is in the log's file, or an errno; after an answer of 0
-    the request is answered and ``done()`` called. Both run inside pyfuse3's
-    receive, on the trio thread, and must not raise or wait (mount/fuse/_lines.pyx).
+    the request is answered and ``done()`` called. ``in_row``: the request came
+    right after a line taken, nothing else having run on the loop since. Both
+    run inside pyfuse3's receive, on the trio thread, and must not raise or
+    wait (mount/fuse/_lines.pyx).
     None twice removes them. False where the library is not in use (the
     mount then works without it)."""
     if _library is None:

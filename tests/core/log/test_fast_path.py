@@ -12,6 +12,7 @@ from kafka.record import MemoryRecords
 
 from logfs.core.config import TopicConfig
 from logfs.core.log import Log
+from logfs.core.storage import DESCRIPTORS
 
 
 def log_state(log: Log) -> dict:
@@ -130,3 +131,58 @@ def test_fast_path_follows_each_config_change(tmp_path):
         timestamp_types.append(records.next_batch().timestamp_type)
     assert timestamp_types == [0, 0, 0, 0, 1]
     log.close()
+
+
+def without_times(state: dict) -> dict:
+    """`log_state` without what the clock decides (two logs on the real clock)."""
+    for segment in state["segments"]:
+        del segment["timestamps"], segment["time_index"]
+    return state
+
+
+def test_a_row_of_lines_writes_what_lines_one_at_a_time_write(tmp_path, monkeypatch):
+    """`Log.write_next_line` (a row's next line, through what the row's first found)
+    leaves what `write_line` leaves, across rolls, index entries, a line declined
+    and a segment's file closed by the descriptor budget in the middle of a row;
+    an independent codec reads every batch."""
+    config = TopicConfig.from_properties({"segment.bytes": "4096", "index.interval.bytes": "300"})
+    rng = random.Random(5)
+    values = [bytes([97 + i % 26]) * rng.randrange(0, 400) for i in range(600)]
+    values[250] = b"long " * 20000  # past the fast path's limit: declined, the row starts over
+    states, files = [], []
+    for name in ("one at a time", "in a row"):
+        log = Log(tmp_path / name / "t-0", "t", 0, config)  # the real clock: rows are held
+        other = Log(tmp_path / name / "u-0", "u", 0, config)
+        write = log.write_next_line if name == "in a row" else log.write_line
+        reused, previous = 0, None
+        for i, value in enumerate(values):
+            if i == 400:  # the budget closes the active segment's file: reopened, not written blind
+                closed = DESCRIPTORS.closed
+                monkeypatch.setattr(DESCRIPTORS, "limit", 1)
+                other.append([b"x"])
+                other.roll()  # a new segment opens its files
+                assert DESCRIPTORS.closed > closed
+                monkeypatch.undo()
+            line = write(value, len(value))
+            if line is None:
+                log.append([value])  # the general path: a roll, or a line too long
+                continue
+            line.finish()
+            reused += line is previous
+            previous = line
+        # A row's next lines come back in the `LineWrite` of its first.
+        assert reused > len(values) * 0.8 if name == "in a row" else reused == 0
+        states.append(without_times(log_state(log)))
+        files.append(sorted((tmp_path / name / "t-0").glob("*.log")))
+        log.close()
+        other.close()
+    assert states[0] == states[1]
+    assert len(files[1]) > 6  # several segments: rows ended at the rolls
+    got = []
+    for segment in files[1]:
+        records = MemoryRecords(segment.read_bytes())
+        while records.has_next():
+            batch = records.next_batch()
+            assert batch.validate_crc()
+            got += [(r.offset, r.value) for r in batch]
+    assert got == list(enumerate(values))
