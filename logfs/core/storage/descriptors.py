@@ -70,7 +70,9 @@ class Descriptors:
     def __init__(self, limit: int) -> None:
         self.limit = limit  # segments, not descriptors
         self._open: OrderedDict[int, Holder] = OrderedDict()
-        self.closed = 0  # segments closed to stay under the budget, for statistics
+        # Segments closed to stay under the budget: statistics, and how the line path
+        # knows a row's segment file may have been closed (core/log/_line.pyx).
+        self.closed = 0
 
     def __len__(self) -> int:
         return len(self._open)

@@ -190,23 +190,30 @@ static void drop_wait_set(void)
     wait_set = wait_set_fd = -1;
 }
 
+/* The wait set for /dev/fuse's `fd` (made at the first wait after `set_loop_fd`), or -1. */
+static int wait_set_for(int fd)
+{
+    if (wait_set_fd == fd)
+        return wait_set;
+    drop_wait_set();
+    wait_set = epoll_create1(EPOLL_CLOEXEC);
+    if (wait_set >= 0 && watch(wait_set, fd, 0) == 0 && watch(wait_set, loop_fd, 1) == 0)
+        wait_set_fd = fd;
+    else
+        drop_wait_set();
+    return wait_set;
+}
+
 /* 1 once the next request is there (and the loop has nothing waiting). */
 static int next_request(int fd)
 {
-    if (loop_fd >= 0 && wait_set_fd != fd) {
-        drop_wait_set();
-        wait_set = epoll_create1(EPOLL_CLOEXEC);
-        if (wait_set >= 0 && (watch(wait_set, fd, 0) < 0 || watch(wait_set, loop_fd, 1) < 0))
-            drop_wait_set();
-        else if (wait_set >= 0)
-            wait_set_fd = fd;
-    }
+    int set = loop_fd >= 0 ? wait_set_for(fd) : -1;
     /* The GIL is free while waiting: the flusher's fsync threads run meanwhile. */
     PyThreadState *state = PyGILState_Check() ? PyEval_SaveThread() : NULL;
     int ready;
-    if (wait_set >= 0) {
+    if (set >= 0) {
         struct epoll_event events[2];
-        int got = epoll_wait(wait_set, events, 2, NEXT_WAIT_NS / 1000000);
+        int got = epoll_wait(set, events, 2, NEXT_WAIT_NS / 1000000);
         ready = got == 1 && events[0].data.u32 == 0;
     } else {
         struct pollfd polled[2] = {{fd, POLLIN, 0}, {loop_fd, POLLIN, 0}};
