@@ -150,14 +150,16 @@ def append_through_mount(
             os.close(fd)
         except OSError as e:
             error = error or e
-    if error is not None and error.errno in GONE:
+    if error is None:
+        return appended
+    # A dying daemon's last answers are not all ENOTCONN: a request the kernel
+    # was copying to it when it died ends with EIO.
+    if error.errno in GONE or mountinfo.live_record(data, mount_timeout) is None:
         raise ProducerError(
             f"the mount went away while writing to {path}: of {len(batches)} batches, "
             f"those without a receipt may or may not have been appended"
         ) from error
-    if error is not None:
-        raise mount_error(error, f"writing to {path}") from error
-    return appended
+    raise mount_error(error, f"writing to {path}") from error
 
 
 def _read_receipts(fd: int, receipt: Callable[[int, int, int], None]) -> int:

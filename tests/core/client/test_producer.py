@@ -10,6 +10,7 @@ independent codec.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -516,3 +517,28 @@ def test_receipts_merge_only_contiguous_runs(tmp_path):
     producer._done(("t", 0), 5, 5)  # right after: the same run
     producer._done(("t", 0), 12, 3)  # offsets 10 and 11 are someone else's
     assert producer.flush() == [("t", 0, 0, 9), ("t", 1, 0, 1), ("t", 0, 12, 14)]
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_an_eio_counts_as_the_mount_gone_only_once_its_record_is_dead(tmp_path, monkeypatch, live):
+    """The kernel ends a request it was copying to a daemon killed at that moment with EIO,
+    not ENOTCONN: the writer tells the two apart by the mount's record, as when opening."""
+    partition = tmp_path / "mnt" / "t" / "0"
+    partition.mkdir(parents=True)
+    (partition / "append.batches").write_bytes(b"")  # stands in for the mount's file
+    monkeypatch.setattr(mountinfo, "live_record", lambda data, timeout: object() if live else None)
+
+    def write(fd, data):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(delivery.os, "write", write)
+    with pytest.raises(LogfsError) as refused:
+        delivery.append_through_mount(
+            tmp_path / "data", tmp_path / "mnt", "t", 0, [b"batch"], lambda *r: None
+        )
+    if live:  # a live mount's EIO is what the store would have raised
+        assert "went away" not in str(refused.value)
+        assert "Input/output error" in str(refused.value)
+    else:
+        assert isinstance(refused.value, ProducerError)
+        assert "the mount went away" in str(refused.value)
