@@ -93,6 +93,18 @@ def test_a_check_that_fell_past_its_noise_band_is_flagged():
     assert "| line: logfs / C null | 0.50 | 0.25 | 0.8 |" in keep
 
 
+def test_the_bulk_bounds_follow_the_anchors_of_their_run():
+    """append: logfs cannot outrun the plain file; batches: round trip and file write add up."""
+    figures = {
+        "append": Run({"logfs": 900.0, "C null": 3600.0, "plain file": 1600.0}),
+        "batches": Run({"logfs": 1100.0, "C null": 2000.0, "plain file": 6000.0}),
+    }
+    table = bench_floor.bound_rows(figures)
+    assert "| append: plain / C null | 0.44 | 0.6 | the goal is above the bound |" in table
+    assert "| batches: plain / (C null + plain) | 0.75 | 0.5 |  |" in table
+    assert bench_floor.bound_rows({"line": Run({})})[2:] == []  # bulk figures not run
+
+
 def test_the_recorded_figures_are_read_and_written_back_in_place(tmp_path):
     docs = tmp_path / "benchmarks.md"
     shutil.copy(DOCS, docs)
