@@ -8,8 +8,10 @@ medians (range) and, for each daemon, its CPU per unit of work from
 than the rates). Figures:
 
     line       one 100-byte line per write(): logfs (default mode), logfs -o acks=0,
-               C null, pyfuse3 null, plain file
-    nginx      nginx's access_log, ab -k -c 16: the same five targets
+               logfs -o io_uring (where the kernel has FUSE over io_uring: the run
+               turns the fuse module's enable_uring on, and back), C null, pyfuse3
+               null, plain file
+    nginx      nginx's access_log, ab -k -c 16: the same targets
     append     cat of 100-byte lines into append (C null, pyfuse3 null: sink)
     batches    16 KiB producer batches in 1 MiB write()s into append.batches
     stream     cat stream of those lines, again (the kernel holds them) and read first,
@@ -61,8 +63,11 @@ CHECKS = (
     ("line: logfs / C null", "line", "logfs", "C null", 0.8),
     ("line CPU: C null / logfs", "cpu:line", "C null", "logfs", 0.8),
     ("line, acks=0: logfs / plain", "line", "logfs acks=0", "plain file", 0.8),
+    ("line, io_uring: logfs / C null", "line", "logfs io_uring", "C null", 1.0),
+    ("line CPU, io_uring: C null / logfs", "cpu:line", "C null", "logfs io_uring", None),
     ("nginx: logfs / C null", "nginx", "logfs", "C null", 0.8),
     ("nginx, acks=0: logfs / plain", "nginx", "logfs acks=0", "plain file", 0.8),
+    ("nginx, io_uring: logfs / C null", "nginx", "logfs io_uring", "C null", 1.0),
     ("append: logfs / C null", "append", "logfs", "C null", 0.6),
     ("append CPU: C null / logfs", "cpu:append", "C null", "logfs", None),
     ("batches: logfs / C null", "batches", "logfs", "C null", 0.5),
@@ -182,15 +187,22 @@ class Bench:
         self.tmp, self.args = tmp, args
         self.lines = tmp / "lines100"
         self.mb = self.lines.stat().st_size / 1e6
-        self.d1, self.m1, self.m0 = tmp / "d1", tmp / "m1", tmp / "m0"
+        self.d1, self.m1, self.m0, self.mu = tmp / "d1", tmp / "m1", tmp / "m0", tmp / "mu"
         self.cn, self.pn = tmp / "cnull", tmp / "pynull"
         self.pids: dict[str, int] = {}
 
     def sinks(self, topic: str) -> dict[str, str]:
-        """Where each file system takes writes: ``topic``'s partition 0, the sinks."""
+        """Where each file system takes writes: ``topic``'s partition 0, the sinks
+        (the io_uring mount's where there is one)."""
+        ring = (
+            {"logfs io_uring": f"{self.mu}/{topic}/0/append"}
+            if "logfs io_uring" in self.pids
+            else {}
+        )
         return {
             "logfs": f"{self.m1}/{topic}/0/append",
             "logfs acks=0": f"{self.m0}/{topic}/0/append",
+            **ring,
             "C null": f"{self.cn}/sink",
             "pyfuse3 null": f"{self.pn}/sink",
         }
@@ -282,12 +294,12 @@ class Bench:
 
 
 def measure(tmp: Path, args) -> dict[str, Figure]:
-    """Build the C null file system, mount the four file systems, run the figures
+    """Build the C null file system, mount the file systems, run the figures
     ``args.only`` names; always unmounts."""
     make_lines(tmp / "lines100", args.lines, 100)
     bench = Bench(tmp, args)
-    d0 = tmp / "d0"
-    for d in (bench.d1, bench.m1, d0, bench.m0, bench.cn, bench.pn):
+    d0, du = tmp / "d0", tmp / "du"
+    for d in (bench.d1, bench.m1, d0, bench.m0, du, bench.mu, bench.cn, bench.pn):
         d.mkdir()
     fetch_end = 0
     if "fetch" in args.only:
@@ -304,9 +316,14 @@ def measure(tmp: Path, args) -> dict[str, Figure]:
             "C null": CNullDaemon(program, bench.cn, tmp / "cnull.log", size),
             "pyfuse3 null": NullDaemon(bench.pn, tmp / "pynull.log", size),
         }
+        if stack.enter_context(uring_switch()) and {"line", "nginx"} & args.only:
+            mounted["logfs io_uring"] = logfs_mount(du, bench.mu, tmp / "uring.log", "io_uring")
         for name, daemon in mounted.items():
             bench.pids[name] = stack.enter_context(daemon).pid
-        for m in (bench.m1, bench.m0):
+        ring = [bench.mu] if "logfs io_uring" in mounted else []
+        if ring:
+            said_on(tmp / "uring.log")
+        for m in (bench.m1, bench.m0, *ring):
             for topic in ("line", "web", "t", "b", "r"):
                 (m / topic).mkdir()
         for name in ("line", "nginx", "append", "batches"):
@@ -320,6 +337,32 @@ def measure(tmp: Path, args) -> dict[str, Figure]:
         if "fetch" in args.only:
             figures["fetch"] = measure_fetch(bench.d1, bench.pids["logfs"], fetch_end, args.rounds)
     return figures
+
+
+@contextlib.contextmanager
+def uring_switch():
+    """The fuse module's enable_uring on for the run (True), as it was after; False
+    on a kernel without FUSE over io_uring or where it cannot be set (not root)."""
+    switch = Path("/sys/module/fuse/parameters/enable_uring")
+    try:
+        before = switch.read_text().strip()
+        switch.write_text("1")
+    except OSError:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        switch.write_text("1" if before == "Y" else "0")
+
+
+def said_on(log: Path, timeout: float = 10) -> None:
+    """The io_uring mount says its requests come over the ring, or the run stops."""
+    deadline = time.monotonic() + timeout
+    while "FUSE requests come over io_uring" not in log.read_text(errors="replace"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"logfs -o io_uring did not take the ring: see {log}")
+        time.sleep(0.1)
 
 
 def measure_fetch(data: Path, pid: int, end: int, rounds: int) -> Figure:

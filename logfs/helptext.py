@@ -25,6 +25,10 @@ MOUNT_EPILOG = """mount options (-o, comma-separated or repeated):
                               default: DATA's owner and group)
   umask=NNN                   modes 0777/0666/0444 less this octal mask (default: DATA's modes)
   partitions=N                partitions of a topic made with mkdir (default 1)
+  acks=0                      buffered: a write() of an append file returns from the page cache
+                              (docs/mount.md)
+  io_uring                    FUSE requests over io_uring where the kernel offers it (Linux 6.14
+                              and later: echo 1 > /sys/module/fuse/parameters/enable_uring)
   log=PATH                    the detached daemon's log file (default DATA/logfs.log)
   kafka=[HOST:]PORT           also serve Kafka's wire protocol there (no HOST: loopback only;
                               kafka.* options and everything else in docs/kafka.md)

@@ -17,7 +17,7 @@
 #    extras, installed by pip as users install it (`pip install -e '.[test,spark]'`),
 #    editable so that the suite and .venv/bin/logfs run the checkout's code; pip compiles
 #    the Cython modules (every logfs/**/*.pyx, with the .pxd files they cimport) and
-#    logfs/mount/fuse/_fuseinit.c in place. pip runs only
+#    logfs/mount/fuse/_fuse*.c in place. pip runs only
 #    when pyproject.toml, setup.py or those sources have changed since the last install (a stamp
 #    .venv/.installed-<hash of them>) or what it installs is missing. The install brings,
 #    like a wheel's, logfs-pyspark-python.pth: it sets PYSPARK_PYTHON to the venv's Python
@@ -151,7 +151,7 @@ compiled=(logfs/mount/fuse/_fuseinit)
 for source in "${sources[@]}"; do
     [[ $source == *.pyx ]] && compiled+=("${source%.pyx}")
 done
-hash=$(cat pyproject.toml setup.py "${sources[@]}" logfs/mount/fuse/_fuseinit.c | sha256sum | cut -c1-16)
+hash=$(cat pyproject.toml setup.py "${sources[@]}" logfs/mount/fuse/_fuse*.[ch] | sha256sum | cut -c1-16)
 stamp=$VENV/.installed-$hash
 built=1
 for module in "${compiled[@]}"; do

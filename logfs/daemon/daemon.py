@@ -134,6 +134,7 @@ class Daemon:
                 partitions=options.partitions,
                 owner=options.owner,
                 buffered=options.buffered,
+                io_uring=options.io_uring,
                 metrics=books,
                 recovery=self.recovery.state,
             )

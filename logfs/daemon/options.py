@@ -1,8 +1,8 @@
 """``logfs mount -o`` (and ``logfs serve -o``) options, sorted by who consumes
-them: FUSE, the flusher and the log cleaner (Kafka's broker settings), the
-tree's ownership, the Kafka listener, the metrics endpoint, the store's limits, the group
-coordinator (Kafka's ``group.*``), and topic-setting defaults (any other key
-with a dot)."""
+them: FUSE (and FUSE over io_uring), the flusher and the log cleaner (Kafka's
+broker settings), the tree's ownership, the Kafka listener, the metrics
+endpoint, the store's limits, the group coordinator (Kafka's ``group.*``), and
+topic-setting defaults (any other key with a dot)."""
 
 from __future__ import annotations
 
@@ -91,12 +91,13 @@ class MountOptions(NamedTuple):
     metrics: str | None = None  # metrics=[HOST:]PORT: serve Prometheus's metrics there
     mirror: MirrorSettings | None = None  # mirror.to= and the mirror.* options
     follower: FollowerSettings | None = None  # mirror.from= and the mirror.* options
+    io_uring: bool = False  # io_uring: FUSE over io_uring where the kernel offers it
 
 
 def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     """Sort ``-o`` options; raises LogfsError for an unknown one or a bad value."""
     fuse, defaults, tasks = set(), {}, {"flusher": {}, "cleaner": {}}
-    partitions, log, kafka, kafka_settings, buffered = 1, None, None, {}, False
+    partitions, log, kafka, kafka_settings, buffered, io_uring = 1, None, None, {}, False, False
     metrics = None
     owner = Ownership()
     limits = Limits()
@@ -124,6 +125,10 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
             if value not in ("0", "1", "all"):
                 raise LogfsError(f"acks={value}: expected 1 (or all: the default) or 0 (buffered)")
             buffered = value == "0"
+        elif key == "io_uring":
+            if value:
+                raise LogfsError(f"io_uring={value}: io_uring takes no value")
+            io_uring = True
         elif key in ("uid", "gid", "umask"):
             owner = owner._replace(**{key: _owner_value(key, value or "")})
         elif key in BROKER_OPTIONS:
@@ -156,7 +161,7 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     return MountOptions(
         frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks, owner, kafka,
         kafka_settings, buffered, limits, settings, {k: v or "" for k, v in options.items()},
-        metrics, *_mirrors(mirror, "ro" in fuse),
+        metrics, *_mirrors(mirror, "ro" in fuse), io_uring,
     )  # fmt: skip
 
 

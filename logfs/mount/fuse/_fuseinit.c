@@ -1,8 +1,9 @@
 /*
- * Two things pyfuse3 3.5 and libfuse 3.14 cannot do (docs/mount.md, "Writers that
- * write a line at a time"): ask the kernel for FUSE_HANDLE_KILLPRIV_V2 at mount
- * time, and let the file system answer a request before pyfuse3 dispatches it
- * (the one-line write() of the default mode, `read_request` below).
+ * Three things pyfuse3 3.5 and libfuse 3.14 cannot do (docs/mount.md, "Writers that
+ * write a line at a time" and "FUSE over io_uring"): ask the kernel for
+ * FUSE_HANDLE_KILLPRIV_V2 at mount time, let the file system answer a request
+ * before pyfuse3 dispatches it (the one-line write() of the default mode,
+ * `read_request` below), and take requests over io_uring (_fusering.c).
  *
  * Without it the kernel asks the file system for a file's security.capability
  * attribute before every write() that goes through its page cache (to drop
@@ -19,11 +20,12 @@
  * keep_cache (mount/tree/nodes.py, `Stream`).
  *
  * How: this library is loaded with RTLD_GLOBAL before pyfuse3 (mount/fuse/fuseinit.py),
- * so pyfuse3's call of libfuse's fuse_session_mount() reaches the function below.
- * It mounts with libfuse's own function, then hands the session a custom I/O
- * (fuse_session_custom_io, libfuse >= 3.14) whose writev() is the plain system
- * call, except that the reply to the kernel's INIT request (the first reply, of
- * a fixed size and shape) gets one flag more and one less. libfuse's functions
+ * so pyfuse3's calls of libfuse's fuse_session_mount() and fuse_session_unmount()
+ * reach the functions below. The mount is libfuse's own, then the session gets a
+ * custom I/O (fuse_session_custom_io, libfuse >= 3.14) whose writev() is the plain
+ * system call, except that the reply to the kernel's INIT request (the first reply,
+ * of a fixed size and shape) gets one flag more and one less (and, with
+ * `-o io_uring`, the ring's). libfuse's functions
  * are those of the libfuse already loaded by pyfuse3 (found at run time), so
  * the library loads, and does nothing, in a process that never mounts.
  */
@@ -39,6 +41,8 @@
 #include <poll.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "_fusering.h"
 
 #define INIT_REPLY_BYTES 80 /* struct fuse_out_header (16) + struct fuse_init_out (64) */
 #define ERROR_AT 4          /* fuse_out_header.error */
@@ -78,12 +82,23 @@ int logfs_killpriv_v2_asked = 0;
 static PyObject *take_hook = NULL;
 static PyObject *done_hook = NULL;
 
+/* A message to the kernel: into its ring entry if the request came through
+ * the ring (_fusering.c), else written to /dev/fuse. An answer into the ring
+ * goes out at once, or, `later`, with the wait for the next request. */
+static ssize_t deliver(int fd, struct iovec *iov, int count, int later)
+{
+    ssize_t sent;
+    if (ring_reply(iov, count, &sent))
+        return later || ring_flush() == 0 ? sent : -1;
+    return writev(ring_dev(fd), iov, count);
+}
+
 static ssize_t answer(int fd, uint64_t unique, int error, uint32_t size)
 {
     uint32_t reply[6] = {error ? 16 : 24, (uint32_t)-error, 0, 0, size, 0};
     memcpy(&reply[2], &unique, sizeof unique);
     struct iovec whole = {reply, reply[0]};
-    return writev(fd, &whole, 1);
+    return deliver(fd, &whole, 1, 1);
 }
 
 /* The hook's answer, -1 if it failed (the request then goes the usual way). */
@@ -204,26 +219,44 @@ static int wait_set_for(int fd)
     return wait_set;
 }
 
-/* 1 once the next request is there (and the loop has nothing waiting). */
-static int next_request(int fd)
+/* 1 once the next request is on /dev/fuse (and the loop has nothing waiting). */
+static int wait_dev(int fd)
 {
     int set = loop_fd >= 0 ? wait_set_for(fd) : -1;
-    /* The GIL is free while waiting: the flusher's fsync threads run meanwhile. */
-    PyThreadState *state = PyGILState_Check() ? PyEval_SaveThread() : NULL;
-    int ready;
     if (set >= 0) {
         struct epoll_event events[2];
         int got = epoll_wait(set, events, 2, NEXT_WAIT_NS / 1000000);
-        ready = got == 1 && events[0].data.u32 == 0;
-    } else {
-        struct pollfd polled[2] = {{fd, POLLIN, 0}, {loop_fd, POLLIN, 0}};
-        const struct timespec wait = {0, loop_fd >= 0 ? NEXT_WAIT_NS : SHORT_WAIT_NS};
-        int got = ppoll(polled, loop_fd >= 0 ? 2 : 1, &wait, NULL);
-        ready = got >= 1 && (polled[0].revents & POLLIN) && !polled[1].revents;
+        return got == 1 && events[0].data.u32 == 0;
     }
+    struct pollfd polled[2] = {{fd, POLLIN, 0}, {loop_fd, POLLIN, 0}};
+    const struct timespec wait = {0, loop_fd >= 0 ? NEXT_WAIT_NS : SHORT_WAIT_NS};
+    int got = ppoll(polled, loop_fd >= 0 ? 2 : 1, &wait, NULL);
+    return got >= 1 && (polled[0].revents & POLLIN) && !polled[1].revents;
+}
+
+/* 1 once the next request is there (and the loop has nothing waiting): in the
+ * ring, where the wait also sends the last answer (_fusering.c), else on /dev/fuse. */
+static int next_request(int fd)
+{
+    /* The GIL is free while waiting: the flusher's fsync threads run meanwhile. */
+    PyThreadState *state = PyGILState_Check() ? PyEval_SaveThread() : NULL;
+    int ready = ring_wait(loop_fd, loop_fd >= 0 ? NEXT_WAIT_NS : SHORT_WAIT_NS);
+    if (ready < 0)
+        ready = wait_dev(fd);
     if (state != NULL)
         PyEval_RestoreThread(state);
     return ready;
+}
+
+/* The next request: from the ring if one waits there, else from /dev/fuse. */
+static ssize_t next_message(int fd, void *buf, size_t len)
+{
+    ssize_t got = ring_next(buf, len);
+    if (got == 0) {
+        got = read(ring_dev(fd), buf, len);
+        ring_saw_init(buf, got);
+    }
+    return got;
 }
 
 static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
@@ -231,8 +264,8 @@ static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
     (void)userdata;
     int64_t started = 0;
     for (int row = 0;; row++) {
-        ssize_t got = read(fd, buf, len);
-        if (got < 0 && row > 0 && errno != ENODEV)
+        ssize_t got = next_message(fd, buf, len);
+        if (got < 0 && (row > 0 || errno == EAGAIN) && errno != ENODEV)
             break; /* nothing to read after all: wait as usual */
         if (!take_line(fd, buf, got, row > 0))
             return got;
@@ -241,6 +274,7 @@ static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
         if (row + 1 == MAX_IN_A_ROW || now_ns() - started >= ROW_NS || !next_request(fd))
             break;
     }
+    ring_flush(); /* the last line's answer, if the ring holds it */
     errno = EINTR;
     return -1;
 }
@@ -268,18 +302,27 @@ static ssize_t write_reply(int fd, struct iovec *iov, int count, void *userdata)
                 flags |= HANDLE_KILLPRIV_V2;
                 flags &= ~AUTO_INVAL_DATA;
                 memcpy(reply + FLAGS_AT, &flags, sizeof flags);
+                int ring_asked = ring_init_reply(reply);
                 logfs_killpriv_v2_asked = 1;
                 struct iovec whole = {reply, INIT_REPLY_BYTES};
-                return writev(fd, &whole, 1);
+                ssize_t sent = writev(ring_dev(fd), &whole, 1);
+                if (sent == INIT_REPLY_BYTES && ring_asked)
+                    ring_start(reply);
+                return sent;
             }
         }
     }
-    return writev(fd, iov, count);
+    return deliver(fd, iov, count, 0);
 }
 
 typedef int (*mount_fn)(struct fuse_session *, const char *);
 typedef int (*fd_fn)(struct fuse_session *);
 typedef int (*custom_io_fn)(struct fuse_session *, const struct custom_io *, int);
+typedef void (*unmount_fn)(struct fuse_session *);
+
+static void *libfuse = NULL;
+static custom_io_fn custom_io = NULL;
+static const struct custom_io io = {write_reply, read_request, NULL, NULL};
 
 /* The libfuse 3 that pyfuse3 loaded: the system's, or the copy a pyfuse3 wheel carries
  * under another name (pyfuse3.libs/libfuse3-<hash>.so.*). Never loads one itself. */
@@ -298,19 +341,32 @@ int fuse_session_mount(struct fuse_session *se, const char *mountpoint)
 {
     void *lib = NULL;
     dl_iterate_phdr(find_libfuse, &lib);
+    libfuse = lib;
     mount_fn real_mount = lib ? (mount_fn)dlvsym(lib, "fuse_session_mount", "FUSE_3.0") : NULL;
     if (real_mount == NULL) {
         errno = ENOSYS;
         return -1;
     }
     fd_fn session_fd = (fd_fn)dlvsym(lib, "fuse_session_fd", "FUSE_3.0");
-    custom_io_fn custom_io = (custom_io_fn)dlvsym(lib, "fuse_session_custom_io", "FUSE_3.0");
+    custom_io = (custom_io_fn)dlvsym(lib, "fuse_session_custom_io", "FUSE_3.0");
     int res = real_mount(se, mountpoint);
     if (res != 0 || session_fd == NULL || custom_io == NULL)
         return res; /* mounted as pyfuse3 would have; the kernel keeps asking */
-    static const struct custom_io io = {write_reply, read_request, NULL, NULL};
-    custom_io(se, &io, session_fd(se));
+    custom_io(se, &io, ring_session_fd(session_fd(se)));
     return 0;
+}
+
+/* libfuse's unmount, on /dev/fuse again, then what the ring held (_fusering.c) let go. */
+void fuse_session_unmount(struct fuse_session *se)
+{
+    unmount_fn real_unmount =
+        libfuse ? (unmount_fn)dlvsym(libfuse, "fuse_session_unmount", "FUSE_3.0") : NULL;
+    int dev = ring_hand_back();
+    if (dev >= 0)
+        custom_io(se, &io, dev);
+    if (real_unmount != NULL)
+        real_unmount(se);
+    ring_close();
 }
 
 static PyObject *set_write_hook(PyObject *self, PyObject *const *args, Py_ssize_t count)

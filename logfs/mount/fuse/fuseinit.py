@@ -1,6 +1,7 @@
 """Loads `_fuseinit` (a small C library) before pyfuse3, so that the mount asks
-the kernel for FUSE's ``handle_killpriv_v2``, turns its ``auto_inval_data`` off
-and can take one-line ``write()``s before pyfuse3 does (see ``_fuseinit.c``).
+the kernel for FUSE's ``handle_killpriv_v2``, turns its ``auto_inval_data`` off,
+can take one-line ``write()``s before pyfuse3 does (see ``_fuseinit.c``) and can
+take requests over io_uring (``-o io_uring``, ``_fusering.c``).
 
 Without it the kernel asks for a file's ``security.capability`` attribute before
 every ``write()`` through its page cache: a round trip per line in the buffered
@@ -37,6 +38,30 @@ def asked() -> bool:
     if _library is None:
         return False
     return bool(ctypes.c_int.in_dll(_library, "logfs_killpriv_v2_asked").value)
+
+
+# _fusering.h's `enum ring_state`.
+RING_STATES = ("off", "asked", "not offered", "on", "failed")
+
+
+def use_io_uring(on: bool) -> bool:
+    """Before the mount: have it ask the kernel for FUSE over io_uring (``-o io_uring``).
+    False where the library is not in use (the mount then goes over /dev/fuse)."""
+    if _library is None:
+        return False
+    ctypes.c_int.in_dll(_library, "logfs_ring_state").value = RING_STATES.index(
+        "asked" if on else "off"
+    )
+    return True
+
+
+def io_uring() -> tuple[str, int]:
+    """What became of FUSE over io_uring in this process's mount (one of `RING_STATES`)
+    and the errno that made it fail (0: none)."""
+    if _library is None:
+        return "off", 0
+    state = ctypes.c_int.in_dll(_library, "logfs_ring_state").value
+    return RING_STATES[state], ctypes.c_int.in_dll(_library, "logfs_ring_errno").value
 
 
 def set_write_hook(

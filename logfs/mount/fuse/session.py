@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 WRITE_BACK_TIMEOUT = 10.0  # seconds a signalled daemon gives the kernel's dirty pages
 KILLPRIV_CHECK_AFTER = 1.0  # seconds: the kernel's INIT is answered by then
+ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"  # the kernel's switch (docs/mount.md)
 
 
 class FuseMount:
@@ -47,6 +48,7 @@ class FuseMount:
         partitions: partitions of a topic made by mkdir.
         owner: the owner, group and modes the mount shows.
         buffered: the buffered mode (``-o acks=0``, files/buffered.py).
+        io_uring: ask the kernel for FUSE over io_uring (``-o io_uring``, _fusering.c).
         metrics: the daemon's metrics (``-o metrics=``), told of every request, or None.
         recovery: how far the recovery at the start went (the root's ``user.logfs.recovery``).
     """
@@ -63,6 +65,7 @@ class FuseMount:
         partitions: int = 1,
         owner: Ownership = DATA_OWNER,
         buffered: bool = False,
+        io_uring: bool = False,
         metrics: Metrics | None = None,
         recovery: Callable[[], dict] = dict,
     ) -> None:
@@ -71,6 +74,7 @@ class FuseMount:
         # would wait for an answer from this very thread.
         self.real_mountpoint = os.path.realpath(mountpoint)
         self.options = {f"fsname={os.path.abspath(store.path)}", "subtype=logfs", *fuse_options}
+        self.io_uring = io_uring
         self.ops = Operations(
             store,
             groups=groups,
@@ -90,6 +94,7 @@ class FuseMount:
 
     def mount(self) -> None:
         """Mount: the kernel sends requests from now on (`serve` answers them)."""
+        fuseinit.use_io_uring(self.io_uring)
         pyfuse3.init(self.ops, self.mountpoint, self.options)
         lines = LineWrites(self.ops)
         fuseinit.set_write_hook(lines.take, lines.done)
@@ -104,8 +109,10 @@ class FuseMount:
 
     def start_background(self, nursery: trio.Nursery) -> None:
         """The mount's own background work, once the store is recovered: its
-        read-ahead, the buffered mode's write-backs."""
+        read-ahead, the buffered mode's write-backs, and what became of ``-o io_uring``."""
         nursery.start_soon(self._read_ahead)
+        if self.io_uring:
+            nursery.start_soon(self._say_io_uring)
         if self.ops.buffered is not None:
             nursery.start_soon(self.ops.buffered.run)
             nursery.start_soon(self._check_killpriv)
@@ -122,6 +129,26 @@ class FuseMount:
                 await trio.sleep(0.01)
         if not set_read_ahead(self.real_mountpoint, names.MAX_WRITE >> 10):
             logger.debug("the read-ahead of %s stays as the kernel set it", self.mountpoint)
+
+    async def _say_io_uring(self) -> None:
+        """Whether ``-o io_uring`` took effect, once the kernel's INIT is answered."""
+        with trio.move_on_after(KILLPRIV_CHECK_AFTER):
+            while not fuseinit.asked():
+                await trio.sleep(0.01)
+        state, errno = fuseinit.io_uring()
+        if state == "on":
+            logger.info("FUSE requests come over io_uring")
+        elif state == "not offered":
+            logger.warning(
+                "FUSE over io_uring was asked for but the kernel does not offer it (Linux 6.14 "
+                "and later, after echo 1 > %s): requests come over /dev/fuse",
+                ENABLE_URING,
+            )
+        else:  # failed, or the mount's C library not in use (fuseinit.py)
+            logger.warning(
+                "FUSE over io_uring could not be set up (%s): requests come over /dev/fuse",
+                os.strerror(errno) if errno else "the mount's own request loop is not in use",
+            )
 
     async def _check_killpriv(self) -> None:
         """The buffered mode works without ``handle_killpriv_v2`` (fuseinit.py),

@@ -1,0 +1,36 @@
+/* FUSE over io_uring for the mount's own request loop (_fusering.c). */
+#ifndef LOGFS_FUSERING_H
+#define LOGFS_FUSERING_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/* What became of the ring (read and set by mount/fuse/fuseinit.py). */
+enum ring_state {
+    RING_OFF = 0,         /* not asked for (`-o io_uring` not given) */
+    RING_ASKED = 1,       /* asked for: set before the mount */
+    RING_NOT_OFFERED = 2, /* the kernel's INIT did not offer it (enable_uring off, or older) */
+    RING_ON = 3,          /* every queue registered: requests come through the ring */
+    RING_FAILED = 4,      /* setting it up failed (logfs_ring_errno): /dev/fuse only */
+};
+
+extern int logfs_ring_state;
+extern int logfs_ring_errno;
+
+/* The rest is the library's own: not exported from it, which is loaded RTLD_GLOBAL. */
+#pragma GCC visibility push(hidden)
+int ring_session_fd(int dev);
+int ring_dev(int fd);
+void ring_saw_init(const unsigned char *request, ssize_t size);
+int ring_init_reply(unsigned char *reply);
+void ring_start(const unsigned char *reply);
+ssize_t ring_next(void *buf, size_t len);
+int ring_reply(const struct iovec *iov, int count, ssize_t *sent);
+int ring_flush(void);
+int ring_wait(int loop_fd, long ns);
+int ring_hand_back(void);
+void ring_close(void);
+#pragma GCC visibility pop
+
+#endif

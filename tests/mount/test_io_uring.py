@@ -1,0 +1,172 @@
+"""FUSE over io_uring (``-o io_uring``, mount/fuse/_fusering.c).
+
+With the fuse module's ``enable_uring`` on, the kernel hands requests over the
+ring: the kernel's own count of the ring's completions (the daemon's io_uring
+descriptor in /proc/<pid>/fdinfo) grows with them, and every path works as over
+/dev/fuse: one-line writes taken in rows, bulk appends, producer batches of a
+MiB, reads, rolls, unmounts, kill -9. With it off (or on a kernel without it),
+the mount says so and works over /dev/fuse. Records are read back with
+kafka-python's codec from the segment files.
+
+The tests set the module parameter for themselves and put it back after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kafka.record import MemoryRecords
+from mount_helpers import Daemon, force_unmount, sh, wait_live
+
+from logfs import Producer, Store
+
+pytestmark = [pytest.mark.timeout(180)]
+
+SWITCH = Path("/sys/module/fuse/parameters/enable_uring")
+ON_MESSAGE = "FUSE requests come over io_uring"
+OFF_MESSAGE = "the kernel does not offer it"
+
+
+@contextlib.contextmanager
+def kernel_switch(on: bool):
+    """The fuse module's ``enable_uring`` set to ``on``, as it was after (no-op without it)."""
+    if not SWITCH.exists():
+        yield False
+        return
+    before = SWITCH.read_text().strip()
+    SWITCH.write_text("1" if on else "0")
+    try:
+        yield on
+    finally:
+        SWITCH.write_text("1" if before == "Y" else "0")
+
+
+def ring_completions(pid: int) -> int | None:
+    """The completions the kernel posted to the daemon's io_uring (its CQ head, as the
+    daemon consumed them), or None if the daemon holds no io_uring."""
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:[io_uring]":
+                for line in Path(f"/proc/{pid}/fdinfo/{fd}").read_text().splitlines():
+                    if line.startswith("CqHead:"):
+                        return int(line.split()[1])
+    return None
+
+
+def said(daemon: Daemon, text: str, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while text not in daemon.output():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def write_each(path: Path, lines: list[bytes]) -> None:
+    """Each line in a ``write()`` of its own, through one open file: one-line writes in rows."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        for line in lines:
+            assert os.write(fd, line) == len(line)
+    finally:
+        os.close(fd)
+
+
+def log_values(data: Path, topic: str) -> list[bytes]:
+    """Every record value of ``topic``'s partition 0, decoded by kafka-python."""
+    values = []
+    for segment in sorted((data / f"{topic}-0").glob("*.log")):
+        records = MemoryRecords(segment.read_bytes())
+        while (batch := records.next_batch()) is not None:
+            values += [record.value for record in batch]
+    return values
+
+
+def test_requests_come_over_the_ring_and_every_path_works(tmp_path):
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    lines = [b"line %d %s\n" % (i, b"x" * (i * 13 % 90)) for i in range(3000)]
+    bulk = [b"bulk %d\n" % i for i in range(200_000)]
+    (tmp_path / "bulk").write_bytes(b"".join(bulk))
+    with kernel_switch(True) as on, Daemon(data, mnt, "io_uring") as daemon:
+        if not on:  # a kernel without FUSE over io_uring: the mount says so and goes on
+            assert said(daemon, OFF_MESSAGE), daemon.output()
+        else:
+            assert said(daemon, ON_MESSAGE), daemon.output()
+        before = ring_completions(daemon.pid)
+        (mnt / "t").mkdir()
+        (mnt / "t" / "config").write_text("segment.bytes=65536\n")
+        write_each(mnt / "t" / "0" / "append", lines)
+        sh(f"for i in 1 2 3; do echo echoed $i >> {mnt}/t/0/append; done")
+        sh(f"cat {tmp_path}/bulk > {mnt}/t/0/append")  # many lines per write()
+        assert wait_live(data) == str(mnt)
+        with Producer(data) as producer:  # whole batches through append.batches
+            for i in range(20_000):
+                producer.send("b", b"batched %d" % i)
+            receipts = producer.flush()
+        assert sum(r[3] - r[2] + 1 for r in receipts) == 20_000
+        expected = [line[:-1] for line in lines] + [b"echoed 1", b"echoed 2", b"echoed 3"]
+        expected += [line[:-1] for line in bulk]
+        stream = (mnt / "t" / "0" / "stream").read_bytes()
+        assert stream.splitlines() == expected
+        assert (mnt / "t" / "0" / "offset" / "2999").read_bytes() == lines[2999][:-1]
+        state = json.loads((mnt / "t" / "0" / "state").read_text())
+        assert state["next_offset"] == len(expected) and state["segments"] > 10
+        assert len(os.listdir(mnt / "t" / "0" / "segments")) == 3 * state["segments"]
+        after = ring_completions(daemon.pid)
+        if on:  # the kernel handed at least every line's request over the ring
+            assert after - before >= len(lines), (before, after)
+        else:
+            assert after is None
+        assert daemon.terminate() == 0
+    assert "failed to unmount" not in daemon.output()
+    assert log_values(data, "t") == expected
+    assert log_values(data, "b") == [b"batched %d" % i for i in range(20_000)]
+    done = subprocess.run(
+        [sys.executable, "-m", "logfs.cli", "check", str(data)], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and "no problems found" in done.stdout, done.stdout
+
+
+def test_an_external_unmount_ends_a_ring_mount_cleanly(tmp_path):
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    with kernel_switch(True), Daemon(data, mnt, "io_uring") as daemon:
+        (mnt / "t").mkdir()
+        (mnt / "t" / "0" / "append").write_bytes(b"kept\n")
+        sh(f"umount {mnt}")
+        assert daemon.proc.wait(timeout=30) == 0
+    assert "failed to unmount" not in daemon.output(), daemon.output()
+    assert log_values(data, "t") == [b"kept"]
+
+
+def test_kill_9_keeps_every_line_a_ring_mount_answered(tmp_path):
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    with kernel_switch(True), Daemon(data, mnt, "io_uring") as daemon:
+        (mnt / "t").mkdir()
+        write_each(mnt / "t" / "0" / "append", [b"answered %d\n" % i for i in range(5000)])
+        daemon.kill()  # every write() returned: each line is in the segment file
+        force_unmount(mnt)
+    with Store(data) as store:  # recovery after the crash
+        values = [r[3] for r in store.log("t", 0).scan()]
+    assert values == [b"answered %d" % i for i in range(5000)]
+
+
+def test_without_the_kernel_switch_the_mount_says_so_and_uses_dev_fuse(tmp_path):
+    data, mnt = tmp_path / "data", tmp_path / "mnt"
+    mnt.mkdir()
+    with kernel_switch(False), Daemon(data, mnt, "io_uring") as daemon:
+        assert said(daemon, OFF_MESSAGE), daemon.output()
+        (mnt / "t").mkdir()
+        write_each(mnt / "t" / "0" / "append", [b"over dev fuse %d\n" % i for i in range(100)])
+        assert ring_completions(daemon.pid) is None
+        assert daemon.terminate() == 0
+    assert log_values(data, "t") == [b"over dev fuse %d" % i for i in range(100)]
