@@ -25,8 +25,8 @@ against the figure recorded there (the table between the ``floor-checks`` marks)
 check that fell below its recorded figure by more than its noise band is flagged and
 makes the command exit 1; ``--record`` writes this run's ratios as the new figures.
 Below them, the bulk appends' bounds (`BOUNDS`): the most a daemon that answers a
-write() only once its bytes are in a file could reach against
-the C null file system in this run, beside the goals.
+write() only once its bytes are in a file could reach against the C null file system
+in this run, beside the goals.
 
     python benchmarks/bench_floor.py [--rounds 3] [--lines 1000000] [--writes 20000]
         [--requests 20000] [--fetch-mib 128] [--only line,nginx,...] [--record]
@@ -316,7 +316,7 @@ def measure(tmp: Path, args) -> dict[str, Figure]:
             "C null": CNullDaemon(program, bench.cn, tmp / "cnull.log", size),
             "pyfuse3 null": NullDaemon(bench.pn, tmp / "pynull.log", size),
         }
-        if stack.enter_context(uring_switch()) and {"line", "nginx"} & args.only:
+        if {"line", "nginx"} & args.only and stack.enter_context(uring_switch()):
             mounted["logfs io_uring"] = logfs_mount(du, bench.mu, tmp / "uring.log", "io_uring")
         for name, daemon in mounted.items():
             bench.pids[name] = stack.enter_context(daemon).pid

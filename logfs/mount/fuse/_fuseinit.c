@@ -361,6 +361,8 @@ void fuse_session_unmount(struct fuse_session *se)
 {
     unmount_fn real_unmount =
         libfuse ? (unmount_fn)dlvsym(libfuse, "fuse_session_unmount", "FUSE_3.0") : NULL;
+    if (real_unmount == NULL) /* whichever libfuse comes after this library */
+        real_unmount = (unmount_fn)dlsym(RTLD_NEXT, "fuse_session_unmount");
     int dev = ring_hand_back();
     if (dev >= 0)
         custom_io(se, &io, dev);
