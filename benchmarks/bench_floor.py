@@ -49,6 +49,7 @@ sys.path.insert(0, str(HERE))
 import bench_kafka  # noqa: E402
 from bench_legacy import LINE_WRITER, Nginx, count_lines, timed  # noqa: E402
 from figures import Figure  # noqa: E402
+from mount_helpers import uring_switch  # noqa: E402  (tests/helpers: put on the path by mounts.py)
 from mounts import CNullDaemon, NullDaemon, build_cnullfs, logfs_mount  # noqa: E402
 from run import CHUNK_WRITER, make_batches, make_lines, sh, sh_out  # noqa: E402
 
@@ -316,13 +317,13 @@ def measure(tmp: Path, args) -> dict[str, Figure]:
             "C null": CNullDaemon(program, bench.cn, tmp / "cnull.log", size),
             "pyfuse3 null": NullDaemon(bench.pn, tmp / "pynull.log", size),
         }
-        if {"line", "nginx"} & args.only and stack.enter_context(uring_switch()):
+        if {"line", "nginx"} & args.only and stack.enter_context(uring_switch(True)):
             mounted["logfs io_uring"] = logfs_mount(du, bench.mu, tmp / "uring.log", "io_uring")
         for name, daemon in mounted.items():
             bench.pids[name] = stack.enter_context(daemon).pid
         ring = [bench.mu] if "logfs io_uring" in mounted else []
-        if ring:
-            said_on(tmp / "uring.log")
+        if ring and not mounted["logfs io_uring"].said("FUSE requests come over io_uring", 10):
+            raise RuntimeError(f"logfs -o io_uring did not take the ring: see {tmp / 'uring.log'}")
         for m in (bench.m1, bench.m0, *ring):
             for topic in ("line", "web", "t", "b", "r"):
                 (m / topic).mkdir()
@@ -337,32 +338,6 @@ def measure(tmp: Path, args) -> dict[str, Figure]:
         if "fetch" in args.only:
             figures["fetch"] = measure_fetch(bench.d1, bench.pids["logfs"], fetch_end, args.rounds)
     return figures
-
-
-@contextlib.contextmanager
-def uring_switch():
-    """The fuse module's enable_uring on for the run (True), as it was after; False
-    on a kernel without FUSE over io_uring or where it cannot be set (not root)."""
-    switch = Path("/sys/module/fuse/parameters/enable_uring")
-    try:
-        before = switch.read_text().strip()
-        switch.write_text("1")
-    except OSError:
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        switch.write_text("1" if before == "Y" else "0")
-
-
-def said_on(log: Path, timeout: float = 10) -> None:
-    """The io_uring mount says its requests come over the ring, or the run stops."""
-    deadline = time.monotonic() + timeout
-    while "FUSE requests come over io_uring" not in log.read_text(errors="replace"):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"logfs -o io_uring did not take the ring: see {log}")
-        time.sleep(0.1)
 
 
 def measure_fetch(data: Path, pid: int, end: int, rounds: int) -> Figure:

@@ -152,11 +152,38 @@ class Daemon:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def said(self, text: str, timeout: float = 30) -> bool:
+        """Whether ``text`` is in the daemon's output within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while text not in self.output():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
     def __enter__(self) -> Daemon:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def uring_switch(on: bool):
+    """The fuse module's ``enable_uring`` (FUSE over io_uring, docs/mount.md) set to ``on``,
+    as it was after. Yields whether it was set: False on a kernel without the switch, or
+    where it cannot be written (not root)."""
+    switch = Path("/sys/module/fuse/parameters/enable_uring")
+    try:
+        before = switch.read_text().strip()
+        switch.write_text("1" if on else "0")
+    except OSError:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        switch.write_text("1" if before == "Y" else "0")
 
 
 def sh(

@@ -18,34 +18,18 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from kafka.record import MemoryRecords
-from mount_helpers import Daemon, force_unmount, sh, wait_live
+from mount_helpers import Daemon, force_unmount, sh, uring_switch, wait_live
 
 from logfs import Producer, Store
 
 pytestmark = [pytest.mark.timeout(180)]
 
-SWITCH = Path("/sys/module/fuse/parameters/enable_uring")
 ON_MESSAGE = "FUSE requests come over io_uring"
 OFF_MESSAGE = "the kernel does not offer it"
-
-
-@contextlib.contextmanager
-def kernel_switch(on: bool):
-    """The fuse module's ``enable_uring`` set to ``on``, as it was after (no-op without it)."""
-    if not SWITCH.exists():
-        yield False
-        return
-    before = SWITCH.read_text().strip()
-    SWITCH.write_text("1" if on else "0")
-    try:
-        yield on
-    finally:
-        SWITCH.write_text("1" if before == "Y" else "0")
 
 
 def ring_completions(pid: int) -> int | None:
@@ -58,15 +42,6 @@ def ring_completions(pid: int) -> int | None:
                     if line.startswith("CqHead:"):
                         return int(line.split()[1])
     return None
-
-
-def said(daemon: Daemon, text: str, timeout: float = 30) -> bool:
-    deadline = time.monotonic() + timeout
-    while text not in daemon.output():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def write_each(path: Path, lines: list[bytes]) -> None:
@@ -95,11 +70,11 @@ def test_requests_come_over_the_ring_and_every_path_works(tmp_path):
     lines = [b"line %d %s\n" % (i, b"x" * (i * 13 % 90)) for i in range(3000)]
     bulk = [b"bulk %d\n" % i for i in range(200_000)]
     (tmp_path / "bulk").write_bytes(b"".join(bulk))
-    with kernel_switch(True) as on, Daemon(data, mnt, "io_uring") as daemon:
+    with uring_switch(True) as on, Daemon(data, mnt, "io_uring") as daemon:
         if not on:  # a kernel without FUSE over io_uring: the mount says so and goes on
-            assert said(daemon, OFF_MESSAGE), daemon.output()
+            assert daemon.said(OFF_MESSAGE), daemon.output()
         else:
-            assert said(daemon, ON_MESSAGE), daemon.output()
+            assert daemon.said(ON_MESSAGE), daemon.output()
         before = ring_completions(daemon.pid)
         (mnt / "t").mkdir()
         (mnt / "t" / "config").write_text("segment.bytes=65536\n")
@@ -138,7 +113,7 @@ def test_requests_come_over_the_ring_and_every_path_works(tmp_path):
 def test_an_external_unmount_ends_a_ring_mount_cleanly(tmp_path):
     data, mnt = tmp_path / "data", tmp_path / "mnt"
     mnt.mkdir()
-    with kernel_switch(True), Daemon(data, mnt, "io_uring") as daemon:
+    with uring_switch(True), Daemon(data, mnt, "io_uring") as daemon:
         (mnt / "t").mkdir()
         (mnt / "t" / "0" / "append").write_bytes(b"kept\n")
         sh(f"umount {mnt}")
@@ -150,7 +125,7 @@ def test_an_external_unmount_ends_a_ring_mount_cleanly(tmp_path):
 def test_kill_9_keeps_every_line_a_ring_mount_answered(tmp_path):
     data, mnt = tmp_path / "data", tmp_path / "mnt"
     mnt.mkdir()
-    with kernel_switch(True), Daemon(data, mnt, "io_uring") as daemon:
+    with uring_switch(True), Daemon(data, mnt, "io_uring") as daemon:
         (mnt / "t").mkdir()
         write_each(mnt / "t" / "0" / "append", [b"answered %d\n" % i for i in range(5000)])
         daemon.kill()  # every write() returned: each line is in the segment file
@@ -163,8 +138,8 @@ def test_kill_9_keeps_every_line_a_ring_mount_answered(tmp_path):
 def test_without_the_kernel_switch_the_mount_says_so_and_uses_dev_fuse(tmp_path):
     data, mnt = tmp_path / "data", tmp_path / "mnt"
     mnt.mkdir()
-    with kernel_switch(False), Daemon(data, mnt, "io_uring") as daemon:
-        assert said(daemon, OFF_MESSAGE), daemon.output()
+    with uring_switch(False), Daemon(data, mnt, "io_uring") as daemon:
+        assert daemon.said(OFF_MESSAGE), daemon.output()
         (mnt / "t").mkdir()
         write_each(mnt / "t" / "0" / "append", [b"over dev fuse %d\n" % i for i in range(100)])
         assert ring_completions(daemon.pid) is None

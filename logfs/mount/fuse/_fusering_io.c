@@ -26,14 +26,23 @@ int ring_flush(void)
     return count == 0 || submit(count) == (int)count ? 0 : -1;
 }
 
-/* The next SQE, zeroed, for the command `op` of entry `index`; published by `submit`. */
-void command(int index, uint32_t op)
+/* The next SQE, zeroed, published to the kernel: filled before the next `submit`. */
+static struct io_uring_sqe *next_sqe(void)
 {
     unsigned tail = *ring.sq_tail;
     unsigned at = tail & *ring.sq_mask;
     struct io_uring_sqe *sqe = (struct io_uring_sqe *)(ring.sqes + (size_t)at * SQE_BYTES);
-    struct entry *e = &ring.entries[index];
     memset(sqe, 0, SQE_BYTES);
+    ring.sq_array[at] = at;
+    __atomic_store_n(ring.sq_tail, tail + 1, __ATOMIC_RELEASE);
+    return sqe;
+}
+
+/* The command `op` of entry `index`, for the next `submit`. */
+void command(int index, uint32_t op)
+{
+    struct io_uring_sqe *sqe = next_sqe();
+    struct entry *e = &ring.entries[index];
     sqe->opcode = IORING_OP_URING_CMD;
     sqe->fd = ring.dev;
     sqe->cmd_op = op;
@@ -46,8 +55,6 @@ void command(int index, uint32_t op)
     uint64_t commit_id = op == CMD_COMMIT_AND_FETCH ? e->commit_id : 0;
     memcpy((unsigned char *)sqe + CMD_AT + 8, &commit_id, sizeof commit_id);
     memcpy((unsigned char *)sqe + CMD_AT + 16, &e->qid, sizeof e->qid);
-    ring.sq_array[at] = at;
-    __atomic_store_n(ring.sq_tail, tail + 1, __ATOMIC_RELEASE);
 }
 
 /* Entry `e`'s request laid out as read() of /dev/fuse gives it: its size, or
@@ -174,16 +181,11 @@ int ring_wait(int loop_fd, long ns)
     if (ring.entries == NULL || logfs_ring_state != RING_ON)
         return -1;
     if (loop_fd >= 0 && !ring.watching) {
-        unsigned tail = *ring.sq_tail;
-        unsigned at = tail & *ring.sq_mask;
-        struct io_uring_sqe *sqe = (struct io_uring_sqe *)(ring.sqes + (size_t)at * SQE_BYTES);
-        memset(sqe, 0, SQE_BYTES);
+        struct io_uring_sqe *sqe = next_sqe();
         sqe->opcode = IORING_OP_POLL_ADD;
         sqe->fd = loop_fd;
         sqe->poll32_events = POLLIN;
         sqe->user_data = LOOP_TAG;
-        ring.sq_array[at] = at;
-        __atomic_store_n(ring.sq_tail, tail + 1, __ATOMIC_RELEASE);
         ring.unsubmitted++;
         ring.watching = 1;
     }

@@ -124,17 +124,13 @@ class FuseMount:
         Set in the mount's entry of /sys/class/bdi once INIT is answered (which
         would lower it again); where that cannot be written (not root, a
         read-only /sys) reads go on in 128 KiB requests."""
-        with trio.move_on_after(KILLPRIV_CHECK_AFTER):
-            while not fuseinit.asked():
-                await trio.sleep(0.01)
+        await init_answered()
         if not set_read_ahead(self.real_mountpoint, names.MAX_WRITE >> 10):
             logger.debug("the read-ahead of %s stays as the kernel set it", self.mountpoint)
 
     async def _say_io_uring(self) -> None:
         """Whether ``-o io_uring`` took effect, once the kernel's INIT is answered."""
-        with trio.move_on_after(KILLPRIV_CHECK_AFTER):
-            while not fuseinit.asked():
-                await trio.sleep(0.01)
+        await init_answered()
         state, errno = fuseinit.io_uring()
         if state == "on":
             logger.info("FUSE requests come over io_uring")
@@ -182,6 +178,14 @@ class FuseMount:
             fuseinit.set_write_hook(None, None)
         finally:
             pyfuse3.close(unmount=True)
+
+
+async def init_answered() -> None:
+    """Once the kernel's INIT is answered (at most `KILLPRIV_CHECK_AFTER` seconds:
+    without the mount's C library nothing says so)."""
+    with trio.move_on_after(KILLPRIV_CHECK_AFTER):
+        while not fuseinit.asked():
+            await trio.sleep(0.01)
 
 
 def set_read_ahead(mountpoint: str, kib: int) -> bool:
