@@ -29,6 +29,8 @@ MOUNT_EPILOG = """mount options (-o, comma-separated or repeated):
                               (docs/mount.md)
   io_uring                    FUSE requests over io_uring where the kernel offers it (Linux 6.14
                               and later: echo 1 > /sys/module/fuse/parameters/enable_uring)
+  io_uring_spin_us=N          with io_uring: watch the ring N µs for a writer's next line
+                              before sleeping (default 20; 0: sleep at once)
   log=PATH                    the detached daemon's log file (default DATA/logfs.log)
   kafka=[HOST:]PORT           also serve Kafka's wire protocol there (no HOST: loopback only;
                               kafka.* options and everything else in docs/kafka.md)

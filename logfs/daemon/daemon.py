@@ -135,6 +135,7 @@ class Daemon:
                 owner=options.owner,
                 buffered=options.buffered,
                 io_uring=options.io_uring,
+                io_uring_spin_us=options.io_uring_spin_us,
                 metrics=books,
                 recovery=self.recovery.state,
             )

@@ -72,6 +72,10 @@ KAFKA_OPTIONS = {
 }
 
 
+# How long a ring mount watches for a writer's next line before it sleeps (docs/mount.md).
+IO_URING_SPIN_US, MAX_IO_URING_SPIN_US = 20, 1000
+
+
 class MountOptions(NamedTuple):
     """``-o`` options, sorted by who consumes them."""
 
@@ -92,13 +96,14 @@ class MountOptions(NamedTuple):
     mirror: MirrorSettings | None = None  # mirror.to= and the mirror.* options
     follower: FollowerSettings | None = None  # mirror.from= and the mirror.* options
     io_uring: bool = False  # io_uring: FUSE over io_uring where the kernel offers it
+    io_uring_spin_us: int = IO_URING_SPIN_US  # io_uring_spin_us=N: the ring watched N µs
 
 
 def parse_options(options: Mapping[str, str | None]) -> MountOptions:
     """Sort ``-o`` options; raises LogfsError for an unknown one or a bad value."""
     fuse, defaults, tasks = set(), {}, {"flusher": {}, "cleaner": {}}
     partitions, log, kafka, kafka_settings, buffered, io_uring = 1, None, None, {}, False, False
-    metrics = None
+    metrics, spin = None, None
     owner = Ownership()
     limits = Limits()
     groups: dict[str, str] = {}
@@ -129,6 +134,12 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
             if value:
                 raise LogfsError(f"io_uring={value}: io_uring takes no value")
             io_uring = True
+        elif key == "io_uring_spin_us":
+            if not (value or "").isdigit() or int(value) > MAX_IO_URING_SPIN_US:
+                raise LogfsError(
+                    f"io_uring_spin_us={value}: expected microseconds, 0 to {MAX_IO_URING_SPIN_US}"
+                )
+            spin = int(value)
         elif key in ("uid", "gid", "umask"):
             owner = owner._replace(**{key: _owner_value(key, value or "")})
         elif key in BROKER_OPTIONS:
@@ -152,6 +163,8 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
             defaults[key] = value or ""
         else:
             raise LogfsError(f"unknown mount option {key!r}")
+    if spin is not None and not io_uring:
+        raise LogfsError(f"io_uring_spin_us={spin}: only with -o io_uring")
     TopicConfig.from_properties(defaults=defaults)  # InvalidConfigError (a LogfsError) if bad
     settings = GroupSettings.from_options(groups)  # the same
     if "allow_other" in fuse:
@@ -162,6 +175,7 @@ def parse_options(options: Mapping[str, str | None]) -> MountOptions:
         frozenset(fuse), defaults, partitions, "ro" in fuse, log, tasks, owner, kafka,
         kafka_settings, buffered, limits, settings, {k: v or "" for k, v in options.items()},
         metrics, *_mirrors(mirror, "ro" in fuse), io_uring,
+        IO_URING_SPIN_US if spin is None else spin,
     )  # fmt: skip
 
 

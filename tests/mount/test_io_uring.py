@@ -135,6 +135,38 @@ def test_kill_9_keeps_every_line_a_ring_mount_answered(tmp_path):
     assert values == [b"answered %d" % i for i in range(5000)]
 
 
+def sleeps(pid: int) -> int:
+    """The times the daemon's serving thread (its main thread) went to sleep by itself."""
+    for line in Path(f"/proc/{pid}/task/{pid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no voluntary_ctxt_switches for {pid}")
+
+
+def test_a_watched_ring_takes_a_writers_next_line_without_sleeping(tmp_path):
+    """``-o io_uring_spin_us``: between one line's answer and the next line the daemon
+    watches the ring instead of sleeping, so the writer's lines in a row cost it no
+    sleep; with 0 it sleeps for each. Every line is kept either way."""
+    lines = [b"watched %d\n" % i for i in range(2000)]
+    slept = {}
+    with uring_switch(True) as on:
+        assert on, "this kernel has no FUSE over io_uring switch"
+        for spin_us in (0, 1000):
+            data, mnt = tmp_path / f"data{spin_us}", tmp_path / f"mnt{spin_us}"
+            mnt.mkdir()
+            with Daemon(data, mnt, f"io_uring,io_uring_spin_us={spin_us}") as daemon:
+                assert daemon.said(f"{ON_MESSAGE} (the next line watched for {spin_us} µs)")
+                (mnt / "t").mkdir()
+                write_each(mnt / "t" / "0" / "append", lines[:64])  # warm: the first row
+                before = sleeps(daemon.pid)
+                write_each(mnt / "t" / "0" / "append", lines[64:])
+                slept[spin_us] = sleeps(daemon.pid) - before
+                assert daemon.terminate() == 0
+            assert log_values(data, "t") == [line[:-1] for line in lines]
+    assert slept[0] >= len(lines) // 2, slept
+    assert slept[1000] <= len(lines) // 8, slept
+
+
 def test_without_the_kernel_switch_the_mount_says_so_and_uses_dev_fuse(tmp_path):
     data, mnt = tmp_path / "data", tmp_path / "mnt"
     mnt.mkdir()

@@ -469,6 +469,11 @@ def test_buffered_tail_f_and_receipts(buffered):
     [
         ("acks=2", "acks=2: expected 1 (or all: the default) or 0 (buffered)"),
         ("io_uring=1", "io_uring=1: io_uring takes no value"),  # FUSE over io_uring
+        (
+            "io_uring,io_uring_spin_us=1001",
+            "io_uring_spin_us=1001: expected microseconds, 0 to 1000",
+        ),
+        ("io_uring_spin_us=20", "io_uring_spin_us=20: only with -o io_uring"),
     ],
 )
 def test_mount_refuses_a_bad_mode(tmp_path, option, message):

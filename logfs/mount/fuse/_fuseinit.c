@@ -236,11 +236,11 @@ static int wait_dev(int fd)
 
 /* 1 once the next request is there (and the loop has nothing waiting): in the
  * ring, where the wait also sends the last answer (_fusering.c), else on /dev/fuse. */
-static int next_request(int fd)
+static int next_request(int fd, int *misses)
 {
     /* The GIL is free while waiting: the flusher's fsync threads run meanwhile. */
     PyThreadState *state = PyGILState_Check() ? PyEval_SaveThread() : NULL;
-    int ready = ring_wait(loop_fd, loop_fd >= 0 ? NEXT_WAIT_NS : SHORT_WAIT_NS);
+    int ready = ring_wait(loop_fd, loop_fd >= 0 ? NEXT_WAIT_NS : SHORT_WAIT_NS, misses);
     if (ready < 0)
         ready = wait_dev(fd);
     if (state != NULL)
@@ -263,6 +263,7 @@ static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
 {
     (void)userdata;
     int64_t started = 0;
+    int misses = 0; /* the ring's watches for the next line that saw nothing (_fusering_io.c) */
     for (int row = 0;; row++) {
         ssize_t got = next_message(fd, buf, len);
         if (got < 0 && (row > 0 || errno == EAGAIN) && errno != ENODEV)
@@ -271,7 +272,7 @@ static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
             return got;
         if (row == 0)
             started = now_ns();
-        if (row + 1 == MAX_IN_A_ROW || now_ns() - started >= ROW_NS || !next_request(fd))
+        if (row + 1 == MAX_IN_A_ROW || now_ns() - started >= ROW_NS || !next_request(fd, &misses))
             break;
     }
     ring_flush(); /* the last line's answer, if the ring holds it */

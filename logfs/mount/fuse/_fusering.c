@@ -41,6 +41,7 @@
 
 int logfs_ring_state = RING_OFF;
 int logfs_ring_errno = 0;
+long logfs_ring_spin_ns = 0;
 
 struct ring ring = {.dev = -1, .session = -1, .fd = -1};
 

@@ -17,6 +17,9 @@ enum ring_state {
 
 extern int logfs_ring_state;
 extern int logfs_ring_errno;
+/* How long the wait for the next line of a row watches the ring before it
+ * sleeps (`-o io_uring_spin_us`): 0, it sleeps at once. */
+extern long logfs_ring_spin_ns;
 
 /* The rest is the library's own: not exported from it, which is loaded RTLD_GLOBAL. */
 #pragma GCC visibility push(hidden)
@@ -28,7 +31,7 @@ void ring_start(const unsigned char *reply);
 ssize_t ring_next(void *buf, size_t len);
 int ring_reply(const struct iovec *iov, int count, ssize_t *sent);
 int ring_flush(void);
-int ring_wait(int loop_fd, long ns);
+int ring_wait(int loop_fd, long ns, int *misses);
 int ring_hand_back(void);
 void ring_close(void);
 #pragma GCC visibility pop

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 int submit(unsigned count)
@@ -172,11 +173,53 @@ int ring_reply(const struct iovec *iov, int count, ssize_t *sent)
     return 1;
 }
 
+#define SPIN_MISSES 3 /* watches in a row that saw nothing: no more in this row */
+
+static int64_t clock_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+static inline void relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* Submit what is queued, then watch the completion queue's tail, in memory
+ * the kernel shares, for `logfs_ring_spin_ns`: 1 if a completion came. */
+static int spin(void)
+{
+    unsigned count = ring.unsubmitted;
+    if (count != 0 && submit(count) != (int)count)
+        return 0; /* the wait submits them */
+    ring.unsubmitted = 0;
+    int64_t end = clock_ns() + logfs_ring_spin_ns;
+    for (unsigned i = 1;; i++) {
+        if (*ring.cq_head != __atomic_load_n(ring.cq_tail, __ATOMIC_ACQUIRE))
+            return 1;
+        relax();
+        if (i % 16 == 0 && clock_ns() >= end)
+            return 0;
+    }
+}
+
 /* Submit what is queued and wait at most `ns` for the next request: 1 once one
  * is in the ring, 0 if none came or the loop has work (`loop_fd` readable,
  * watched by a poll in the ring), -1 without a ring to wait on. One system
- * call answers the last request and waits for the next. */
-int ring_wait(int loop_fd, long ns)
+ * call answers the last request and waits for the next. Before it sleeps, the
+ * wait watches the ring for `logfs_ring_spin_ns` (`-o io_uring_spin_us`): a
+ * writer's next line then finds the daemon awake, which spares both the
+ * daemon's sleep and its wake-up. `*misses` counts the row's watches that saw
+ * nothing since the last that did; after SPIN_MISSES of them the rest of the row
+ * sleeps at once, so a writer slower than the watch costs the daemon three
+ * watches a row. */
+int ring_wait(int loop_fd, long ns, int *misses)
 {
     if (ring.entries == NULL || logfs_ring_state != RING_ON)
         return -1;
@@ -189,15 +232,21 @@ int ring_wait(int loop_fd, long ns)
         ring.unsubmitted++;
         ring.watching = 1;
     }
-    struct __kernel_timespec wait = {0, ns};
-    struct io_uring_getevents_arg arg = {.ts = (uint64_t)(uintptr_t)&wait};
-    unsigned count = ring.unsubmitted;
-    ring.unsubmitted = 0;
-    long done = syscall(__NR_io_uring_enter, ring.fd, count, 1,
-                        IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg, sizeof arg);
-    if (done < 0 && errno != ETIME && errno != EINTR) {
-        ring.unsubmitted = count; /* nothing went: the next submit takes them */
-        return 0;
+    int watched = logfs_ring_spin_ns > 0 && *misses < SPIN_MISSES;
+    if (watched && spin()) {
+        *misses = 0;
+    } else {
+        *misses += watched;
+        struct __kernel_timespec wait = {0, ns};
+        struct io_uring_getevents_arg arg = {.ts = (uint64_t)(uintptr_t)&wait};
+        unsigned count = ring.unsubmitted;
+        ring.unsubmitted = 0;
+        long done = syscall(__NR_io_uring_enter, ring.fd, count, 1,
+                            IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg, sizeof arg);
+        if (done < 0 && errno != ETIME && errno != EINTR) {
+            ring.unsubmitted = count; /* nothing went: the next submit takes them */
+            return 0;
+        }
     }
     unsigned head = *ring.cq_head;
     if (head == __atomic_load_n(ring.cq_tail, __ATOMIC_ACQUIRE))

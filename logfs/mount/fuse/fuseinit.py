@@ -44,11 +44,14 @@ def asked() -> bool:
 RING_STATES = ("off", "asked", "not offered", "on", "failed")
 
 
-def use_io_uring(on: bool) -> bool:
-    """Before the mount: have it ask the kernel for FUSE over io_uring (``-o io_uring``).
-    False where the library is not in use (the mount then goes over /dev/fuse)."""
+def use_io_uring(on: bool, spin_us: int = 0) -> bool:
+    """Before the mount: have it ask the kernel for FUSE over io_uring (``-o io_uring``),
+    watching the ring ``spin_us`` for a writer's next line before it sleeps
+    (``-o io_uring_spin_us``). False where the library is not in use (the mount then
+    goes over /dev/fuse)."""
     if _library is None:
         return False
+    ctypes.c_long.in_dll(_library, "logfs_ring_spin_ns").value = spin_us * 1000 if on else 0
     ctypes.c_int.in_dll(_library, "logfs_ring_state").value = RING_STATES.index(
         "asked" if on else "off"
     )

@@ -49,6 +49,8 @@ class FuseMount:
         owner: the owner, group and modes the mount shows.
         buffered: the buffered mode (``-o acks=0``, files/buffered.py).
         io_uring: ask the kernel for FUSE over io_uring (``-o io_uring``, _fusering.c).
+        io_uring_spin_us: how long the ring is watched for a writer's next line
+            before the daemon sleeps (``-o io_uring_spin_us``, _fusering_io.c).
         metrics: the daemon's metrics (``-o metrics=``), told of every request, or None.
         recovery: how far the recovery at the start went (the root's ``user.logfs.recovery``).
     """
@@ -66,6 +68,7 @@ class FuseMount:
         owner: Ownership = DATA_OWNER,
         buffered: bool = False,
         io_uring: bool = False,
+        io_uring_spin_us: int = 0,
         metrics: Metrics | None = None,
         recovery: Callable[[], dict] = dict,
     ) -> None:
@@ -74,7 +77,7 @@ class FuseMount:
         # would wait for an answer from this very thread.
         self.real_mountpoint = os.path.realpath(mountpoint)
         self.options = {f"fsname={os.path.abspath(store.path)}", "subtype=logfs", *fuse_options}
-        self.io_uring = io_uring
+        self.io_uring, self.io_uring_spin_us = io_uring, io_uring_spin_us
         self.ops = Operations(
             store,
             groups=groups,
@@ -94,7 +97,7 @@ class FuseMount:
 
     def mount(self) -> None:
         """Mount: the kernel sends requests from now on (`serve` answers them)."""
-        fuseinit.use_io_uring(self.io_uring)
+        fuseinit.use_io_uring(self.io_uring, self.io_uring_spin_us)
         pyfuse3.init(self.ops, self.mountpoint, self.options)
         lines = LineWrites(self.ops)
         fuseinit.set_write_hook(lines.take, lines.done)
@@ -133,7 +136,10 @@ class FuseMount:
         await init_answered()
         state, errno = fuseinit.io_uring()
         if state == "on":
-            logger.info("FUSE requests come over io_uring")
+            logger.info(
+                "FUSE requests come over io_uring (the next line watched for %d µs)",
+                self.io_uring_spin_us,
+            )
         elif state == "not offered":
             logger.warning(
                 "FUSE over io_uring was asked for but the kernel does not offer it (Linux 6.14 "
