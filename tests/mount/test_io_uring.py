@@ -4,9 +4,10 @@ With the fuse module's ``enable_uring`` on, the kernel hands requests over the
 ring: the kernel's own count of the ring's completions (the daemon's io_uring
 descriptor in /proc/<pid>/fdinfo) grows with them, and every path works as over
 /dev/fuse: one-line writes taken in rows, bulk appends, producer batches of a
-MiB, reads, rolls, unmounts, kill -9. With it off (or on a kernel without it),
-the mount says so and works over /dev/fuse. Records are read back with
-kafka-python's codec from the segment files.
+MiB, reads, rolls, unmounts, kill -9; between the lines of a row the daemon
+watches the ring instead of sleeping (``-o io_uring_spin_us``). With it off (or on
+a kernel without it), the mount says so and works over /dev/fuse. Records are read
+back with kafka-python's codec from the segment files.
 
 The tests set the module parameter for themselves and put it back after.
 """
