@@ -179,13 +179,6 @@ static int take_line(int fd, const unsigned char *request, ssize_t got, int in_r
 
 static int loop_fd = -1;
 
-static int64_t now_ns(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
-}
-
 /* The wait's epoll set: /dev/fuse's `fd` and `loop_fd`, registered once (a
  * poll() registers and unregisters both at every wait); rebuilt by `set_loop_fd`
  * at each serve(), -1 until the first wait or if it could not be made. */

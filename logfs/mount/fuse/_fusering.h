@@ -3,8 +3,10 @@
 #define LOGFS_FUSERING_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
 /* What became of the ring (read and set by mount/fuse/fuseinit.py). */
 enum ring_state {
@@ -20,6 +22,14 @@ extern int logfs_ring_errno;
 /* How long the wait for the next line of a row watches the ring before it
  * sleeps (`-o io_uring_spin_us`): 0, it sleeps at once. */
 extern long logfs_ring_spin_ns;
+
+/* The monotonic clock in ns: a row's length (_fuseinit.c), the ring's watch (_fusering_io.c). */
+static inline int64_t now_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
 
 /* The rest is the library's own: not exported from it, which is loaded RTLD_GLOBAL. */
 #pragma GCC visibility push(hidden)

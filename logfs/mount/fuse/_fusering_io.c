@@ -11,7 +11,6 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 int submit(unsigned count)
@@ -175,13 +174,6 @@ int ring_reply(const struct iovec *iov, int count, ssize_t *sent)
 
 #define SPIN_MISSES 3 /* watches in a row that saw nothing: no more in this row */
 
-static int64_t clock_ns(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
-}
-
 static inline void relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -199,12 +191,12 @@ static int spin(void)
     if (count != 0 && submit(count) != (int)count)
         return 0; /* the wait submits them */
     ring.unsubmitted = 0;
-    int64_t end = clock_ns() + logfs_ring_spin_ns;
+    int64_t end = now_ns() + logfs_ring_spin_ns;
     for (unsigned i = 1;; i++) {
         if (*ring.cq_head != __atomic_load_n(ring.cq_tail, __ATOMIC_ACQUIRE))
             return 1;
         relax();
-        if (i % 16 == 0 && clock_ns() >= end)
+        if (i % 16 == 0 && now_ns() >= end)
             return 0;
     }
 }
