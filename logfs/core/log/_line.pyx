@@ -8,47 +8,54 @@ one-record batch is encoded in C (the same bytes `Log.append` writes) and
 written to the active segment with one ``writev()``, in two steps, so that
 the mount can answer the writer between them (mount/fuse/_lines.pyx):
 
-1. `LineWriter.write` checks that nothing but an append is to be decided —
+1. `LineWriter.write_at` checks that nothing but an append is to be decided —
    asking the segment's roll rule as the general path does — encodes the
-   batch and has the segment's books write it (`SegmentTail.write`: all of
+   batch (its CRC-32C in C over the pieces, format/crc32c.h: the line is
+   written from where the caller holds it, not copied) and has the segment's
+   books write it (`SegmentTail.write`: all of
    it, or none and the error); once it returns, the record is in the file
    (the page cache) and survives the daemon's death, as after `Log.append`;
-2. `LineWrite.finish` keeps the books through the same owners as the general
+2. `LineWrite.keep_books` keeps the books through the same owners as the general
    path: the segment's tail (index entries, stream marks, size, next offset,
    max timestamp: books.pyx) and what the next flush must sync (`Unflushed`).
    Nothing may touch the log between the two steps.
 
 A writer of lines writes them in a row, and the mount takes them in a row
-while nothing else runs on the log (mount/fuse/_lines.pyx): `LineWriter.write_next`
-writes such a line through what the row's first `write` found (the segment, its
+while nothing else runs on the log (mount/fuse/_lines.pyx): `LineWriter.write_next_at`
+writes such a line through what the row's first `write_at` found (the segment, its
 descriptor, the topic's rules), checking only what a line of the row changes
 (the segment's roll rule, flush.messages, the line's length) and whether the
 descriptor budget closed a file since (`DESCRIPTORS.closed`: a reader in
 another thread may have closed this segment's file).
 
-`write` declines (None, nothing written) whenever the general path has more
+`write_at` declines (None, nothing written) whenever the general path has more
 to decide: a roll due, a compacted or compressed topic, a record that would
 reach flush.messages (its write() waits for the fsync), an offline or
 read-only log, live keys kept, a record near the size limit, a transaction
 open in the partition (the record's stream bytes wait for the last stable offset). A failed write
 fails as in `Log.append` (`Failure.write_failed`).
 
-It works over the partition's `PartitionState` (state.py), as `Log`'s other
-parts do, and cimports the segment's books (storage/books.pxd) so that they
-are kept without Python's attribute lookups.
+The steps are C functions (_line.pxd), which the mount's compiled take of a
+line calls with the line where the request holds it; `write`, `write_next` and
+`finish` are the same from Python (`Log.write_line`, the tests). It works over
+the partition's `PartitionState` (state.py), as `Log`'s other parts do, and
+cimports the segment's books (storage/books.pxd) so that they are kept without
+Python's attribute lookups.
 """
 
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING
 from libc.errno cimport EIO
 from libc.stdint cimport int64_t, uint8_t, uint32_t
-from libc.string cimport memcpy
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from posix.uio cimport iovec
 
 from ..format.binary cimport HeaderLayout, header_layout, put_be, put_varint, varint_size
 from ..storage.books cimport SegmentTail
 
-from crc32c import crc32c
+
+cdef extern from "../format/crc32c.h":
+    uint32_t logfs_crc32c(uint32_t crc, const void *data, size_t size) nogil
+    uint32_t logfs_crc32c_portable(uint32_t crc, const void *data, size_t size) nogil
 
 from ..config import flush_messages_limit, now_ms
 from ..format import compression, record
@@ -61,6 +68,7 @@ MAX_VALUE = 64 << 10
 cdef HeaderLayout H = header_layout(record.FIELD_OFFSETS, record.HEADER_SIZE)
 cdef int MAGIC = record.MAGIC
 cdef int LOG_APPEND_TIME_BIT = record.TIMESTAMP_TYPE_BIT
+cdef uint8_t NO_HEADERS = 0  # a record's headers count, the last byte of the line's batch
 cdef enum:
     HEAD_ROOM = 128  # the batch header and a record's head
     MAX_RECORD_HEAD = 16  # a record's length, fixed fields and value length, as varints
@@ -72,6 +80,13 @@ NONE = compression.NONE
 BY_NAME = compression.BY_NAME
 
 
+cdef inline const uint8_t *bytes_at(bytes data, Py_ssize_t length) except NULL:
+    """Where ``data``'s first ``length`` bytes lie."""
+    if not 0 <= length <= len(data):
+        raise ValueError(f"{length} bytes of {len(data)}")
+    return <const uint8_t *>PyBytes_AS_STRING(data)
+
+
 cdef inline int64_t wall_ms():
     """`now_ms` in C (the log's clock unless a test gave it another)."""
     cdef timespec now
@@ -80,16 +95,10 @@ cdef inline int64_t wall_ms():
 
 
 cdef class LineWrite:
-    """A record written to the active segment whose books are to be kept."""
+    """A record written to the active segment whose books are to be kept
+    (attributes: _line.pxd)."""
 
-    cdef object state, segment, unflushed
-    cdef SegmentTail tail
-    cdef readonly int64_t first
-    cdef int64_t now
-    cdef Py_ssize_t size, stream_bytes
-    cdef bint finished  # its books are kept: the next line of a row may follow it
-
-    def finish(self):
+    cdef int keep_books(self) except -1:
         """The books after the write, each kept by its owner: the segment's tail
         and what the next flush must sync. If that fails, the line is in the
         file but the books lag it, and appending more would index them at wrong
@@ -102,25 +111,16 @@ cdef class LineWrite:
             self.state.fail("indexing an appended line", OSError(EIO, repr(e)))
             raise
         self.finished = True
+        return 0
+
+    def finish(self):
+        """`keep_books`, from Python."""
+        self.keep_books()
 
 
 cdef class LineWriter:
-    """The one-line fast path of one partition (`Log.write_line`)."""
-
-    cdef object state
-    # What the topic's config decides for every line, worked out once per
-    # config (a `TopicConfig` is immutable: a change replaces it).
-    cdef object config  # the config they were worked out for
-    cdef bint declines  # compacted or compressed: the general path
-    cdef Py_ssize_t max_length  # the longest value taken
-    cdef int64_t max_message  # max.message.bytes
-    cdef int64_t flush_at  # unflushed records at which flush.messages is reached
-    cdef int attributes  # the batch's timestamp type
-    # The row's last line (`write_next`): its write, the segment's descriptor it
-    # went through, and the budget's count of closed files then.
-    cdef LineWrite last
-    cdef int last_fd
-    cdef Py_ssize_t closes
+    """The one-line fast path of one partition (`Log.write_line`; attributes:
+    _line.pxd)."""
 
     def __init__(self, state):
         self.state = state
@@ -150,6 +150,14 @@ cdef class LineWriter:
             OSError: writing failed, as in `Log.append` (the partition goes
                 offline unless it is a clean ENOSPC).
         """
+        return self.write_at(bytes_at(data, length), length)
+
+    def write_next(self, bytes data, Py_ssize_t length):
+        """`write_next_at` of ``data[:length]``, from Python."""
+        return self.write_next_at(bytes_at(data, length), length)
+
+    cdef LineWrite write_at(self, const uint8_t *data, Py_ssize_t length):
+        """`write` of the ``length`` bytes at ``data``."""
         self.last = None
         state = self.state
         config = state.config
@@ -178,17 +186,17 @@ cdef class LineWriter:
             self.last, self.last_fd, self.closes = done, fd, DESCRIPTORS.closed
         return done
 
-    def write_next(self, bytes data, Py_ssize_t length):
-        """`write` of the next line of a row: the line right after the one this
+    cdef LineWrite write_next_at(self, const uint8_t *data, Py_ssize_t length):
+        """`write_at` of the next line of a row: the line right after the one this
         writer wrote and finished last, nothing else having touched the log
         since (the mount's row of one-line writes, mount/fuse/_lines.pyx). It
         goes to the segment and through the descriptor the row's first line
         found, unless the budget closed a file since; then, and after a line
-        declined or failed, it is a `write`. The same `LineWrite` comes back,
+        declined or failed, it is a `write_at`. The same `LineWrite` comes back,
         to finish again."""
         cdef LineWrite last = self.last
         if last is None or not last.finished or DESCRIPTORS.closed != self.closes:
-            return self.write(data, length)
+            return self.write_at(data, length)
         last.finished = False
         if self.put(last, self.last_fd, data, length, wall_ms(), last.unflushed.messages) < 0:
             self.last = None
@@ -196,9 +204,10 @@ cdef class LineWriter:
         return last
 
     cdef int put(
-        self, LineWrite done, int fd, bytes data, Py_ssize_t length, int64_t now, int64_t pending
+        self, LineWrite done, int fd, const uint8_t *data, Py_ssize_t length, int64_t now,
+        int64_t pending,
     ) except -2:
-        """Encode the record of ``data[:length]`` stamped ``now`` and write it to
+        """Encode the record of the ``length`` bytes at ``data`` stamped ``now`` and write it to
         ``done``'s segment through ``fd``: 0, and ``done`` says what to finish;
         -1 and nothing written if a line of the row may not take the fast path
         (too long, flush.messages reached, a roll due)."""
@@ -234,20 +243,20 @@ cdef class LineWriter:
         put_be(head, H.base_sequence, 0xFFFFFFFF, 4)  # -1
         put_be(head, H.records_count, 1, 4)
         # The CRC covers the header from the attributes on, the record and its
-        # headers count (0): built where it is contiguous, then computed once.
-        covered = PyBytes_FromStringAndSize(NULL, size - H.attributes)
-        cdef uint8_t *c = <uint8_t *>PyBytes_AS_STRING(covered)
-        memcpy(c, head + H.attributes, head_size - H.attributes)
-        memcpy(c + head_size - H.attributes, PyBytes_AS_STRING(data), length)
-        c[size - H.attributes - 1] = 0  # headers count
-        put_be(head, H.crc, <uint32_t>crc32c(covered), 4)
-        cdef iovec parts[2]
+        # headers count (0): computed over the three pieces, which are written
+        # as they lie (no copy of the line).
+        cdef uint32_t crc = logfs_crc32c(0, head + H.attributes, head_size - H.attributes)
+        crc = logfs_crc32c(crc, data, length)
+        put_be(head, H.crc, logfs_crc32c(crc, &NO_HEADERS, 1), 4)
+        cdef iovec parts[3]
         parts[0].iov_base = head
-        parts[0].iov_len = H.attributes
-        parts[1].iov_base = c
-        parts[1].iov_len = size - H.attributes
+        parts[0].iov_len = head_size
+        parts[1].iov_base = <void *>data
+        parts[1].iov_len = length
+        parts[2].iov_base = &NO_HEADERS
+        parts[2].iov_len = 1
         try:
-            tail.write(fd, parts, 2, size)
+            tail.write(fd, parts, 3, size)
         except OSError as e:
             self.last = None
             state = self.state
@@ -265,3 +274,12 @@ cdef class LineWriter:
             return None
         written.finish()
         return written.first
+
+
+def crc32c_of(bytes data, uint32_t value=0, bint portable=False):
+    """The CRC-32C the line's batch is checksummed with, in C (format/crc32c.h):
+    ``data``'s, extending ``value``; ``portable``: the table's, which machines
+    without SSE4.2 use. For the tests, which compare both with the crc32c package."""
+    if portable:
+        return logfs_crc32c_portable(value, PyBytes_AS_STRING(data), len(data))
+    return logfs_crc32c(value, PyBytes_AS_STRING(data), len(data))

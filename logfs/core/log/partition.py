@@ -74,12 +74,12 @@ class Log:
         self._state = state
         self._reads = LogReads(state)
         self._appends = LogAppends(state)
-        self._lines = LineWriter(state)
-        # The one-line fast path's write, `LineWriter.write(data, length)`, bound here so that
-        # the mount calls it per line without a frame of Log's: a `LineWrite` to finish before
-        # anything else touches the log, or None; `write_next_line`: a row's next (`write_next`).
-        self.write_line = self._lines.write
-        self.write_next_line = self._lines.write_next
+        # The one-line fast path (_line.pyx), which the mount's compiled take of a line calls
+        # in C; `write_line(data, length)`: its write from Python, a `LineWrite` to finish
+        # before anything else touches the log, or None; `write_next_line`: a row's next.
+        self.line_writer = LineWriter(state)
+        self.write_line = self.line_writer.write
+        self.write_next_line = self.line_writer.write_next
         self._flushing = LogFlushing(state)
         self._txn = LogTransactions(state, self._appends)
         self._following = LogFollowing(state, self._appends, self._txn)
@@ -323,7 +323,7 @@ class Log:
     def append_line(self, value: bytes) -> int | None:
         """`write_line` of ``value`` and its books at once: its offset, or None
         and nothing appended (`Log.append` decides then)."""
-        return self._lines.append(value)
+        return self.line_writer.append(value)
 
     def roll(self) -> LogSegment:
         return self._appends.roll()

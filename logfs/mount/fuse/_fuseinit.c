@@ -67,20 +67,28 @@ int logfs_killpriv_v2_asked = 0;
 
 /* The one-line write() of the default mode (mount/fuse/fuseinit.py, `set_write_hook`,
  * and mount/fuse/_lines.pyx): a WRITE request whose data is exactly one line goes to
- * `take(fh, data, in_row)`, with the GIL that pyfuse3 holds while it receives a
- * request (`in_row`: it came right after a line taken, in `read_request`'s row).
- * It answers -1 (not taken: libfuse and pyfuse3 get the request as always), 0
- * (the line is in the segment file) or an errno. A taken request is answered
- * here, then `done()` does the log's bookkeeping for a line taken, while the
- * writer runs; libfuse is told the read was interrupted, which pyfuse3 answers
- * by waiting for the next request. */
+ * `take(owner, fh, data, size, in_row)`, with the GIL that pyfuse3 holds while it
+ * receives a request (`in_row`: it came right after a line taken, in
+ * `read_request`'s row). It answers -1 (not taken: libfuse and pyfuse3 get the
+ * request as always), 0 (the line is in the segment file) or an errno. A taken
+ * request is answered here, then `done(owner)` does the log's bookkeeping for a
+ * line taken, while the writer runs; libfuse is told the read was interrupted,
+ * which pyfuse3 answers by waiting for the next request. Both are C functions of
+ * _lines.pyx (its `LineHooks`, handed over in a capsule), which never raise. */
 #define FUSE_WRITE_OPCODE 16
 #define IN_HEADER_BYTES 40  /* struct fuse_in_header */
 #define WRITE_IN_BYTES 40   /* struct fuse_write_in (protocol 7.9 and later) */
 #define DATA_AT (IN_HEADER_BYTES + WRITE_IN_BYTES)
+#define LINE_HOOKS "logfs.mount.fuse.line_hooks"
 
-static PyObject *take_hook = NULL;
-static PyObject *done_hook = NULL;
+struct line_hooks {
+    long (*take)(PyObject *owner, uint64_t fh, const unsigned char *data, Py_ssize_t size,
+                 int in_row);
+    void (*done)(PyObject *owner);
+};
+
+static PyObject *hook_owner = NULL;
+static struct line_hooks hooks;
 
 /* A message to the kernel: into its ring entry if the request came through
  * the ring (_fusering.c), else written to /dev/fuse. An answer into the ring
@@ -101,41 +109,10 @@ static ssize_t answer(int fd, uint64_t unique, int error, uint32_t size)
     return deliver(fd, &whole, 1, 1);
 }
 
-/* The hook's answer, -1 if it failed (the request then goes the usual way). */
-static long call_take(uint64_t fh, const char *data, uint32_t size, int in_row)
-{
-    long taken = -1;
-    PyObject *args[3] = {PyLong_FromUnsignedLongLong(fh),
-                         PyBytes_FromStringAndSize(data, (Py_ssize_t)size),
-                         in_row ? Py_True : Py_False};
-    if (args[0] != NULL && args[1] != NULL) {
-        PyObject *result = PyObject_Vectorcall(take_hook, args, 3, NULL);
-        if (result != NULL) {
-            taken = PyLong_AsLong(result);
-            Py_DECREF(result);
-        }
-    }
-    Py_XDECREF(args[0]);
-    Py_XDECREF(args[1]);
-    if (PyErr_Occurred()) {
-        PyErr_WriteUnraisable(take_hook);
-        taken = -1;
-    }
-    return taken;
-}
-
-static void call_done(void)
-{
-    PyObject *result = PyObject_CallNoArgs(done_hook);
-    if (result == NULL)
-        PyErr_WriteUnraisable(done_hook);
-    Py_XDECREF(result);
-}
-
 /* A WRITE of exactly one line taken and answered: 1; 0 for any other request. */
 static int take_line(int fd, const unsigned char *request, ssize_t got, int in_row)
 {
-    if (take_hook == NULL || got <= DATA_AT)
+    if (hook_owner == NULL || got <= DATA_AT)
         return 0;
     uint32_t opcode, size;
     uint64_t unique, fh;
@@ -143,16 +120,16 @@ static int take_line(int fd, const unsigned char *request, ssize_t got, int in_r
     memcpy(&unique, request + 8, sizeof unique);
     memcpy(&fh, request + IN_HEADER_BYTES, sizeof fh);
     memcpy(&size, request + IN_HEADER_BYTES + 16, sizeof size);
-    const char *data = (const char *)request + DATA_AT;
+    const unsigned char *data = request + DATA_AT;
     if (opcode != FUSE_WRITE_OPCODE || (ssize_t)size != got - DATA_AT || data[size - 1] != '\n'
         || memchr(data, '\n', size - 1) != NULL)
         return 0;
     PyGILState_STATE gil = PyGILState_Ensure();
-    long taken = call_take(fh, data, size, in_row);
+    long taken = hooks.take(hook_owner, fh, data, size, in_row);
     if (taken >= 0)
         answer(fd, unique, (int)taken, size);
     if (taken == 0)
-        call_done();
+        hooks.done(hook_owner);
     PyGILState_Release(gil);
     return taken >= 0;
 }
@@ -369,15 +346,15 @@ static PyObject *set_write_hook(PyObject *self, PyObject *const *args, Py_ssize_
 {
     (void)self;
     if (count != 2 || (args[0] == Py_None) != (args[1] == Py_None)
-        || (args[0] != Py_None && (!PyCallable_Check(args[0]) || !PyCallable_Check(args[1])))) {
-        PyErr_SetString(PyExc_TypeError, "set_write_hook(take, done): two callables, or None twice");
+        || (args[1] != Py_None && !PyCapsule_IsValid(args[1], LINE_HOOKS))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "set_write_hook(owner, hooks): LineWrites and its hooks, or None twice");
         return NULL;
     }
-    Py_CLEAR(take_hook);
-    Py_CLEAR(done_hook);
+    Py_CLEAR(hook_owner);
     if (args[0] != Py_None) {
-        take_hook = Py_NewRef(args[0]);
-        done_hook = Py_NewRef(args[1]);
+        memcpy(&hooks, PyCapsule_GetPointer(args[1], LINE_HOOKS), sizeof hooks);
+        hook_owner = Py_NewRef(args[0]);
     }
     Py_RETURN_NONE;
 }
@@ -397,8 +374,8 @@ static PyMethodDef methods[] = {
     {"set_loop_fd", set_loop_fd, METH_O,
      "set_loop_fd(fd): the descriptor readable when the daemon's loop has work (-1: none)"},
     {"set_write_hook", (PyCFunction)(void (*)(void))set_write_hook, METH_FASTCALL,
-     "set_write_hook(take, done): take(fh, data, in_row) -> -1 (not taken), 0 (appended) "
-     "or an errno, for one-line WRITEs; done() after each answer of 0"},
+     "set_write_hook(owner, hooks): owner's take of one-line WRITEs and its books after "
+     "each (mount/fuse/_lines.pyx, LineWrites.hooks); None twice: none"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,7 +17,6 @@ import ctypes
 import importlib.util
 import os
 import sys
-from collections.abc import Callable
 
 import trio
 
@@ -67,22 +66,18 @@ def io_uring() -> tuple[str, int]:
     return RING_STATES[state], ctypes.c_int.in_dll(_library, "logfs_ring_errno").value
 
 
-def set_write_hook(
-    take: Callable[[int, bytes, bool], int] | None, done: Callable[[], None] | None
-) -> bool:
-    """Have ``take(fh, data, in_row)`` see each WRITE request whose data is exactly
-    one line before pyfuse3 does: it answers -1 to leave the request to pyfuse3,
-    0 once the line is in the log's file, or an errno; after an answer of 0
-    the request is answered and ``done()`` called. ``in_row``: the request came
-    right after a line taken, nothing else having run on the loop since. Both
-    run inside pyfuse3's receive, on the trio thread, and must not raise or
-    wait (mount/fuse/_lines.pyx).
-    None twice removes them. False where the library is not in use (the
-    mount then works without it)."""
+def set_write_hook(owner: object | None, hooks: object | None) -> bool:
+    """Have ``owner`` (a `LineWrites`, mount/fuse/_lines.pyx) see each WRITE request whose
+    data is exactly one line before pyfuse3 does, through ``hooks`` (its C functions in a
+    capsule, `LineWrites.hooks`): its take answers -1 to leave the request to pyfuse3,
+    0 once the line is in the log's file, or an errno; after an answer of 0 the
+    request is answered and its books kept. Both run inside pyfuse3's receive, on
+    the trio thread, and never raise or wait. None twice removes them. False where
+    the library is not in use (the mount then works without it)."""
     if _library is None:
         return False
     module = importlib.import_module(f"{__package__}._fuseinit")  # the library loaded above
-    module.set_write_hook(take, done)
+    module.set_write_hook(owner, hooks)
     return True
 
 

@@ -100,7 +100,7 @@ class FuseMount:
         fuseinit.use_io_uring(self.io_uring, self.io_uring_spin_us)
         pyfuse3.init(self.ops, self.mountpoint, self.options)
         lines = LineWrites(self.ops)
-        fuseinit.set_write_hook(lines.take, lines.done)
+        fuseinit.set_write_hook(lines, lines.hooks)
 
     async def serve(self) -> None:
         """Answer requests until `stop` or an external unmount."""

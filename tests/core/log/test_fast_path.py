@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import random
 
+import crc32c
 from kafka.record import MemoryRecords
 
 from logfs.core.config import TopicConfig
 from logfs.core.log import Log
+from logfs.core.log._line import crc32c_of
 from logfs.core.storage import DESCRIPTORS
 
 
@@ -88,6 +90,21 @@ def test_fast_path_batches_decode_with_kafka_python(tmp_path):
         got += [(r.offset, r.key, r.value, list(r.headers)) for r in batch]
     assert got == [(i, None, v, []) for i, v in enumerate(values)]
     log.close()
+
+
+def test_the_line_paths_crc32c_is_the_crc32c_packages():
+    """The line's batch is checksummed in C (format/crc32c.h): with the processor's
+    instruction where it has one and with the table elsewhere, each the package's
+    CRC-32C, also when it extends the CRC of what came before (the batch's pieces)."""
+    rng = random.Random(5)
+    sizes = [0, 1, 7, 8, 9, 15, 16, 17, 61, 100, 4095, 4096, 65537]
+    for size in sizes:
+        data = rng.randbytes(size)
+        for before in (0, 1, 0xFFFFFFFF, rng.getrandbits(32)):
+            want = crc32c.crc32c(data, value=before)
+            assert crc32c_of(data, before) == want, (size, before)
+            assert crc32c_of(data, before, portable=True) == want, (size, before)
+    assert crc32c_of(b"123456789") == 0xE3069283  # CRC-32C's check value
 
 
 def test_fast_path_declines_what_it_cannot_do(tmp_path):
