@@ -11,8 +11,10 @@ target is older than the group epoch), Reconciling (a member has not reached
 it), Stable.
 
 ``owners`` keeps, for every partition a member holds (assigned or still
-revoking), that member and its epoch: a partition goes to a new member only
-once nobody holds it.
+revoking), that member and the epoch it was assigned the partition at (its
+assignment epoch, KIP-1251): a partition goes to a new member only once
+nobody holds it, and a member may commit a partition's offset at an epoch
+older than its own as long as it has held the partition since then.
 """
 
 from __future__ import annotations
@@ -95,7 +97,8 @@ class ConsumerGroup:
         self.assignment_epoch = 0
         self.members: dict[str, ConsumerMember] = {}
         self.target: dict[str, Partitions] = {}  # member id -> its target partitions
-        self.owners: dict[tuple[str, int], tuple[str, int]] = {}  # -> (member id, epoch)
+        # (topic, partition) -> (member id, the member epoch it was assigned at)
+        self.owners: dict[tuple[str, int], tuple[str, int]] = {}
         self.offsets: dict = {}  # (topic, partition) -> Committed
         # The subscribed topics the target was computed for: name -> (id, partitions).
         self.metadata: dict[str, tuple[object, int]] = {}
@@ -119,9 +122,14 @@ class ConsumerGroup:
         """Nothing to keep: no members and no committed offsets."""
         return not self.members and not self.offsets
 
-    def check_commit(self, member_id: str, epoch: int, modern_api: bool) -> None:
+    def check_commit(self, member_id: str, epoch: int, modern_api: bool, partitions=None) -> None:
         """Kafka's rule for an OffsetCommit: without a member (epoch -1) only while
-        the group has none; else by a member, with OffsetCommit v9+, at its epoch."""
+        the group has none; else by a member, with OffsetCommit v9+, at its epoch,
+        or (Kafka 4.3's KIP-1251) at an older one for ``partitions`` ((topic,
+        partition) pairs) it has held since that epoch or before: the answer
+        that moved it on may not have reached it when it sent the commit (its
+        next heartbeat and the commit cross on the way). ``partitions`` None: at
+        its epoch only."""
         if epoch < 0 and not self.members:
             return
         member = self.members.get(member_id)
@@ -134,9 +142,14 @@ class ConsumerGroup:
         if not modern_api:
             why = "OffsetCommit version 9 or above must be used by members using the modern group"
             raise GroupError(KafkaCode.UNSUPPORTED_VERSION, why + " protocol")
-        if epoch != member.epoch:
-            why = f"The received member epoch {epoch} does not match the expected member epoch"
-            raise GroupError(KafkaCode.STALE_MEMBER_EPOCH, f"{why} {member.epoch}.")
+        if epoch == member.epoch or (
+            partitions is not None
+            and 0 <= epoch < member.epoch
+            and all(self._held_since(member_id, tp) <= epoch for tp in partitions)
+        ):
+            return
+        why = f"The received member epoch {epoch} does not match the expected member epoch"
+        raise GroupError(KafkaCode.STALE_MEMBER_EPOCH, f"{why} {member.epoch}.")
 
     def check_fetch(self, member_id: str | None, epoch: int) -> None:
         """Kafka's rule for an OffsetFetch that names a member (v9+): at its epoch."""
@@ -153,27 +166,41 @@ class ConsumerGroup:
             return None
         return next((m for m in self.members.values() if m.instance_id == instance_id), None)
 
+    def _held_since(self, member_id: str, tp: tuple[str, int]) -> float:
+        """The epoch the member was assigned the partition at; infinity if it does
+        not hold it."""
+        held = self.owners.get(tp)
+        return held[1] if held is not None and held[0] == member_id else float("inf")
+
     def owner_epoch(self, topic: str, partition: int) -> int:
-        """The epoch of the member holding the partition; -1 if none does."""
+        """The assignment epoch of the member holding the partition; -1 if none does."""
         held = self.owners.get((topic, partition))
         return -1 if held is None else held[1]
 
     def set_progress(self, member: ConsumerMember, progress: Progress) -> None:
-        """Move ``member`` to ``progress``, keeping ``owners`` in step."""
-        self._release(member)
+        """Move ``member`` to ``progress``, keeping ``owners`` in step: a partition
+        it keeps keeps its assignment epoch, a new one is assigned at its new epoch
+        (a static member back under a new id holds what it kept from epoch 0, as
+        in Kafka)."""
+        held = self._release(member)
         member.progress = progress
         for ps in (progress.assigned, progress.revoking):
             for topic, partitions in ps.items():
                 for p in partitions:
-                    self.owners[(topic, p)] = (member.member_id, progress.epoch)
+                    since = held.get((topic, p), max(progress.epoch, 0))
+                    self.owners[(topic, p)] = (member.member_id, since)
 
-    def _release(self, member: ConsumerMember) -> None:
-        old = member.progress
+    def _release(self, member: ConsumerMember) -> dict[tuple[str, int], int]:
+        """Free what ``member`` holds; the assignment epoch of each partition it held."""
+        old, held = member.progress, {}
         for ps in (old.assigned, old.revoking):
             for topic, partitions in ps.items():
                 for p in partitions:
-                    if self.owners.get((topic, p), ("",))[0] == member.member_id:
+                    owner = self.owners.get((topic, p))
+                    if owner is not None and owner[0] == member.member_id:
+                        held[(topic, p)] = owner[1]
                         del self.owners[(topic, p)]
+        return held
 
     def add(self, member: ConsumerMember) -> None:
         self.members[member.member_id] = member

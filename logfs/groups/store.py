@@ -160,18 +160,25 @@ class GroupStore(OwnedGroups):
     # ------------------------------------------------------------ offsets
 
     def check_commit(
-        self, group_id: str, generation: int, member_id: str, instance_id, modern_api: bool = True
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id,
+        modern_api: bool = True,
+        partitions=None,
     ):
         """The group an OffsetCommit may commit for, or Kafka's refusal. A
         commit without a member (generation -1) is for a group without members;
         a consumer group's member commits at its member epoch (``modern_api``:
-        OffsetCommit v9+, which such members must use)."""
+        OffsetCommit v9+, which such members must use), or at an older one for
+        ``partitions`` it has held since (`ConsumerGroup.check_commit`)."""
         self.load()
         if not group_id:
             raise GroupError(KafkaCode.INVALID_GROUP_ID)
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
-            group.check_commit(member_id, generation, modern_api)
+            group.check_commit(member_id, generation, modern_api, partitions)
             return group
         if generation < 0 and not member_id:
             group = self._group(group_id)
@@ -202,7 +209,9 @@ class GroupStore(OwnedGroups):
         leader epoch, metadata)) for the member; each partition's Kafka error
         code (NONE where committed)."""
         try:
-            group = self.check_commit(group_id, generation, member_id, instance_id, modern_api)
+            group = self.check_commit(
+                group_id, generation, member_id, instance_id, modern_api, offsets.keys()
+            )
         except GroupError as e:
             return dict.fromkeys(offsets, e.kafka_code)
         codes: dict[TopicPartition, int] = {}

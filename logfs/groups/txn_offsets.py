@@ -59,7 +59,9 @@ class TxnOffsets:
             return dict.fromkeys(offsets, KafkaCode.INVALID_GROUP_ID)
         if generation >= 0 or member_id:
             try:
-                self.groups.check_commit(group_id, generation, member_id, instance_id)
+                self.groups.check_commit(
+                    group_id, generation, member_id, instance_id, partitions=offsets.keys()
+                )
             except GroupError as e:
                 return dict.fromkeys(offsets, e.kafka_code)
         codes: dict[TopicPartition, int] = {}

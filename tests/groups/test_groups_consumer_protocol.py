@@ -295,6 +295,40 @@ def test_offsets_are_committed_at_the_member_epoch(store):
     in_trio(run)
 
 
+def test_a_commit_crossing_the_heartbeat_that_bumped_the_epoch_is_taken(store):
+    """Kafka 4.3's KIP-1251: a member whose revocation was acked commits at the epoch
+    its last answer gave (librdkafka sends the commit before the answer that moves it
+    on has come back); a partition it has held since that epoch commits, a partition
+    it gave up, an epoch ahead or one before it got the partition does not."""
+    coordinator = Coordinator(store)
+
+    def run():
+        a = Client(coordinator)
+        a.beat()
+        joined = a.epoch
+        b = Client(coordinator)
+        b.beat()
+        a.beat()  # told to give up half: it stays at its epoch until it has
+        assert a.epoch == joined and len(a.partitions()) == 3
+        kept, gone = sorted(a.partitions()), sorted({("t", p) for p in range(6)} - a.partitions())
+        a.beat()  # the heartbeat saying so moves it on; the commit went out before
+        assert a.epoch > joined
+
+        def commit(epoch, tp):
+            codes = coordinator.commit_offsets("g", epoch, a.member_id, None, {tp: (1, -1, "")})
+            return codes[tp]
+
+        assert commit(joined, kept[0]) == KafkaCode.NONE
+        assert commit(a.epoch, kept[1]) == KafkaCode.NONE
+        assert commit(joined, gone[0]) == KafkaCode.STALE_MEMBER_EPOCH
+        assert commit(a.epoch + 1, kept[0]) == KafkaCode.STALE_MEMBER_EPOCH
+        assert commit(joined - 1, kept[0]) == KafkaCode.STALE_MEMBER_EPOCH
+        b.beat()  # b takes what a gave up: a zombie commit of it stays refused
+        assert gone[0] in b.partitions() and commit(joined, gone[0]) != KafkaCode.NONE
+
+    in_trio(run)
+
+
 def test_an_empty_group_changes_protocol_keeping_its_offsets(store):
     """(A group with members converts too: test_groups_mixed.py.)"""
     coordinator = Coordinator(store)

@@ -78,7 +78,8 @@ def wait_for(condition, timeout: float = 90, what: str = "condition"):
 
 
 class Members:
-    """Group members as child processes, each with its own output file."""
+    """Group members as child processes, each with its own output file and its
+    stderr in a file beside it (``member-N.err``: a traceback, librdkafka's logs)."""
 
     def __init__(self, tmp: Path, group: str, protocol: str) -> None:
         self.tmp, self.group, self.protocol = tmp, group, protocol
@@ -90,14 +91,20 @@ class Members:
     def start(self, bootstrap: str, instance: str = "-") -> int:
         out = self.tmp / f"member-{len(self.procs)}.txt"
         args = [bootstrap, self.group, str(out), TOPIC, self.protocol, instance]
-        proc = subprocess.Popen(
-            [sys.executable, str(self.script), *args],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        with open(out.with_suffix(".err"), "w") as err:
+            proc = subprocess.Popen(
+                [sys.executable, str(self.script), *args], stdout=subprocess.DEVNULL, stderr=err
+            )
         self.procs.append(proc)
         self.outs.append(out)
         return len(self.procs) - 1
+
+    def running(self, n: int) -> None:
+        """Fail at once if member ``n``'s process ended: its file would go on
+        showing what it held when it died."""
+        if (code := self.procs[n].poll()) is not None:
+            err = self.outs[n].with_suffix(".err").read_text(errors="replace")
+            raise AssertionError(f"member-{n} exited {code}; its stderr ends:\n{err[-4000:]}")
 
     def lines(self, n: int) -> list[list[str]]:
         out = self.outs[n]
@@ -167,6 +174,8 @@ def ends(data: Path) -> list[int]:
 
 def split_among(members: Members, live: list[int]) -> bool:
     """Whether the ``live`` members hold every partition, each its own."""
+    for n in live:
+        members.running(n)
     held = [members.assigned(n) for n in live]
     if any(h is None or not h for h in held):
         return False
