@@ -79,7 +79,8 @@ async def fetch(broker, request, advertised):
         found, total, failed = _gather(broker, advertised, body.topics, max_bytes, committed)
         if failed or total >= body.min_bytes or trio.current_time() >= deadline:
             break
-        with trio.move_on_after(min(POLL_SECONDS, deadline - trio.current_time())):
+        # One reading of the clock: the deadline may have passed since the look above.
+        with trio.move_on_at(min(deadline, trio.current_time() + POLL_SECONDS)):
             await broker.appended.wait()
     reply = Reply(None)
     fast = fetchwire.FIRST <= request.version <= fetchwire.LAST
