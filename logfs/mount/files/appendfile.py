@@ -68,15 +68,32 @@ class AppendFile(OpenFile):
         the file as it was."""
         if self.write_now(data):
             return
-        framed, tail = self.framer.feed(data)
+        self._append_fed(data)
+        await self.appended()
+
+    def take(self, data: memoryview, end: int | None = None) -> bool:
+        """`write` of a request's bytes where the daemon received them, before
+        pyfuse3 dispatches it (mount/fuse/_lines.pyx): ``data`` is valid only
+        while this runs. ``end``: where the text after its last newline starts
+        (line framing). False, nothing done, for a write() that flush.messages
+        makes wait for an fsync, which `write` takes."""
+        if any(log.flush_messages_reached(len(data)) for log in self.logs()):
+            return False
+        self._append_fed(data, end)
+        self.view.refresh_keys(self.topic)
+        return True
+
+    def _append_fed(self, data: bytes | memoryview, end: int | None = None) -> None:
+        """The records ``data`` completes appended, then the framer's new tail kept."""
+        framer = self.framer
+        framed, tail = framer.feed(data) if end is None else framer.feed(data, end)
         before = self.hold(len(tail))
         try:
             self.append(framed)
         except BaseException:
             self.hold(before)
             raise
-        self.framer.pending = tail
-        await self.appended()
+        framer.pending = tail
 
     def hold(self, size: int) -> int:
         """Hold ``size`` bytes of tail from the mount's budget of partial lines

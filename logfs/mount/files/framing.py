@@ -86,13 +86,17 @@ class LineFramer:
         # dropped and so is the rest of it, up to its newline.
         self.discarding = False
 
-    def feed(self, data: bytes) -> tuple[Framed | Lines, bytes]:
+    def feed(
+        self, data: bytes | memoryview, end: int | None = None
+    ) -> tuple[Framed | Lines, bytes]:
         """Cut complete lines from ``pending + data``.
 
         Returns the records (`Framed`, or `Lines` for many unkeyed lines) and
         the new pending tail; does not change ``pending`` (the caller commits
         the tail after a successful append). Changes ``discarding`` as
-        described in the class docstring.
+        described in the class docstring. ``end``: where the text after the last
+        newline of ``data`` starts, when the caller found it; a read-only
+        memoryview's lines are then handed on where they lie, not copied.
 
         Raises:
             TooLargeError: a line (or the unterminated tail) exceeds
@@ -104,15 +108,16 @@ class LineFramer:
             if newline < 0:
                 raise TooLargeError(f"a line longer than {self.max_bytes} bytes is dropped")
             self.discarding = False
-            data = bytes(data)[newline + 1 :]
-        text, head = bytes(data), self.pending
-        end = text.rfind(b"\n") + 1
-        if not (head and end >= PACKED_BYTES and not self.parse_key):
-            text, head = (head + text if head else text), b""
+            data, end = bytes(data)[newline + 1 :], None
+        text, head = data, self.pending
+        if end is None:
+            text = bytes(text)
             end = text.rfind(b"\n") + 1
+        if not (end >= PACKED_BYTES and not self.parse_key):  # few lines, or keyed
+            text, end, head = head + text, (end + len(head) if end else 0), b""
         # else the pending tail starts the first line: handed on beside the write
         # (`Lines.head`) instead of joined to it, which would copy the write.
-        tail = text[end:]
+        tail = bytes(text[end:])
         if len(tail) > self.max_bytes:
             if end == 0:  # no complete line in this write: drop the whole long line
                 self.pending, self.discarding = b"", True
@@ -233,18 +238,22 @@ class BatchFramer(_WholeUnits):
 
     unit = "batch"
 
-    def feed(self, data: bytes) -> tuple[Batches, bytes]:
+    def feed(self, data: bytes | memoryview) -> tuple[Batches, bytes]:
         """Cut whole batches from ``pending + data``: the batches and the new
-        pending tail (see `LineFramer.feed` for who commits it).
+        pending tail (see `LineFramer.feed` for who commits it). A memoryview's
+        batches are handed on where they lie (read-only: the daemon's request).
 
         Raises:
             InvalidBatchError: a length field below a batch header's size, a
                 magic other than 2 or a batch over ``max_bytes``
                 (max.message.bytes), seen as soon as its first bytes arrive.
         """
-        buf = self.pending + data if self.pending else bytes(data)
+        if self.pending:
+            buf = self.pending + data
+        else:
+            buf = data if isinstance(data, memoryview) else bytes(data)
         batches, used = split_batches(buf, self.max_bytes)
-        return Batches(batches, memoryview(buf)[:used]), buf[used:]
+        return Batches(batches, memoryview(buf)[:used]), bytes(buf[used:])
 
     def finish(self) -> Batches:
         self._check_finished()

@@ -65,16 +65,19 @@ struct custom_io {
 /* Read by mount/fuse/fuseinit.py: 1 once the INIT reply carried the flag. */
 int logfs_killpriv_v2_asked = 0;
 
-/* The one-line write() of the default mode (mount/fuse/fuseinit.py, `set_write_hook`,
- * and mount/fuse/_lines.pyx): a WRITE request whose data is exactly one line goes to
- * `take(owner, fh, data, size, in_row)`, with the GIL that pyfuse3 holds while it
- * receives a request (`in_row`: it came right after a line taken, in
- * `read_request`'s row). It answers -1 (not taken: libfuse and pyfuse3 get the
- * request as always), 0 (the line is in the segment file) or an errno. A taken
- * request is answered here, then `done(owner)` does the log's bookkeeping for a
- * line taken, while the writer runs; libfuse is told the read was interrupted,
- * which pyfuse3 answers by waiting for the next request. Both are C functions of
- * _lines.pyx (its `LineHooks`, handed over in a capsule), which never raise. */
+/* The default mode's writes to append files (mount/fuse/fuseinit.py, `set_write_hook`,
+ * and mount/fuse/_lines.pyx), taken before pyfuse3 dispatches them, with the GIL
+ * that pyfuse3 holds while it receives a request. A WRITE request whose data is
+ * exactly one line goes to `take(owner, fh, data, size, in_row)` (`in_row`: it came
+ * right after a line taken, in `read_request`'s row), any other WRITE to
+ * `bulk(owner, fh, data, size)`, with the data where the request holds it. Each
+ * answers -1 (not taken: libfuse and pyfuse3 get the request as always), 0 (the
+ * write is in the segment file) or an errno. A taken request is answered here;
+ * after a line taken, `done(owner)` does the log's bookkeeping for it while the
+ * writer runs (`bulk` keeps its books before its answer). libfuse is then told the
+ * read was interrupted, which pyfuse3 answers by waiting for the next request.
+ * All three are C functions of _lines.pyx (its `LineHooks`, handed over in a
+ * capsule), which never raise. */
 #define FUSE_WRITE_OPCODE 16
 #define IN_HEADER_BYTES 40  /* struct fuse_in_header */
 #define WRITE_IN_BYTES 40   /* struct fuse_write_in (protocol 7.9 and later) */
@@ -85,6 +88,7 @@ struct line_hooks {
     long (*take)(PyObject *owner, uint64_t fh, const unsigned char *data, Py_ssize_t size,
                  int in_row);
     void (*done)(PyObject *owner);
+    long (*bulk)(PyObject *owner, uint64_t fh, const unsigned char *data, Py_ssize_t size);
 };
 
 static PyObject *hook_owner = NULL;
@@ -109,8 +113,9 @@ static ssize_t answer(int fd, uint64_t unique, int error, uint32_t size)
     return deliver(fd, &whole, 1, 1);
 }
 
-/* A WRITE of exactly one line taken and answered: 1; 0 for any other request. */
-static int take_line(int fd, const unsigned char *request, ssize_t got, int in_row)
+/* A WRITE taken and answered (a line, or any other write to an append file): 1;
+ * 0 for any other request. */
+static int take_write(int fd, const unsigned char *request, ssize_t got, int in_row)
 {
     if (hook_owner == NULL || got <= DATA_AT)
         return 0;
@@ -121,30 +126,32 @@ static int take_line(int fd, const unsigned char *request, ssize_t got, int in_r
     memcpy(&fh, request + IN_HEADER_BYTES, sizeof fh);
     memcpy(&size, request + IN_HEADER_BYTES + 16, sizeof size);
     const unsigned char *data = request + DATA_AT;
-    if (opcode != FUSE_WRITE_OPCODE || (ssize_t)size != got - DATA_AT || data[size - 1] != '\n'
-        || memchr(data, '\n', size - 1) != NULL)
+    if (opcode != FUSE_WRITE_OPCODE || (ssize_t)size != got - DATA_AT)
         return 0;
+    int line = data[size - 1] == '\n' && memchr(data, '\n', size - 1) == NULL;
     PyGILState_STATE gil = PyGILState_Ensure();
-    long taken = hooks.take(hook_owner, fh, data, size, in_row);
+    long taken = line ? hooks.take(hook_owner, fh, data, size, in_row)
+                      : hooks.bulk(hook_owner, fh, data, size);
     if (taken >= 0)
         answer(fd, unique, (int)taken, size);
-    if (taken == 0)
+    if (taken == 0 && line)
         hooks.done(hook_owner);
     PyGILState_Release(gil);
     return taken >= 0;
 }
 
-/* libfuse's read of the next request. One-line WRITEs are taken here, and
- * while they come one after the other the next request is read here too: a
- * writer of lines then costs the daemon a read, an append and an answer per
- * line instead of a turn of pyfuse3's loop on trio. The wait for the next one
+/* libfuse's read of the next request. WRITEs to append files are taken here
+ * (`take_write`), and while they come one after the other the next request is
+ * read here too: a writer of lines (or of a bulk append's large writes) then
+ * costs the daemon a read, an append and an answer per write() instead of a
+ * turn of pyfuse3's loop on trio. The wait for the next one
  * ends as soon as the loop has work (`loop_fd`, set by `set_loop_fd`: trio's
  * epoll set, readable when a socket, a signal or a thread's result is there
  * for the daemon's other tasks) and after NEXT_WAIT_NS otherwise. That wait is
  * longer than the kernel's tick: a timer that is the CPU's next event is
  * programmed into the (virtual) hardware at each wait, which cost a fifth of
  * the daemon's CPU per line (docs/benchmarks.md). Without `loop_fd`, the wait
- * is SHORT_WAIT_NS, so that the loop's sockets are not left waiting. Lines are
+ * is SHORT_WAIT_NS, so that the loop's sockets are not left waiting. Writes are
  * taken at most MAX_IN_A_ROW and ROW_NS in a row, so the loop's timers (the
  * flusher's) run late by no more than ROW_NS and a wait. Any other request goes
  * to libfuse as usual; when none is waiting, libfuse is told the read was
@@ -238,7 +245,7 @@ static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
         ssize_t got = next_message(fd, buf, len);
         if (got < 0 && (row > 0 || errno == EAGAIN) && errno != ENODEV)
             break; /* nothing to read after all: wait as usual */
-        if (!take_line(fd, buf, got, row > 0))
+        if (!take_write(fd, buf, got, row > 0))
             return got;
         if (row == 0)
             started = now_ns();
@@ -374,8 +381,8 @@ static PyMethodDef methods[] = {
     {"set_loop_fd", set_loop_fd, METH_O,
      "set_loop_fd(fd): the descriptor readable when the daemon's loop has work (-1: none)"},
     {"set_write_hook", (PyCFunction)(void (*)(void))set_write_hook, METH_FASTCALL,
-     "set_write_hook(owner, hooks): owner's take of one-line WRITEs and its books after "
-     "each (mount/fuse/_lines.pyx, LineWrites.hooks); None twice: none"},
+     "set_write_hook(owner, hooks): owner's take of WRITEs to append files and its books "
+     "after a line (mount/fuse/_lines.pyx, LineWrites.hooks); None twice: none"},
     {NULL, NULL, 0, NULL},
 };
 

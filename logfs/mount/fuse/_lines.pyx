@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""The default mode's one-line ``write()``, taken as the daemon receives it.
+"""The default mode's writes to append files, taken as the daemon receives them.
 
 `_fuseinit.c` hands each WRITE request whose data is exactly one line to
 `LineWrites.take` before pyfuse3 dispatches it, as a C call (`hooks`) with the
@@ -20,14 +20,23 @@ writes it through what the row's first line found. Such a line is taken without
 a Python object made or a Python function called, but for the log's record of
 what the next flush syncs (`Unflushed.appended`) and the topic's deletion flag.
 
+Every other WRITE goes to `LineWrites.bulk`: a write to an append file (many
+lines, ``append.bin`` frames, ``append.batches`` batches) is framed and appended
+as `Operations.write` would (`AppendFile.take`), from a read-only memoryview of
+the request's bytes instead of the ``bytes`` copy pyfuse3 makes, and answered
+there, its books kept before the answer.
+
 Everything else is left to pyfuse3 (`NOT_TAKEN`): another file, a deleted
-topic's file, a recovering store, a line the fast path declines, or one
-whose partition's ``flush.messages`` would make the write() wait for an
-fsync (the fast path declines it).
+topic's file, a recovering store, a line the fast path declines, or a write
+whose partition's ``flush.messages`` would make the write() wait for an fsync
+(the fast path and `AppendFile.take` decline it).
 """
 
+from cpython.buffer cimport PyBUF_READ
+from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport uint8_t, uint64_t
+from libc.string cimport memrchr
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from ...core.log cimport LineWrite, LineWriter
@@ -96,19 +105,9 @@ cdef class LineWrites:
                 return NOT_TAKEN  # the write answers ESTALE
             if size <= self.row_max:
                 return self.write(fh, self.last_file, row_writer, data, size, True)
-        file = self.files.get(fh)
-        if file is None or file is not self.last_file:
-            if type(file) is not AppendFile:
-                return NOT_TAKEN
-            if not self.ready:
-                self.ready = self.ops.ready.is_set()  # recovery done: for good
-                if not self.ready:
-                    return NOT_TAKEN
-            self.last_life = self.ops.handles.life_of(fh)
-            self.last_file = file
-        life = self.last_life
-        if life is not None and life.deleted:
-            return NOT_TAKEN  # the write answers ESTALE
+        file = self.append_file(fh)
+        if file is None:
+            return NOT_TAKEN  # another file, or the write answers ESTALE
         framer = file.framer
         partition = file.partition
         if (
@@ -125,6 +124,54 @@ cdef class LineWrites:
             return NOT_TAKEN
         self.row_max = framer.max_bytes
         return self.write(fh, file, log.line_writer, data, size, False)
+
+    cdef object append_file(self, uint64_t fh):
+        """The open append file of ``fh``, None for any other file, a deleted
+        topic's (its write answers ESTALE) or before recovery is done."""
+        file = self.files.get(fh)
+        if file is None or file is not self.last_file:
+            if type(file) is not AppendFile:
+                return None
+            if not self.ready:
+                self.ready = self.ops.ready.is_set()  # recovery done: for good
+                if not self.ready:
+                    return None
+            self.last_life = self.ops.handles.life_of(fh)
+            self.last_file = file
+        life = self.last_life
+        if life is not None and life.deleted:
+            return None
+        return file
+
+    cdef long bulk(self, uint64_t fh, const uint8_t *data, Py_ssize_t size) except? -2:
+        """0 once the ``size`` bytes at ``data``, written to an append file, are
+        appended as `Operations.write` appends them, an errno, or `NOT_TAKEN`."""
+        self.row_writer = None
+        file = self.append_file(fh)
+        if file is None:
+            return NOT_TAKEN
+        end = None
+        if type(file.framer) is LineFramer:  # where the text after the last line starts
+            found = memrchr(data, 10, size)
+            end = 0 if found == NULL else <const uint8_t *>found - data + 1
+        started = monotonic() if self.metrics is not None else 0.0
+        view = PyMemoryView_FromMemory(<char *>data, size, PyBUF_READ)
+        cdef long code = 0
+        try:
+            if not file.take(view, end):
+                return NOT_TAKEN
+        except Exception as e:  # every failure is an errno, as in `Operations.write`
+            code = failed("write", (fh,), e)
+        finally:
+            release(view)
+        if self.metrics is not None:  # what `Operations.write` tells them
+            try:
+                if code == 0:
+                    self.metrics.written(file.topic, size)
+                self.metrics.fuse_request("write", "AppendFile", monotonic() - started, code)
+            except Exception:  # taken: nothing may have pyfuse3 take it again
+                logger.exception("counting a write to %s", file.topic)
+        return code
 
     cdef long write(
         self, uint64_t fh, file, LineWriter writer, const uint8_t *data, Py_ssize_t size,
@@ -163,14 +210,24 @@ cdef class LineWrites:
         return 0
 
 
-# The hooks `_fuseinit.c` calls with the GIL (its `struct line_hooks`): neither
+cdef release(view):
+    """The request's bytes let go of: nothing may read them once it is answered."""
+    try:
+        view.release()
+    except BufferError:  # still referenced: a defect, said loudly
+        logger.error("a write's bytes were kept beyond its append")
+
+
+# The hooks `_fuseinit.c` calls with the GIL (its `struct line_hooks`): none
 # raises; what `take` could not say as an errno is reported and not taken.
 ctypedef long (*take_fn)(object, uint64_t, const uint8_t *, Py_ssize_t, int) noexcept
 ctypedef void (*done_fn)(object) noexcept
+ctypedef long (*bulk_fn)(object, uint64_t, const uint8_t *, Py_ssize_t) noexcept
 
 cdef struct LineHooks:
     take_fn take
     done_fn done
+    bulk_fn bulk
 
 
 cdef long take_line(
@@ -190,6 +247,15 @@ cdef void done_line(object lines) noexcept:
         logger.exception("after a one-line write")
 
 
+cdef long bulk_write(object lines, uint64_t fh, const uint8_t *data, Py_ssize_t size) noexcept:
+    try:
+        return (<LineWrites>lines).bulk(fh, data, size)
+    except BaseException:
+        logger.exception("taking a write")
+        return NOT_TAKEN
+
+
 cdef LineHooks HOOKS
 HOOKS.take = take_line
 HOOKS.done = done_line
+HOOKS.bulk = bulk_write
