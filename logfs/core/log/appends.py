@@ -293,7 +293,7 @@ class LogAppends:
         if active.size == 0:
             return active
         active.on_become_inactive()
-        if state.config.preallocate:
+        if state.config.preallocate or active.tail.reserved > active.size:  # books.pyx
             preallocate.release(active.fileno(), active.size)
         segment = state.new_segment(state.next_offset)
         state.add_segment(segment)

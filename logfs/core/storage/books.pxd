@@ -34,6 +34,7 @@ cdef class SegmentTail:
     cdef object time_index
     cdef object read_first_timestamp
     cdef readonly SegmentStream stream
+    cdef readonly int64_t reserved  # the end of the blocks reserved past the file's end
 
     cdef bint index_rule(
         self, int64_t size, int64_t last_offset, int64_t max_timestamp
@@ -43,6 +44,7 @@ cdef class SegmentTail:
     ) except -1
     cdef int64_t first_batch_timestamp(self) except? -2
     cdef int write(self, int fd, iovec* parts, int count, Py_ssize_t total) except -1
+    cdef void reserve_ahead(self, int fd, int64_t total) noexcept
     cpdef appended(
         self, int64_t size, int64_t last_offset, int64_t max_timestamp, int64_t stream_bytes
     )

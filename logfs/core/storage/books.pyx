@@ -21,6 +21,7 @@ Opening a segment (opening.py) sets the numbers from what its files hold.
 
 from libc.errno cimport EINTR, ENOSPC, errno
 from libc.stdint cimport INT32_MAX, int64_t
+from posix.types cimport off_t
 from posix.uio cimport iovec, writev
 
 import bisect
@@ -33,6 +34,14 @@ from ..format.record import NO_TIMESTAMP
 
 MARK_BYTES = 64 * 1024  # stream bytes between the marks of a `SegmentStream`
 IOV_MAX = 1024  # buffers one writev() takes (Linux)
+
+cdef enum:
+    RESERVE_FROM = 64 * 1024  # a write at least this large reserves blocks ahead
+    RESERVE_MAX = 8 * 1024 * 1024  # and at most this much past itself
+
+cdef extern from "<fcntl.h>":  # with _GNU_SOURCE, which Python.h defines
+    const int FALLOC_FL_KEEP_SIZE
+    int fallocate(int fd, int mode, off_t offset, off_t length)
 
 
 class Counted(NamedTuple):
@@ -183,10 +192,9 @@ cdef class SegmentTail:
         self.offset_of_max = self.base_offset
         self.bytes_since_index_entry = 0
         self.rolling_known = False
+        self.reserved = 0
 
-    cdef bint index_rule(
-        self, int64_t size, int64_t last_offset, int64_t max_timestamp
-    ) noexcept:
+    cdef bint index_rule(self, int64_t size, int64_t last_offset, int64_t max_timestamp) noexcept:
         """Kafka's rule for one batch of ``size`` bytes ending at
         ``last_offset``: the running max timestamp and the offset that reached
         it, then whether the batch gets index entries (more than
@@ -226,11 +234,8 @@ cdef class SegmentTail:
         self.grew(size, last_offset, max_timestamp, stream_bytes)
 
     def appended_batches(
-        self,
-        const int64_t[::1] sizes,
-        const int64_t[::1] last_offsets,
-        const int64_t[::1] max_timestamps,
-        const int64_t[::1] stream_bytes,
+        self, const int64_t[::1] sizes, const int64_t[::1] last_offsets,
+        const int64_t[::1] max_timestamps, const int64_t[::1] stream_bytes,
     ):
         """`appended` of consecutive batches, their index entries added at once."""
         self.index_batches(self.size, sizes, last_offsets, max_timestamps)
@@ -350,6 +355,8 @@ cdef class SegmentTail:
         if len(buffers) > IOV_MAX:
             buffers = [b"".join(buffers)]
         total = sum(len(b) for b in buffers)
+        if total >= RESERVE_FROM and self.size + total > self.reserved:
+            self.reserve_ahead(fd, total)
         try:
             written = os.writev(fd, buffers)
             if written != total:
@@ -357,11 +364,26 @@ cdef class SegmentTail:
         except BaseException as e:
             raise self.cut_back(fd, e)
 
+    cdef void reserve_ahead(self, int fd, int64_t total) noexcept:
+        """Blocks for a write of ``total`` bytes and four more like it (at most
+        RESERVE_MAX, not past segment.bytes) reserved past the file's end, its
+        size unchanged: the write fills them instead of having ext4 reserve
+        block by block as it copies (docs/benchmarks.md, "Bulk appends into
+        blocks reserved ahead"). Given back at the roll (`LogAppends.roll`); where
+        it cannot be done, the file system allocates as it writes."""
+        cdef int64_t start = max(self.size, self.reserved)
+        cdef int64_t end = self.size + total + min(4 * total, <int64_t>RESERVE_MAX)
+        end = min(end, max(self.segment_bytes, self.size + total))
+        self.reserved = end  # tried: not again before the writes pass it
+        if end > start:
+            fallocate(fd, FALLOC_FL_KEEP_SIZE, start, end - start)
+
     def cut_back(self, int fd, error):
         """After a failed write: the file cut back to the segment's end, so no
         part of a batch stays behind; the error to raise, ``error``, or, if the
         cut fails too, that failure (a torn batch stays in the file: not a
         clean error; its errno is the cut's)."""
+        self.reserved = 0  # the cut gives back what was reserved past the end
         try:
             os.ftruncate(fd, self.size)
         except OSError as undo:

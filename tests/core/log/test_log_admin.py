@@ -159,6 +159,43 @@ def test_preallocate_reserves_the_segment_and_gives_back_what_it_did_not_use(tmp
         assert os.stat(log.segments[1].log_path).st_blocks * 512 >= 8388608
 
 
+def test_bulk_writes_reserve_the_next_blocks_and_the_roll_gives_them_back(tmp_path):
+    """A write of 64 KiB or more reserves disk blocks past the segment's end, the
+    file's size unchanged: room for four writes like it, at most 8 MiB past it and
+    not past segment.bytes (books.pyx, `reserve_ahead`). A small write reserves
+    nothing; the roll gives the rest back."""
+    lines = b"".join(b"%099d\n" % i for i in range(10_000))  # 1 MB of lines
+    encoded = 1.1 * len(lines)  # with their batches' and records' headers
+
+    def allocated(path) -> tuple[int, int]:
+        st = os.stat(path)
+        return st.st_size, st.st_blocks * 512
+
+    with Store(tmp_path / "data") as store:
+        store.create_topic("b", config={"segment.bytes": str(64 << 20)})
+        log = store.log("b", 0)
+        log.append([b"x" * 100])
+        path = log.segments[0].log_path
+        assert allocated(path)[1] <= 8192
+        log.append_lines(lines, limit=1000)
+        size, blocks = allocated(path)
+        assert size == log.segments[0].size  # the batches, nothing more
+        assert blocks >= size + 4 * len(lines)
+        for _ in range(10):  # the next reserved once they reach the end of the last
+            log.append_lines(lines, limit=1000)
+            size, blocks = allocated(path)
+            assert size == log.segments[0].size
+            assert size <= blocks <= size + 5 * encoded + 65536
+        for _ in range(13):  # 4 MB writes: 8 MiB ahead, then up to segment.bytes
+            log.append_lines(lines * 4, limit=1000)
+            size, blocks = allocated(path)
+            assert blocks <= min(size + (8 << 20) + 4 * encoded, 64 << 20) + 65536
+        assert size > 60 << 20  # the last writes reached segment.bytes
+        log.roll()
+        size, blocks = allocated(path)
+        assert size == log.segments[0].size and blocks < size + 65536  # given back
+
+
 def batch(timestamps) -> bytes:
     builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
     for i, stamp in enumerate(timestamps):
