@@ -79,6 +79,26 @@ def test_lines_cut_anywhere_are_taken_whole_once_in_order(tmp_path):
     assert KEPT not in log.read_text(errors="replace")
 
 
+def test_lines_the_line_path_leaves_are_taken_by_the_general_framing(tmp_path):
+    """A one-line write() the line's path leaves (it ends a partial line, its topic
+    parses keys) is framed and appended where the daemon receives it too."""
+    data, mnt, log = tmp_path / "data", tmp_path / "mnt", tmp_path / "daemon.log"
+    mnt.mkdir()
+    with Daemon(data, mnt, "debug", log=log):
+        (mnt / "t").mkdir()
+        (mnt / "k").mkdir()
+        (mnt / "k" / "config").write_text("parse.key=true\n")
+        before = len(log.read_text(errors="replace"))
+        write_all(mnt / "t" / "0" / "append", [b"par", b"tial\n", b"whole\n"])
+        write_all(mnt / "k" / "0" / "append", [b"key\tvalue\n", b"other\tthing\n"])
+        trace = trace_after(log, before)
+        assert (mnt / "t" / "0" / "stream").read_bytes() == b"partial\nwhole\n"
+        assert (mnt / "k" / "0" / "offset" / "1").read_bytes() == b"thing"
+        assert os.getxattr(mnt / "k" / "0" / "offset" / "1", "user.logfs.key") == b"other"
+        assert "opcode: WRITE " not in trace, trace[-2000:]
+    assert KEPT not in log.read_text(errors="replace")
+
+
 def test_frames_and_batches_are_taken_where_the_request_holds_them(tmp_path):
     """``append.bin`` frames and kafka-python's batches, a frame and a batch cut
     over writes, keyed batches into a compacted topic whose keys are watched:

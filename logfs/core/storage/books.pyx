@@ -368,8 +368,8 @@ cdef class SegmentTail:
         """Blocks for a write of ``total`` bytes and four more like it (at most
         RESERVE_MAX, not past segment.bytes) reserved past the file's end, its
         size unchanged: the write fills them instead of having ext4 reserve
-        block by block as it copies (docs/benchmarks.md, "Bulk appends into
-        blocks reserved ahead"). Given back at the roll (`LogAppends.roll`); where
+        block by block as it copies (docs/benchmarks.md, "Bulk writes taken from
+        the request, into blocks reserved ahead"). Given back at the roll (`LogAppends.roll`); where
         it cannot be done, the file system allocates as it writes."""
         cdef int64_t start = max(self.size, self.reserved)
         cdef int64_t end = self.size + total + min(4 * total, <int64_t>RESERVE_MAX)

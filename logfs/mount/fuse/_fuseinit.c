@@ -69,8 +69,9 @@ int logfs_killpriv_v2_asked = 0;
  * and mount/fuse/_lines.pyx), taken before pyfuse3 dispatches them, with the GIL
  * that pyfuse3 holds while it receives a request. A WRITE request whose data is
  * exactly one line goes to `take(owner, fh, data, size, in_row)` (`in_row`: it came
- * right after a line taken, in `read_request`'s row), any other WRITE to
- * `bulk(owner, fh, data, size)`, with the data where the request holds it. Each
+ * right after a line taken, in `read_request`'s row), any other WRITE, and a line
+ * `take` leaves, to `bulk(owner, fh, data, size)`, with the data where the request
+ * holds it. Each
  * answers -1 (not taken: libfuse and pyfuse3 get the request as always), 0 (the
  * write is in the segment file) or an errno. A taken request is answered here;
  * after a line taken, `done(owner)` does the log's bookkeeping for it while the
@@ -130,8 +131,11 @@ static int take_write(int fd, const unsigned char *request, ssize_t got, int in_
         return 0;
     int line = data[size - 1] == '\n' && memchr(data, '\n', size - 1) == NULL;
     PyGILState_STATE gil = PyGILState_Ensure();
-    long taken = line ? hooks.take(hook_owner, fh, data, size, in_row)
-                      : hooks.bulk(hook_owner, fh, data, size);
+    long taken = line ? hooks.take(hook_owner, fh, data, size, in_row) : -1;
+    if (taken < 0) { /* not a line, or one the line's path leaves to the general one */
+        line = 0;
+        taken = hooks.bulk(hook_owner, fh, data, size);
+    }
     if (taken >= 0)
         answer(fd, unique, (int)taken, size);
     if (taken == 0 && line)

@@ -20,16 +20,17 @@ writes it through what the row's first line found. Such a line is taken without
 a Python object made or a Python function called, but for the log's record of
 what the next flush syncs (`Unflushed.appended`) and the topic's deletion flag.
 
-Every other WRITE goes to `LineWrites.bulk`: a write to an append file (many
-lines, ``append.bin`` frames, ``append.batches`` batches) is framed and appended
+Every other WRITE, and a line `take` leaves (a pending partial line, keys, a
+roll due...), goes to `LineWrites.bulk`: a write to an append file (many lines,
+``append.bin`` frames, ``append.batches`` batches) is framed and appended
 as `Operations.write` would (`AppendFile.take`), from a read-only memoryview of
 the request's bytes instead of the ``bytes`` copy pyfuse3 makes, and answered
 there, its books kept before the answer.
 
 Everything else is left to pyfuse3 (`NOT_TAKEN`): another file, a deleted
-topic's file, a recovering store, a line the fast path declines, or a write
-whose partition's ``flush.messages`` would make the write() wait for an fsync
-(the fast path and `AppendFile.take` decline it).
+topic's file, a recovering store, or a write whose partition's
+``flush.messages`` would make the write() wait for an fsync (the fast path and
+`AppendFile.take` decline it).
 """
 
 from cpython.buffer cimport PyBUF_READ
