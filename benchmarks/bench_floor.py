@@ -13,6 +13,7 @@ than the rates). Figures:
                null, plain file
     nginx      nginx's access_log, ab -k -c 16: the same targets
     append     cat of 100-byte lines into append (C null, pyfuse3 null: sink)
+    bin        cat of 100-byte append.bin frames into append.bin: the same targets
     batches    16 KiB producer batches in 1 MiB write()s into append.batches
     stream     cat stream of those lines, again (the kernel holds them) and read first,
                vs cat of the plain file (and the nulls' source)
@@ -51,13 +52,13 @@ from bench_legacy import LINE_WRITER, Nginx, count_lines, timed  # noqa: E402
 from figures import Figure  # noqa: E402
 from mount_helpers import uring_switch  # noqa: E402  (tests/helpers: put on the path by mounts.py)
 from mounts import CNullDaemon, NullDaemon, build_cnullfs, logfs_mount  # noqa: E402
-from run import CHUNK_WRITER, make_batches, make_lines, sh, sh_out  # noqa: E402
+from run import CHUNK_WRITER, make_batches, make_frames, make_lines, sh, sh_out  # noqa: E402
 
 from logfs.core.client import mountinfo  # noqa: E402
 from logfs.core.log import Store  # noqa: E402
 
 DOCS = HERE.parent / "docs" / "benchmarks.md"
-FIGURES = ("line", "nginx", "append", "batches", "stream", "segments", "fetch")
+FIGURES = ("line", "nginx", "append", "bin", "batches", "stream", "segments", "fetch")
 # (check, figure, numerator, denominator, goal or None); "cpu:" compares CPU per unit,
 # the anchor's over logfs's, so that higher is better for every check.
 CHECKS = (
@@ -71,6 +72,8 @@ CHECKS = (
     ("nginx, io_uring: logfs / C null", "nginx", "logfs io_uring", "C null", 1.0),
     ("append: logfs / C null", "append", "logfs", "C null", 0.6),
     ("append CPU: C null / logfs", "cpu:append", "C null", "logfs", None),
+    ("append.bin: logfs / C null", "bin", "logfs", "C null", None),
+    ("append.bin CPU: C null / logfs", "cpu:bin", "C null", "logfs", None),
     ("batches: logfs / C null", "batches", "logfs", "C null", 0.5),
     ("batches CPU: C null / logfs", "cpu:batches", "C null", "logfs", None),
     ("stream: logfs / plain", "stream", "logfs", "plain file", 0.5),
@@ -250,6 +253,21 @@ class Bench:
         expect(self.m1 / "t", self.args.rounds * self.args.lines)
         return f
 
+    def bin(self) -> Figure:
+        path = self.tmp / "frames100"
+        make_frames(path, self.args.lines, 100)
+        f = Figure(f"cat of {self.args.lines:,} 100-byte frames into append.bin", "MB/s",
+                   path.stat().st_size / 1e6, "ms/MB", 1e3)  # fmt: skip
+        targets = {"logfs": f"{self.m1}/f/0/append.bin", "C null": f"{self.cn}/sink",
+                   "pyfuse3 null": f"{self.pn}/sink"}  # fmt: skip
+        for name, target in targets.items():
+            f.target(name, lambda t=target: sh(f"cat {path} > {t}"), self.pids[name])
+        plain = self.tmp / "plain-bin.out"
+        f.target("plain file", lambda: sh(f"cat {path} > {fresh(plain)}"))
+        f.measure(self.args.rounds, lambda: recycle(self.tmp / "scratch", 2 * path.stat().st_size))
+        expect(self.m1 / "f", self.args.rounds * self.args.lines)
+        return f
+
     def batches(self) -> Figure:
         path = self.tmp / "batches100"
         count, writes = make_batches(path, self.args.lines, 100)
@@ -325,9 +343,9 @@ def measure(tmp: Path, args) -> dict[str, Figure]:
         if ring and not mounted["logfs io_uring"].said("FUSE requests come over io_uring", 10):
             raise RuntimeError(f"logfs -o io_uring did not take the ring: see {tmp / 'uring.log'}")
         for m in (bench.m1, bench.m0, *ring):
-            for topic in ("line", "web", "t", "b", "r"):
+            for topic in ("line", "web", "t", "f", "b", "r"):
                 (m / topic).mkdir()
-        for name in ("line", "nginx", "append", "batches"):
+        for name in ("line", "nginx", "append", "bin", "batches"):
             if name in args.only:
                 figures[name] = getattr(bench, name)()
         if {"stream", "segments"} & args.only:

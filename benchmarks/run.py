@@ -107,6 +107,15 @@ def make_lines(path: Path, count: int, size: int) -> None:
             f.write(b"".join(b"%0*d\n" % (size - 1, i) for i in range(start, start + n)))
 
 
+def make_frames(path: Path, count: int, size: int) -> None:
+    """``count`` ``append.bin`` frames of ``size``-byte values into ``path``."""
+    prefix = size.to_bytes(4, "big")
+    with open(path, "wb") as f:
+        for start in range(0, count, 100_000):
+            n = min(100_000, count - start)
+            f.write(b"".join(prefix + b"%0*d" % (size, i) for i in range(start, start + n)))
+
+
 def sh(script: str) -> float:
     t = time.perf_counter()
     subprocess.run(["bash", "-c", script], check=True)

@@ -5,7 +5,7 @@ broker's checks of a producer's batches. No files: everything here takes and
 returns bytes."""
 
 from . import compression, control
-from ._columns import gather, line_lengths
+from ._columns import frame_lengths, gather, line_lengths
 from .batching import BatchInfo, max_record_bytes
 from .columnar import decode
 from .decoding import decode_records
@@ -21,6 +21,7 @@ __all__ = [
     "control",
     "decode",
     "decode_records",
+    "frame_lengths",
     "gather",
     "idempotent",
     "line_lengths",

@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The byte loops of the column-wise codec (columnar.py) and of line framing:
-the newlines of appended text (`line_lengths`, the mount's framing), the
+the newlines of appended text (`line_lengths`, the mount's framing) and the
+lengths of ``append.bin`` frames (`frame_lengths`), the
 encoder of many plain records (`encode_plain`, the general append path's), both
 in one pass over appended text (`encode_lines`, the ``append`` file's bulk
 writes), and the gather of values into one buffer (`gather`: the lines of
@@ -50,6 +51,37 @@ def line_lengths(const uint8_t[::1] text, Py_ssize_t end):
     return lengths
 
 
+cdef inline int64_t frame_length(const uint8_t* p) noexcept nogil:
+    return (<int64_t>p[0] << 24) | (<int64_t>p[1] << 16) | (<int64_t>p[2] << 8) | p[3]
+
+
+def frame_lengths(const uint8_t[::1] data, int64_t max_bytes):
+    """The whole ``append.bin`` frames at the start of ``data`` (a 4-byte big-endian
+    length, then the value): their values' lengths (an int64 array) and the bytes
+    they cover; the rest is the start of a frame.
+
+    Raises:
+        TooLargeError: a length over ``max_bytes``, as soon as its 4 bytes are there.
+    """
+    cdef Py_ssize_t n = data.shape[0], pos = 0, count = 0, i
+    cdef int64_t length
+    while n - pos >= 4:  # count first, so the array is allocated once
+        length = frame_length(&data[pos])
+        if length > max_bytes:
+            raise TooLargeError(f"a frame of {length} bytes exceeds {max_bytes}")
+        if pos + 4 + length > n:
+            break
+        pos += 4 + length
+        count += 1
+    lengths = np.empty(count, np.int64)
+    cdef int64_t[::1] out = lengths
+    pos = 0
+    for i in range(count):
+        out[i] = frame_length(&data[pos])
+        pos += 4 + out[i]
+    return lengths, pos
+
+
 cdef inline Py_ssize_t put_plain(
     uint8_t* o,
     Py_ssize_t pos,
@@ -85,11 +117,13 @@ def encode_plain(
     int attributes,
     crc32c,
     bytes head=b"",
+    Py_ssize_t gap=1,
 ):
     """Uncompressed batches of keyless, headerless records at one timestamp,
     byte for byte `record.encode_batch`'s: the values are ``packed``, each
-    followed by one separator byte, ``lengths`` long. Records fill each batch
-    up to ``batch_bytes`` (a record larger than that gets a batch of its own).
+    followed by ``gap`` bytes (a line's newline; the next frame's length),
+    ``lengths`` long. Records fill each batch up to ``batch_bytes`` (a record
+    larger than that gets a batch of its own).
     Each record is::
 
         length | 0 attributes | 0 timestamp delta | offset delta | -1 key length |
@@ -148,7 +182,7 @@ def encode_plain(
             length, delta = lengths[i], i - first
             body = 4 + varint_size(delta) + varint_size(length) + length
             pos = put_plain(o, pos, body, delta, length, h, skip, p + src)
-            src += length - skip + 1
+            src += length - skip + gap
             skip = 0
             stream += length + 1
         put_be(o, start + H.base_offset, base_offset + first, 8)

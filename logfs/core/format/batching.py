@@ -180,14 +180,16 @@ def encode_packed_run(
     batch_bytes: int = TARGET_BATCH_BYTES,
     *,
     head: bytes = b"",
+    gap: int = 1,
 ) -> BatchRun | None:
     """`encode_packed` as one `BatchRun`; ``head``, if any, is the first
-    value's start, not in ``packed`` (counted in the first length)."""
+    value's start, not in ``packed`` (counted in the first length); ``gap``, the
+    bytes after each value (`columnar.encode_plain`)."""
     if int(lengths.max()) > max_record_bytes(config):
         return None  # near the limit: the general encoder decides exactly
     enc = columnar.encode_plain(
         packed, lengths, base_offset, min(config.max_message_bytes, batch_bytes),
-        timestamp=timestamp, timestamp_type=timestamp_type, head=head,
+        timestamp=timestamp, timestamp_type=timestamp_type, head=head, gap=gap,
     )  # fmt: skip
     return _stamped_run(enc, timestamp)
 

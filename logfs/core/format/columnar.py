@@ -204,19 +204,21 @@ def encode_plain(
     timestamp: int,
     timestamp_type: int,
     head: bytes = b"",
+    gap: int = 1,
 ) -> Encoded:
     """Uncompressed batches of keyless, headerless records at one timestamp,
     each filled up to ``batch_bytes`` (a larger record alone), compiled.
 
     Args:
-        packed: the values, each followed by one separator byte (any value).
+        packed: the values, each followed by ``gap`` bytes (any: a line's
+            separator, the next ``append.bin`` frame's length).
         lengths: each value's length.
         head: the first value's start, not in ``packed``, counted in its length.
     """
     attributes = TIMESTAMP_TYPE_BIT if timestamp_type == LOG_APPEND_TIME else 0
     data, sizes, last_offsets, stream = _columns.encode_plain(
         packed, np.asarray(lengths, np.int64), base_offset, batch_bytes, timestamp,
-        attributes, crc32c, head,
+        attributes, crc32c, head, gap,
     )  # fmt: skip
     return Encoded(memoryview(data), sizes, last_offsets, stream)
 

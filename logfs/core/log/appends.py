@@ -77,12 +77,13 @@ class LogAppends:
         return first
 
     def append_packed(
-        self, packed: bytes | memoryview, lengths: np.ndarray, head: bytes = b""
+        self, packed: bytes | memoryview, lengths: np.ndarray, head: bytes = b"", gap: int = 1
     ) -> int:
         """Append keyless, headerless records given packed: each value followed by
-        one separator byte (lines with their ``\\n``); ``lengths`` are the values'.
-        ``head``, if any, is the first value's start, not in ``packed`` (a line's
-        part written before), counted in the first length.
+        ``gap`` bytes (lines with their ``\\n``; ``append.bin`` frames with the next
+        one's 4-byte length); ``lengths`` are the values'. ``head``, if any, is the
+        first value's start, not in ``packed`` (a line's part written before),
+        counted in the first length.
 
         Same result and errors as ``append`` of the values, without making a
         Python object per record. Returns the offset of the first.
@@ -99,13 +100,13 @@ class LogAppends:
             now = self.state.clock()
             timestamp, timestamp_type = batching.timestamp_for(config, None, now)
             run = batching.encode_packed_run(
-                config, first, packed, lengths, timestamp, timestamp_type, head=head
+                config, first, packed, lengths, timestamp, timestamp_type, head=head, gap=gap
             )
         if run is None:  # the general encoder: compressed, few, or near the size limit
             values, pos = [], -len(head)
             for length in lengths.tolist():
                 values.append(bytes(packed[max(pos, 0) : pos + length]))
-                pos += length + 1
+                pos += length + gap
             values[0] = head + values[0]
             return self.append(values)
         self._write_run(run, now)

@@ -295,17 +295,16 @@ class Log:
     # ------------------------------------------------------------ appends (appends.py, _line.pyx)
 
     def append(
-        self,
-        values: Sequence[bytes | None],
-        *,
-        keys: Sequence[bytes | None] | None = None,
+        self, values: Sequence[bytes | None], *, keys: Sequence[bytes | None] | None = None,
         headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
         timestamp: int | Sequence[int] | None = None,
-    ) -> int:
+    ) -> int:  # fmt: skip
         return self._appends.append(values, keys=keys, headers=headers, timestamp=timestamp)
 
-    def append_packed(self, packed: memoryview, lengths: np.ndarray, head: bytes = b"") -> int:
-        return self._appends.append_packed(packed, lengths, head)
+    def append_packed(
+        self, packed: memoryview, lengths: np.ndarray, head: bytes = b"", gap: int = 1
+    ) -> int:
+        return self._appends.append_packed(packed, lengths, head, gap)
 
     def append_lines(self, text: bytes | memoryview, head: bytes = b"", *, limit: int) -> int:
         return self._appends.append_lines(text, head, limit=limit)

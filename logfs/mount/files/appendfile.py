@@ -15,7 +15,16 @@ import os
 
 from ...core.log import Log
 from ..errnos import fail
-from .framing import Batches, BatchFramer, Framed, LengthFramer, LineFramer, Lines
+from .framing import (
+    LENGTH_BYTES,
+    Batches,
+    BatchFramer,
+    Framed,
+    Frames,
+    LengthFramer,
+    LineFramer,
+    Lines,
+)
 from .openfile import OpenFile, Shared
 
 # At most this many bytes of unread receipts are kept per open append file:
@@ -164,7 +173,7 @@ class AppendFile(OpenFile):
             self.framer.pending = b""
             self.hold(0)
 
-    def append(self, framed: Framed | Lines | Batches) -> None:
+    def append(self, framed: Framed | Lines | Frames | Batches) -> None:
         """Append ``framed`` to this file's partition, or spread it over the
         topic's partitions as Kafka's default partitioner does; one receipt
         per partition appended to."""
@@ -178,6 +187,15 @@ class AppendFile(OpenFile):
                 first = log.append_batches(framed.batches, framed.data)
                 self._appended(self.partition, first, log.next_offset - first)
             return
+        if isinstance(framed, Frames):
+            if not len(framed.lengths):
+                return
+            if self.partition is not None:  # encoded where they lie, as lines are
+                log = store.log(self.topic, self.partition)
+                first = log.append_packed(framed.packed, framed.lengths, gap=LENGTH_BYTES)
+                self._appended(self.partition, first, len(framed.lengths))
+                return
+            framed = Framed([None] * len(framed.lengths), framed.values)
         if not framed.values:
             return
         if self.partition is not None:

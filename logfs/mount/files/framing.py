@@ -37,8 +37,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from ...core.errors import FramingError, TooLargeError
-from ...core.format import split_batches
+from ...core.format import frame_lengths, split_batches
 
 PACKED_BYTES = 4096  # writes of at least this much are cut into lines by the compiled codec
 
@@ -191,33 +193,46 @@ class _WholeUnits:
             )
 
 
+class Frames(NamedTuple):
+    """Whole ``append.bin`` frames cut out of a write, for `Log.append_packed`:
+    ``packed`` is their bytes from the first value on (each value followed by the
+    next frame's length), ``lengths`` the values' (int64)."""
+
+    packed: memoryview
+    lengths: np.ndarray
+
+    @property
+    def values(self) -> list[bytes]:
+        """The values as bytes (the topic's ``append.bin``, spread over partitions)."""
+        out, pos = [], 0
+        for length in self.lengths.tolist():
+            out.append(bytes(self.packed[pos : pos + length]))
+            pos += length + LENGTH_BYTES
+        return out
+
+
 class LengthFramer(_WholeUnits):
     """Binary framing: 4-byte big-endian length, then the value."""
 
-    def feed(self, data: bytes) -> tuple[Framed, bytes]:
-        """Cut complete frames from ``pending + data``: the records and the new
-        pending tail; ``pending`` is left to the caller (see `LineFramer.feed`).
+    def feed(self, data: bytes | memoryview) -> tuple[Frames, bytes]:
+        """Cut complete frames from ``pending + data``, in one compiled pass over
+        their length fields (`frame_lengths`): the frames and the new pending tail;
+        ``pending`` is left to the caller (see `LineFramer.feed`). A memoryview's
+        frames are handed on where they lie (read-only: the daemon's request).
 
         Raises:
             TooLargeError: a frame's length exceeds ``max_bytes``.
         """
-        buf = memoryview(self.pending + data if self.pending else bytes(data))
-        values: list[bytes] = []
-        pos = 0
-        while len(buf) - pos >= LENGTH_BYTES:
-            length = int.from_bytes(buf[pos : pos + LENGTH_BYTES], "big")
-            if length > self.max_bytes:
-                raise TooLargeError(f"a frame of {length} bytes exceeds {self.max_bytes}")
-            end = pos + LENGTH_BYTES + length
-            if end > len(buf):
-                break
-            values.append(bytes(buf[pos + LENGTH_BYTES : end]))
-            pos = end
-        return Framed([None] * len(values), values), bytes(buf[pos:])
+        if self.pending:
+            buf = memoryview(self.pending + data)
+        else:
+            buf = memoryview(data if isinstance(data, memoryview) else bytes(data))
+        lengths, used = frame_lengths(buf, self.max_bytes)
+        return Frames(buf[LENGTH_BYTES:used], lengths), bytes(buf[used:])
 
-    def finish(self) -> Framed:
+    def finish(self) -> Frames:
         self._check_finished()
-        return Framed([], [])
+        return Frames(memoryview(b""), np.empty(0, np.int64))
 
 
 def frame(value: bytes) -> bytes:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from logfs.core.config import TopicConfig
 from logfs.core.errors import TooLargeError
-from logfs.core.format import line_lengths
+from logfs.core.format import frame_lengths, line_lengths
 from logfs.core.format.batching import BatchRun
 from logfs.core.format.record import TIMESTAMP_TYPE_BIT, encode_batch, read_header, verify_crc
 from logfs.core.format.validate import prepare_run
@@ -63,6 +63,28 @@ def test_packed_lines_leave_the_files_the_general_path_leaves(tmp_path_factory, 
     assert len(general.segments) > 1 or len(packed) < 3000
     assert bulk.next_offset == len(values)
     assert [r.value for r in bulk.scan(0, len(values))] == values
+    general.close()
+    bulk.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.binary(min_size=0, max_size=300), min_size=1, max_size=200))
+def test_packed_frames_leave_the_files_the_general_path_leaves(tmp_path_factory, values):
+    """``append.bin`` frames cut in one compiled pass (`frame_lengths`) and encoded
+    where they lie (`append_packed` with the next frame's length as each value's
+    gap) against `append` of the same values: same segments, bytes and index
+    entries; any bytes, newlines included; few frames go through the general encoder."""
+    base = tmp_path_factory.mktemp("frames")
+    general, bulk = log_of(base / "a", **SMALL), log_of(base / "b", **SMALL)
+    general.append(values)
+    data = b"".join(len(v).to_bytes(4, "big") + v for v in values) + b"\0\0"  # a frame begun
+    lengths, used = frame_lengths(data, 300)
+    assert lengths.tolist() == [len(v) for v in values] and used == len(data) - 2
+    bulk.append_packed(memoryview(data)[4:used], lengths, gap=4)
+    assert files_of(bulk) == files_of(general)
+    assert [r.value for r in bulk.scan(0, len(values))] == values
+    with pytest.raises(TooLargeError):
+        frame_lengths(data, max(len(v) for v in values) - 1)
     general.close()
     bulk.close()
 
