@@ -294,8 +294,9 @@ class LogAppends:
         if active.size == 0:
             return active
         active.on_become_inactive()
-        if state.config.preallocate or active.tail.reserved > active.size:  # books.pyx
-            preallocate.release(active.fileno(), active.size)
+        # Blocks reserved past its end given back: preallocate's, bulk writes' (books.pyx),
+        # or ones a crash left behind, which no book remembers.
+        preallocate.release(active.fileno(), active.size)
         segment = state.new_segment(state.next_offset)
         state.add_segment(segment)
         state.unflushed.directory_changed()

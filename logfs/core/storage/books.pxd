@@ -34,7 +34,7 @@ cdef class SegmentTail:
     cdef object time_index
     cdef object read_first_timestamp
     cdef readonly SegmentStream stream
-    cdef readonly int64_t reserved  # the end of the blocks reserved past the file's end
+    cdef int64_t reserved  # the end of the blocks reserved past the file's end
 
     cdef bint index_rule(
         self, int64_t size, int64_t last_offset, int64_t max_timestamp

@@ -12,8 +12,9 @@ is given back (``ftruncate`` to its size). A file system that cannot reserve
 
 Without it, a segment written in bulk (writes of 64 KiB or more) has the
 blocks of its next few writes reserved the same way, at most 8 MiB past its
-end (`SegmentTail.reserve_ahead`, books.pyx), and given back by the same
-``ftruncate`` when it rolls.
+end (`SegmentTail.reserve_ahead`, books.pyx). Every roll gives back whatever
+lies past the segment's end with that ``ftruncate``, a reservation left by a
+crash included.
 """
 
 from __future__ import annotations

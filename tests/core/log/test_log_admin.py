@@ -23,6 +23,7 @@ from logfs.core.errors import (
 )
 from logfs.core.log import Store
 from logfs.core.log.epochs import LeaderEpochs
+from logfs.core.storage import preallocate
 from logfs.core.topic_keys import LIST_KEYS, PARSERS, SYNONYMS, refuse_here
 
 
@@ -194,6 +195,24 @@ def test_bulk_writes_reserve_the_next_blocks_and_the_roll_gives_them_back(tmp_pa
         log.roll()
         size, blocks = allocated(path)
         assert size == log.segments[0].size and blocks < size + 65536  # given back
+
+
+def test_the_roll_gives_back_blocks_a_crash_left_reserved(tmp_path):
+    """Blocks reserved past the active segment's end before a crash (no book
+    remembers them once the store opens again) are given back when it rolls."""
+    with Store(tmp_path / "data") as store:
+        store.create_topic("b")
+        store.log("b", 0).append([b"x" * 100])
+        path = store.log("b", 0).segments[0].log_path
+    with open(path, "r+b") as f:  # as a bulk write's reservation the crash left
+        assert preallocate.reserve(f.fileno(), 4 << 20)
+    with Store(tmp_path / "data") as store:
+        log = store.log("b", 0)
+        log.append([b"y" * 100])  # a small write: reserves nothing of its own
+        assert os.stat(path).st_blocks * 512 >= 4 << 20
+        log.roll()
+        st = os.stat(path)
+        assert st.st_size == log.segments[0].size and st.st_blocks * 512 < 65536
 
 
 def batch(timestamps) -> bytes:
