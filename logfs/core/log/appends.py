@@ -22,6 +22,7 @@ decided, so the mount's ``stream`` shows committed records only, in offset order
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,6 +35,8 @@ from ..storage import LogSegment, preallocate
 from .snapshots import take_snapshot
 from .state import PartitionState
 from .timestamps import check_run_timestamps, check_timestamps
+
+logger = logging.getLogger(__name__)
 
 
 class LogAppends:
@@ -294,9 +297,11 @@ class LogAppends:
         if active.size == 0:
             return active
         active.on_become_inactive()
-        # Blocks reserved past its end given back: preallocate's, bulk writes' (books.pyx),
-        # or ones a crash left behind, which no book remembers.
-        preallocate.release(active.fileno(), active.size)
+        try:  # blocks reserved past its end given back: preallocate's, bulk writes'
+            # (books.pyx), or ones a crash left, which no book remembers. Only space.
+            preallocate.release(active.fileno(), active.size)
+        except OSError as e:
+            logger.warning("%s: the space reserved past its end stays: %s", active.log_path, e)
         segment = state.new_segment(state.next_offset)
         state.add_segment(segment)
         state.unflushed.directory_changed()
