@@ -56,6 +56,7 @@ from logfs import Store  # noqa: E402
 from logfs.core.format.record import encode_batch  # noqa: E402
 from logfs.daemon import keep_freed_memory  # noqa: E402
 from logfs.mount.files import BatchFramer, LineFramer  # noqa: E402
+from logfs.mount.files.framing import frame  # noqa: E402
 
 SMALL_WRITER = """
 import os, sys
@@ -109,11 +110,10 @@ def make_lines(path: Path, count: int, size: int) -> None:
 
 def make_frames(path: Path, count: int, size: int) -> None:
     """``count`` ``append.bin`` frames of ``size``-byte values into ``path``."""
-    prefix = size.to_bytes(4, "big")
     with open(path, "wb") as f:
         for start in range(0, count, 100_000):
             n = min(100_000, count - start)
-            f.write(b"".join(prefix + b"%0*d" % (size, i) for i in range(start, start + n)))
+            f.write(b"".join(frame(b"%0*d" % (size, i)) for i in range(start, start + n)))
 
 
 def sh(script: str) -> float:

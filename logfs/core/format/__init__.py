@@ -7,7 +7,7 @@ returns bytes."""
 from . import compression, control
 from ._columns import frame_lengths, gather, line_lengths
 from .batching import BatchInfo, max_record_bytes
-from .columnar import decode
+from .columnar import decode, unpacked
 from .decoding import decode_records
 from .forward import with_producer
 from .record import BatchHeader, Record, idempotent, read_header, transactional
@@ -29,5 +29,6 @@ __all__ = [
     "read_header",
     "split_batches",
     "transactional",
+    "unpacked",
     "with_producer",
 ]

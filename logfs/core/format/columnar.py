@@ -195,6 +195,19 @@ class Encoded(NamedTuple):
     stream_bytes: np.ndarray  # per batch, see `stream_bytes`
 
 
+def unpacked(
+    packed: bytes | memoryview, lengths: np.ndarray, gap: int = 1, head: bytes = b""
+) -> list[bytes]:
+    """The values laid out as `encode_plain` takes them, one ``bytes`` each."""
+    values, pos = [], -len(head)
+    for length in lengths.tolist():
+        values.append(bytes(packed[max(pos, 0) : pos + length]))
+        pos += length + gap
+    if values:
+        values[0] = head + values[0]
+    return values
+
+
 def encode_plain(
     packed: bytes | memoryview,
     lengths: np.ndarray,

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import InvalidRecordError, TooLargeError
-from ..format import batching, compression, line_lengths, validate
+from ..format import batching, compression, line_lengths, unpacked, validate
 from ..format.batching import BatchInfo, BatchRun
 from ..format.record import NO_TIMESTAMP
 from ..storage import LogSegment, preallocate
@@ -106,12 +106,7 @@ class LogAppends:
                 config, first, packed, lengths, timestamp, timestamp_type, head=head, gap=gap
             )
         if run is None:  # the general encoder: compressed, few, or near the size limit
-            values, pos = [], -len(head)
-            for length in lengths.tolist():
-                values.append(bytes(packed[max(pos, 0) : pos + length]))
-                pos += length + gap
-            values[0] = head + values[0]
-            return self.append(values)
+            return self.append(unpacked(packed, lengths, gap, head))
         self._write_run(run, now)
         return first
 

@@ -40,7 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...core.errors import FramingError, TooLargeError
-from ...core.format import frame_lengths, split_batches
+from ...core.format import frame_lengths, split_batches, unpacked
 
 PACKED_BYTES = 4096  # writes of at least this much are cut into lines by the compiled codec
 
@@ -185,6 +185,13 @@ class _WholeUnits:
         self.max_bytes = max_bytes
         self.pending = b""
 
+    def _buffer(self, data: bytes | memoryview) -> memoryview:
+        """``pending + data``: a read-only memoryview of ``data`` as it lies when
+        nothing is pending (the daemon's request), else a joined copy."""
+        if self.pending:
+            return memoryview(self.pending + data)
+        return memoryview(data if isinstance(data, memoryview) else bytes(data))
+
     def _check_finished(self) -> None:
         """Nothing may be pending at close: an incomplete unit is an error."""
         if self.pending:
@@ -204,11 +211,7 @@ class Frames(NamedTuple):
     @property
     def values(self) -> list[bytes]:
         """The values as bytes (the topic's ``append.bin``, spread over partitions)."""
-        out, pos = [], 0
-        for length in self.lengths.tolist():
-            out.append(bytes(self.packed[pos : pos + length]))
-            pos += length + LENGTH_BYTES
-        return out
+        return unpacked(self.packed, self.lengths, LENGTH_BYTES)
 
 
 class LengthFramer(_WholeUnits):
@@ -223,10 +226,7 @@ class LengthFramer(_WholeUnits):
         Raises:
             TooLargeError: a frame's length exceeds ``max_bytes``.
         """
-        if self.pending:
-            buf = memoryview(self.pending + data)
-        else:
-            buf = memoryview(data if isinstance(data, memoryview) else bytes(data))
+        buf = self._buffer(data)
         lengths, used = frame_lengths(buf, self.max_bytes)
         return Frames(buf[LENGTH_BYTES:used], lengths), bytes(buf[used:])
 
@@ -263,12 +263,9 @@ class BatchFramer(_WholeUnits):
                 magic other than 2 or a batch over ``max_bytes``
                 (max.message.bytes), seen as soon as its first bytes arrive.
         """
-        if self.pending:
-            buf = self.pending + data
-        else:
-            buf = data if isinstance(data, memoryview) else bytes(data)
+        buf = self._buffer(data)
         batches, used = split_batches(buf, self.max_bytes)
-        return Batches(batches, memoryview(buf)[:used]), bytes(buf[used:])
+        return Batches(batches, buf[:used]), bytes(buf[used:])
 
     def finish(self) -> Batches:
         self._check_finished()
