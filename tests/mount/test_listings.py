@@ -1,11 +1,13 @@
 """Listings and lookups that stay cheap whatever a topic holds, and the
 errnos of the tree: ``segments/`` of 5,100 segment files listed in well under
 a second while another ``cat state`` is answered, ``.`` and ``..`` in every
-listing, ``groups/<group>`` writes refused or taken as the docs say."""
+listing, links whose targets the kernel keeps (and reads again once moved),
+``groups/<group>`` writes refused or taken as the docs say."""
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import threading
@@ -15,6 +17,7 @@ import pyfuse3
 import pytest
 from mount_helpers import Daemon, sh
 from test_operations import FS, fuse_error
+from waiting import wait_for
 
 from logfs import Store
 from logfs.core.tools.offline import check
@@ -123,6 +126,47 @@ def test_segments_of_a_large_partition_list_fast_and_never_stall_others(tmp_path
         assert took < 1.0, f"ls segments/ of {SEGMENTS} segments took {took:.2f} s"
         assert took_find < 3.0, f"find took {took_find:.2f} s"
         assert waits and max(waits) < 1.0, f"cat state waited {max(waits):.2f} s"
+
+
+def test_the_kernel_keeps_link_targets_and_a_moved_one_is_read_again(tmp_path):
+    """The kernel reads a link's target once (FUSE_CACHE_SYMLINKS): opening a
+    segment through ``segments/`` again, after its entry expired too, sends
+    no READLINK. A ``time/0`` whose first record retention deleted is
+    another inode with the new target, read by the kernel once."""
+    data, mnt, log = tmp_path / "data", tmp_path / "mnt", tmp_path / "daemon.log"
+    mnt.mkdir()
+    options = ("segment.bytes=8192", "log.retention.check.interval.ms=100", "debug")
+    with Daemon(data, mnt, *options, log=log):
+        (mnt / "r").mkdir()
+        part = mnt / "r" / "0"
+        with open(part / "append", "a") as append:
+            for i in range(40):  # 50 lines a write: a few batches a segment
+                append.write("".join(f"line {i * 50 + j:04d} of the log\n" for j in range(50)))
+        first = part / "segments" / "00000000000000000000.log"
+        target = os.readlink(first)
+        assert target == str(data / "r-0" / "00000000000000000000.log")
+        for _ in range(2):  # the entry (a second) expires, the inode and its target stay
+            with open(first, "rb") as segment:
+                assert segment.read(8) == (0).to_bytes(8, "big")
+            assert os.readlink(first) == target
+            time.sleep(1.1)
+        assert os.readlink(part / "time" / "0") == "../offset/0"
+        before = os.lstat(part / "time" / "0").st_ino
+        assert (part / "time" / "0").read_bytes() == b"line 0000 of the log"
+        assert log.read_text().count("opcode: READLINK ") == 2  # one per link
+        with open(part.parent / "config", "a") as config:
+            config.write("retention.bytes=20000\n")
+        start = wait_for(
+            lambda: json.loads((part / "state").read_text())["log_start_offset"],
+            "retention moving the log start",
+        )
+        moved = part / "time" / "0"
+        assert os.readlink(moved) == f"../offset/{start}"
+        assert moved.read_bytes() == b"line %04d of the log" % start
+        assert os.lstat(moved).st_ino != before
+        assert os.readlink(moved) == f"../offset/{start}"
+        assert log.read_text().count("opcode: READLINK ") == 3
+    assert check(data) == []
 
 
 def test_group_files_refuse_what_no_offset_is_and_take_what_the_docs_allow(tmp_path):

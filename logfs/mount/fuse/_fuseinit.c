@@ -1,9 +1,10 @@
 /*
  * Three things pyfuse3 3.5 and libfuse 3.14 cannot do (docs/mount.md, "Writers that
  * write a line at a time" and "FUSE over io_uring"): ask the kernel for
- * FUSE_HANDLE_KILLPRIV_V2 at mount time, let the file system answer a request
- * before pyfuse3 dispatches it (the one-line write() of the default mode,
- * `read_request` below), and take requests over io_uring (_fusering.c).
+ * FUSE_HANDLE_KILLPRIV_V2 (and FUSE_CACHE_SYMLINKS) at mount time, let the file
+ * system answer a request before pyfuse3 dispatches it (the one-line write() of
+ * the default mode, `read_request` below), and take requests over io_uring
+ * (_fusering.c).
  *
  * Without it the kernel asks the file system for a file's security.capability
  * attribute before every write() that goes through its page cache (to drop
@@ -11,6 +12,11 @@
  * mode, which is the round trip that mode exists to remove. With it the file
  * system clears those bits itself (logfs keeps none on files) and the kernel
  * stops asking once it has seen a file without them.
+ *
+ * The INIT reply also asks for FUSE_CACHE_SYMLINKS: the kernel keeps a symlink's
+ * target with its inode, so a segment file opened again through `segments/`, or a
+ * path through `time/<ms>` walked again, costs no READLINK round trip. A link whose
+ * target changes is given another inode (mount/tree/directories.py, `resolve`).
  *
  * The mount's INIT reply turns FUSE_AUTO_INVAL_DATA off, which libfuse turns on: with
  * it the kernel asks for a file's attributes before every read() served from
@@ -24,7 +30,7 @@
  * reach the functions below. The mount is libfuse's own, then the session gets a
  * custom I/O (fuse_session_custom_io, libfuse >= 3.14) whose writev() is the plain
  * system call, except that the reply to the kernel's INIT request (the first reply,
- * of a fixed size and shape) gets one flag more and one less (and, with
+ * of a fixed size and shape) gets two flags more and one less (and, with
  * `-o io_uring`, the ring's). libfuse's functions
  * are those of the libfuse already loaded by pyfuse3 (found at run time), so
  * the library loads, and does nothing, in a process that never mounts.
@@ -51,6 +57,7 @@
 #define FUSE_KERNEL_MAJOR 7
 #define HANDLE_KILLPRIV_V2 (1u << 28)
 #define AUTO_INVAL_DATA (1u << 12)
+#define CACHE_SYMLINKS (1u << 23)
 
 struct fuse_session;
 
@@ -281,7 +288,7 @@ static ssize_t write_reply(int fd, struct iovec *iov, int count, void *userdata)
             memcpy(&major, reply + MAJOR_AT, sizeof major);
             if (error == 0 && major == FUSE_KERNEL_MAJOR) {
                 memcpy(&flags, reply + FLAGS_AT, sizeof flags);
-                flags |= HANDLE_KILLPRIV_V2;
+                flags |= HANDLE_KILLPRIV_V2 | CACHE_SYMLINKS;
                 flags &= ~AUTO_INVAL_DATA;
                 memcpy(reply + FLAGS_AT, &flags, sizeof flags);
                 int ring_asked = ring_init_reply(reply);

@@ -20,8 +20,8 @@ Paths are tuples of names below the mount point (file names: core/client/names.p
 Each directory's class names the kind of each child (`Node.child`), so
 `node_class` answers from the path's shape alone; whether the topic,
 partition or offset exists is the store's to say (`resolve`). Numbers must be
-canonical decimals (``7``, not ``07``), so every record has exactly one path.
-The file kinds are in nodes.py and records.py.
+canonical decimals (``7``, not ``07``), so every record has exactly one path
+(the file kinds are in nodes.py and records.py).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from .nodes import (
     AppendBin,
     Config,
     From,
+    Link,
     Segment,
     State,
     Stream,
@@ -384,17 +385,15 @@ def node_class(path: tuple[str, ...]) -> type[Node] | None:
 
 
 def resolve(view: View, path: tuple[str, ...]) -> Node:
-    """The node at ``path`` if it exists in the store now; ENOENT if not.
-
-    A path the kernel knows keeps its node (and inode); a new one gets an
-    inode only once it is found to exist.
-    """
+    """The node at ``path`` if it exists in the store now; ENOENT if not. A path
+    the kernel knows keeps its node (and inode) unless it is a link whose target
+    moved (`Link.moved`); a new one gets an inode once it is found to exist."""
     cls = node_class(path)
     if cls is None:
         raise fail(errno.ENOENT)
     cls.placed(view, path)
-    node = view.inodes.at(path)
-    if node is None:  # the root is always there: ``path`` names a topic's node
+    node = view.inodes.at(path)  # the root is always there: ``path`` names a topic's node
+    if node is None or (isinstance(node, Link) and node.moved(view)):
         node = cls(path, view.lives.life(path[0]), view.inodes.number())
     node.refresh(view)
     return view.inodes.add(node)

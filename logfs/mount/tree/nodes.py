@@ -151,7 +151,13 @@ class Config(Node):
 
 
 class Link(Node):
-    """A symlink whose target is found again on every lookup."""
+    """A symlink whose target is found again on every lookup (`found`).
+
+    The kernel keeps a link's target with its inode once it has read it
+    (FUSE_CACHE_SYMLINKS, mount/fuse/_fuseinit.c) and never asks again: a
+    path whose target moved (a ``time/<ms>`` whose first record retention or
+    a cleaning removed) is another inode from then on (`moved`, `resolve`).
+    """
 
     __slots__ = ("target",)
     in_partition = True
@@ -160,6 +166,17 @@ class Link(Node):
     def __init__(self, path: tuple[str, ...], life: TopicLife | None, inode: int) -> None:
         super().__init__(path, life, inode)
         self.target = ""
+
+    def found(self, view: View) -> str:
+        """The target now; ENOENT if there is none."""
+        raise NotImplementedError
+
+    def refresh(self, view: View) -> None:
+        self.target = self.found(view)
+
+    def moved(self, view: View) -> bool:
+        """Whether the target is no longer the one the kernel may hold."""
+        return self.found(view) != self.target
 
     def stat(self, view: View) -> Stat:
         return Stat(LINK, len(self.target), timeout=self.timeout)
@@ -174,11 +191,11 @@ class Time(Link):
     __slots__ = ()
     timeout = 0
 
-    def refresh(self, view: View) -> None:
+    def found(self, view: View) -> str:
         offset = view.log(self).offset_for_time(int(self.path[3]), committed=True)
         if offset is None:
             raise fail(errno.ENOENT)
-        self.target = f"../{names.OFFSET}/{offset}"
+        return f"../{names.OFFSET}/{offset}"
 
 
 class Segment(Link):
@@ -186,11 +203,11 @@ class Segment(Link):
 
     __slots__ = ()
 
-    def refresh(self, view: View) -> None:
+    def found(self, view: View) -> str:
         target = view.log(self).segment_file(self.path[3])
         if target is None:
             raise fail(errno.ENOENT)
-        self.target = target
+        return target
 
 
 class Stream(Node):
