@@ -1,8 +1,9 @@
 """Listings and lookups that stay cheap whatever a topic holds, and the
 errnos of the tree: ``segments/`` of 5,100 segment files listed in well under
 a second while another ``cat state`` is answered, ``.`` and ``..`` in every
-listing, links whose targets the kernel keeps (and reads again once moved),
-``groups/<group>`` writes refused or taken as the docs say."""
+listing, ``segments/`` listings and link targets the kernel keeps (and reads
+again once they changed), ``groups/<group>`` writes refused or taken as the
+docs say."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pyfuse3
 import pytest
@@ -126,6 +128,73 @@ def test_segments_of_a_large_partition_list_fast_and_never_stall_others(tmp_path
         assert took < 1.0, f"ls segments/ of {SEGMENTS} segments took {took:.2f} s"
         assert took_find < 3.0, f"find took {took_find:.2f} s"
         assert waits and max(waits) < 1.0, f"cat state waited {max(waits):.2f} s"
+
+
+def test_the_kernel_keeps_segments_listings_until_the_segments_change(tmp_path):
+    """``segments/`` listed again is answered by the kernel from the listing
+    it kept (no READDIR reaches the daemon); after a roll, after retention,
+    and after the kernel forgot the entries' inodes, the next listing is read
+    again and is DATA's, with each entry's inode the one stat(2) gives (once
+    the daemon was told of the forgetting: a listing kept by the kernel may
+    name an inode the kernel is forgetting meanwhile)."""
+    data, mnt, log = tmp_path / "data", tmp_path / "mnt", tmp_path / "daemon.log"
+    mnt.mkdir()
+    options = ("segment.bytes=4096", "log.retention.check.interval.ms=100", "debug")
+    with Daemon(data, mnt, *options, log=log):
+        (mnt / "r").mkdir()
+        part, files = mnt / "r" / "0", data / "r-0"
+
+        def listed() -> list[str]:
+            with os.scandir(part / "segments") as entries:
+                pairs = sorted((e.name, e.inode()) for e in entries)
+            assert [ino for _, ino in pairs] == [
+                os.lstat(part / "segments" / name).st_ino for name, _ in pairs
+            ]
+            names = [name for name, _ in pairs]
+            logs = sorted(n for n in os.listdir(files) if n.endswith(".log"))
+            assert [n for n in names if n.endswith(".log")] == logs  # indexes come at flushes
+            assert {n.split(".")[0] for n in names} == {n.split(".")[0] for n in logs}
+            return names
+
+        def reads() -> int:
+            return log.read_text().count("opcode: READDIR")
+
+        def append(lines: int) -> None:
+            with open(part / "append", "a") as f:
+                for i in range(lines):
+                    f.write(f"line {i:04d} of a partition whose segments roll\n")
+
+        append(20)
+        first = listed()
+        before = reads()
+        for _ in range(3):
+            assert listed() == first
+        assert reads() == before  # answered by the kernel
+        append(400)  # rolls
+        rolled = listed()
+        assert len(rolled) > len(first) and reads() > before
+        before = reads()
+        assert listed() == rolled and reads() == before
+        with open(part.parent / "config", "a") as config:
+            config.write("retention.bytes=8000\n")
+        wait_for(lambda: json.loads((part / "state").read_text())["log_start_offset"], "retention")
+        kept = listed()
+        assert kept[0] != rolled[0] and kept[-1] == rolled[-1]
+        before, mark = reads(), len(log.read_text())
+        held = os.open(part / "segments", os.O_RDONLY | os.O_DIRECTORY)  # it stays, with
+        try:  # its listing, while the kernel forgets its entries' inodes
+            Path("/proc/sys/vm/drop_caches").write_text("2\n")
+
+            def forgotten() -> bool:  # every FORGET the kernel queued has reached the daemon
+                seen = log.read_text()[mark:].count("FORGET")
+                time.sleep(0.3)
+                return seen > 0 and log.read_text()[mark:].count("FORGET") == seen
+
+            wait_for(forgotten, "the kernel forgetting")
+            assert listed() == kept and reads() > before
+        finally:
+            os.close(held)
+    assert check(data) == []
 
 
 def test_the_kernel_keeps_link_targets_and_a_moved_one_is_read_again(tmp_path):

@@ -1,10 +1,10 @@
 /*
- * Three things pyfuse3 3.5 and libfuse 3.14 cannot do (docs/mount.md, "Writers that
- * write a line at a time" and "FUSE over io_uring"): ask the kernel for
+ * What pyfuse3 3.5 and libfuse 3.14 cannot do (docs/mount.md, "Writers that write a
+ * line at a time" and "FUSE over io_uring"): ask the kernel for
  * FUSE_HANDLE_KILLPRIV_V2 (and FUSE_CACHE_SYMLINKS) at mount time, let the file
  * system answer a request before pyfuse3 dispatches it (the one-line write() of
- * the default mode, `read_request` below), and take requests over io_uring
- * (_fusering.c).
+ * the default mode, `read_request` below), have the kernel keep a directory's
+ * listing (`listing_reply`), and take requests over io_uring (_fusering.c).
  *
  * Without it the kernel asks the file system for a file's security.capability
  * attribute before every write() that goes through its page cache (to drop
@@ -151,6 +151,77 @@ static int take_write(int fd, const unsigned char *request, ssize_t got, int in_
     return taken >= 0;
 }
 
+/* A listing the kernel keeps (mount/fuse/listings.py): the answer to an OPENDIR
+ * that names the handle `keep_listing` was given gets FOPEN_CACHE_DIR (the kernel
+ * keeps the listing it reads) and, if asked, FOPEN_KEEP_CACHE (it answers from the
+ * one it kept; else it drops that one at this open): flags pyfuse3 cannot set. Only
+ * an answer to an OPENDIR request read here is changed, so no other answer of the
+ * same size (a READ's 16 bytes) can be. */
+#define FUSE_OPENDIR_OPCODE 27
+#define OPEN_REPLY_BYTES 32 /* struct fuse_out_header (16) + struct fuse_open_out (16) */
+#define UNIQUE_AT 8         /* fuse_in_header.unique, fuse_out_header.unique */
+#define FH_AT 16            /* fuse_open_out.fh */
+#define OPEN_FLAGS_AT 24    /* fuse_open_out.open_flags */
+#define FOPEN_KEEP_CACHE (1u << 1)
+#define FOPEN_CACHE_DIR (1u << 3)
+#define OPENDIRS 8
+
+static uint64_t opendirs[OPENDIRS]; /* the last OPENDIR requests read (their uniques) */
+static unsigned opendirs_seen = 0;
+static uint64_t listing_fh = 0;
+static uint32_t listing_flags = 0; /* for the answer naming listing_fh; 0: none */
+
+static void saw_request(const unsigned char *request, ssize_t got)
+{
+    uint32_t opcode;
+    if (got < IN_HEADER_BYTES)
+        return;
+    memcpy(&opcode, request + 4, sizeof opcode);
+    if (opcode == FUSE_OPENDIR_OPCODE)
+        memcpy(&opendirs[opendirs_seen++ % OPENDIRS], request + UNIQUE_AT, sizeof(uint64_t));
+}
+
+/* 1 if `reply` (OPEN_REPLY_BYTES) answers an OPENDIR with the listing's handle: it
+ * then carries the listing's flags. */
+static int listing_reply(unsigned char *reply)
+{
+    uint64_t unique, fh;
+    int32_t error;
+    memcpy(&unique, reply + UNIQUE_AT, sizeof unique);
+    memcpy(&fh, reply + FH_AT, sizeof fh);
+    memcpy(&error, reply + ERROR_AT, sizeof error);
+    if (listing_flags == 0 || error != 0 || unique == 0 || fh != listing_fh)
+        return 0;
+    for (int i = 0; i < OPENDIRS; i++) {
+        if (opendirs[i] == unique) {
+            uint32_t flags;
+            memcpy(&flags, reply + OPEN_FLAGS_AT, sizeof flags);
+            flags |= listing_flags;
+            memcpy(reply + OPEN_FLAGS_AT, &flags, sizeof flags);
+            opendirs[i] = 0;
+            listing_flags = 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The message `iov` in one buffer of `size` bytes, if it is that long. */
+static int gather(const struct iovec *iov, int count, unsigned char *into, size_t size)
+{
+    size_t total = 0;
+    for (int i = 0; i < count; i++)
+        total += iov[i].iov_len;
+    if (total != size)
+        return 0;
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        memcpy(into + at, iov[i].iov_base, iov[i].iov_len);
+        at += iov[i].iov_len;
+    }
+    return 1;
+}
+
 /* libfuse's read of the next request. WRITEs to append files are taken here
  * (`take_write`), and while they come one after the other the next request is
  * read here too: a writer of lines (or of a bulk append's large writes) then
@@ -256,8 +327,10 @@ static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
         ssize_t got = next_message(fd, buf, len);
         if (got < 0 && (row > 0 || errno == EAGAIN) && errno != ENODEV)
             break; /* nothing to read after all: wait as usual */
-        if (!take_write(fd, buf, got, row > 0))
+        if (!take_write(fd, buf, got, row > 0)) {
+            saw_request(buf, got);
             return got;
+        }
         if (row == 0)
             started = now_ns();
         if (row + 1 == MAX_IN_A_ROW || now_ns() - started >= ROW_NS || !next_request(fd, &misses))
@@ -271,17 +344,14 @@ static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
 static ssize_t write_reply(int fd, struct iovec *iov, int count, void *userdata)
 {
     (void)userdata;
+    unsigned char reply[INIT_REPLY_BYTES];
+    if (listing_flags != 0 && gather(iov, count, reply, OPEN_REPLY_BYTES)
+        && listing_reply(reply)) {
+        struct iovec whole = {reply, OPEN_REPLY_BYTES};
+        return deliver(fd, &whole, 1, 0);
+    }
     if (!logfs_killpriv_v2_asked) {
-        unsigned char reply[INIT_REPLY_BYTES];
-        size_t total = 0;
-        for (int i = 0; i < count; i++)
-            total += iov[i].iov_len;
-        if (total == INIT_REPLY_BYTES) {
-            size_t at = 0;
-            for (int i = 0; i < count; i++) {
-                memcpy(reply + at, iov[i].iov_base, iov[i].iov_len);
-                at += iov[i].iov_len;
-            }
+        if (gather(iov, count, reply, INIT_REPLY_BYTES)) {
             int32_t error;
             uint32_t major, flags;
             memcpy(&error, reply + ERROR_AT, sizeof error);
@@ -388,7 +458,25 @@ static PyObject *set_loop_fd(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *keep_listing(PyObject *self, PyObject *const *args, Py_ssize_t count)
+{
+    (void)self;
+    unsigned long long fh = count == 2 ? PyLong_AsUnsignedLongLong(args[0]) : 0;
+    int keep = count == 2 ? PyObject_IsTrue(args[1]) : -1;
+    if (PyErr_Occurred() || keep < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "keep_listing(fh, keep)");
+        return NULL;
+    }
+    listing_fh = fh;
+    listing_flags = FOPEN_CACHE_DIR | (keep ? FOPEN_KEEP_CACHE : 0);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"keep_listing", (PyCFunction)(void (*)(void))keep_listing, METH_FASTCALL,
+     "keep_listing(fh, keep): the kernel keeps the listing read through open directory fh, "
+     "answering from the one it kept if keep (mount/fuse/listings.py)"},
     {"set_loop_fd", set_loop_fd, METH_O,
      "set_loop_fd(fd): the descriptor readable when the daemon's loop has work (-1: none)"},
     {"set_write_hook", (PyCFunction)(void (*)(void))set_write_hook, METH_FASTCALL,

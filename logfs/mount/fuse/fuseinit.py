@@ -1,7 +1,9 @@
 """Loads `_fuseinit` (a small C library) before pyfuse3, so that the mount asks
-the kernel for FUSE's ``handle_killpriv_v2``, turns its ``auto_inval_data`` off,
-can take one-line ``write()``s before pyfuse3 does (see ``_fuseinit.c``) and can
-take requests over io_uring (``-o io_uring``, ``_fusering.c``).
+the kernel for FUSE's ``handle_killpriv_v2`` and ``cache_symlinks``, turns its
+``auto_inval_data`` off, can take one-line ``write()``s before pyfuse3 does (see
+``_fuseinit.c``), can have the kernel keep a directory's listing
+(`keep_listing`) and can take requests over io_uring (``-o io_uring``,
+``_fusering.c``).
 
 Without it the kernel asks for a file's ``security.capability`` attribute before
 every ``write()`` through its page cache: a round trip per line in the buffered
@@ -79,6 +81,16 @@ def set_write_hook(owner: object | None, hooks: object | None) -> bool:
     module = importlib.import_module(f"{__package__}._fuseinit")  # the library loaded above
     module.set_write_hook(owner, hooks)
     return True
+
+
+def keep_listing(fh: int, keep: bool) -> None:
+    """Have the kernel keep the listing it reads through open directory ``fh``
+    (FUSE's ``cache_readdir``) and, if ``keep``, answer from the one it kept
+    (``keep_cache``; else it drops that one at this open). Called last in the
+    OPENDIR handler, whose answer names ``fh`` (``_fuseinit.c``,
+    ``listing_reply``). Without the library the kernel keeps no listing."""
+    if _library is not None:
+        importlib.import_module(f"{__package__}._fuseinit").keep_listing(fh, keep)
 
 
 def set_loop_fd(fd: int) -> None:

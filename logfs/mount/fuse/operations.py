@@ -26,6 +26,7 @@ from ..errnos import Metrics, fail, fuse_errors, log_rejected
 from ..files import AppendFile, BufferedAppends, OpenFile
 from ..tree import DATA_OWNER, Caller, Ownership, Root, View, resolve
 from .handles import Handles, gone_attrs
+from .listings import Listings
 
 logger = logging.getLogger(__name__)
 
@@ -91,8 +92,7 @@ class Operations(pyfuse3.Operations):
         self.inodes = self.view.inodes
         self.handles = Handles()
         self.files = self.handles.files
-        # Open directories: node and names, listed at the first readdir (chunks cost theirs).
-        self._listings: dict[int, tuple[int, list[str] | None]] = {}
+        self.listings = Listings(self.view, self.handles.numbers)
 
     def kind_of(self, name: str, args: tuple) -> str:
         """For the metrics: the class of the open file or node a request is about."""
@@ -101,7 +101,7 @@ class Operations(pyfuse3.Operations):
         if name in FILE_REQUESTS:
             found = self.files.get(args[0])
         elif name == "readdir":
-            found = self.inodes.get(self._listings.get(args[0], (args[0],))[0])
+            found = self.inodes.get(self.listings.inode_of(args[0]))
         else:  # an inode, or the parent's for lookup, mkdir, rmdir, create, unlink
             found = self.inodes.get(args[0])
         return "Unknown" if found is None else type(found).__name__
@@ -125,6 +125,8 @@ class Operations(pyfuse3.Operations):
     async def forget(self, inode_list):
         for inode, count in inode_list:
             self.inodes.forget(inode, count)
+            if self.inodes.get(inode) is None:
+                self.listings.forget(inode)
 
     @fuse_errors
     async def getattr(self, inode, ctx=None):
@@ -179,50 +181,17 @@ class Operations(pyfuse3.Operations):
 
     @fuse_errors
     async def opendir(self, inode, ctx=None):
-        if not self.view.node(inode).directory:
+        node = self.view.node(inode)
+        if not node.directory:
             raise fail(errno.ENOTDIR)
-        fh = next(self.handles.numbers)
-        self._listings[fh] = (inode, None)
-        return fh
+        return self.listings.open(node)
 
     @fuse_errors
     async def readdir(self, fh, start_id, token):
-        """One chunk of the listing (as much as the kernel's buffer takes): the
-        names are listed once per opendir (again when it starts over, as for
-        rewinddir), so a large directory's listing costs each chunk only its
-        entries and other requests are served between chunks.
-
-        ``.`` and ``..`` come first, as every directory lists them; the kernel
-        takes no reference on either (it never looks them up from a listing),
-        so neither is counted as looked up."""
-        inode, entries = self._listings.get(fh, (fh, None))
-        node = self.view.node(inode)
-        if entries is None or start_id == 0:
-            entries = [".", "..", *node.entries(self.view)]
-            self._listings[fh] = (inode, entries)
-        for i in range(start_id, len(entries)):
-            try:
-                if i < 2:
-                    child = node if i == 0 or not node.path else self._parent(node)
-                else:
-                    child = resolve(self.view, (*node.path, entries[i]))
-            except pyfuse3.FUSEError:
-                continue  # gone since the listing was made
-            if not pyfuse3.readdir_reply(
-                token, os.fsencode(entries[i]), self.view.attrs(child), i + 1
-            ):
-                break
-            if i >= 2:
-                self.inodes.looked_up(child)
-
-    def _parent(self, node):
-        """The directory holding ``node`` (not the root): the kernel knows it,
-        having looked ``node`` up through it."""
-        parent = self.inodes.at(node.path[:-1])
-        return parent if parent is not None else resolve(self.view, node.path[:-1])
+        self.listings.read(fh, start_id, token)
 
     async def releasedir(self, fh):
-        self._listings.pop(fh, None)
+        self.listings.close(fh)
 
     @fuse_errors
     async def mkdir(self, parent_inode, name, mode, ctx=None):

@@ -11,7 +11,7 @@ Between the request layer above and the open files below: a node gives the
 open file of its kind (the files room), never a FUSE handler.
 """
 
-from .directories import Root, resolve
+from .directories import Root, SegmentDir, resolve
 from .lives import Caller, Ownership, TopicLife
 from .view import DATA_OWNER, Node, Stat, View
 
@@ -21,6 +21,7 @@ __all__ = [
     "Node",
     "Ownership",
     "Root",
+    "SegmentDir",
     "Stat",
     "TopicLife",
     "View",
