@@ -58,18 +58,21 @@ class Listings:
     def open(self, node: Node) -> int:
         """A handle listing ``node``: for ``segments/``, listed now and kept by
         the kernel, which keeps what it kept if that is still the listing."""
+        listing = Listing(node.inode)
         fh = next(self.numbers)
-        listing = self._open[fh] = Listing(node.inode)
-        if isinstance(node, SegmentDir):
-            names = node.entries(self.view)
-            listing.entries = [".", "..", *names]
-            inode_of = self.view.inodes.inode_of
-            now = [(name, inode_of((*node.path, name))) for name in names]
-            opens, kept = self._kept.get(node.inode, (0, None))
-            keep = kept == now
-            listing.opened, listing.read = opens + 1, []
-            self._kept[node.inode] = (opens + 1, kept if keep else None)
-            fuseinit.keep_listing(fh, keep)
+        if not isinstance(node, SegmentDir):
+            self._open[fh] = listing
+            return fh
+        names = node.entries(self.view)
+        listing.entries = [".", "..", *names]
+        inode_of = self.view.inodes.inode_of
+        now = [(name, inode_of((*node.path, name))) for name in names]
+        opens, kept = self._kept.get(node.inode, (0, None))
+        keep = kept == now
+        listing.opened, listing.read = opens + 1, []
+        self._kept[node.inode] = (opens + 1, kept if keep else None)
+        self._open[fh] = listing
+        fuseinit.keep_listing(fh, keep)  # last: the answer to this OPENDIR comes next
         return fh
 
     def read(self, fh: int, start_id: int, token) -> None:
