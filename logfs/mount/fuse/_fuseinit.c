@@ -4,7 +4,7 @@
  * FUSE_HANDLE_KILLPRIV_V2 (and FUSE_CACHE_SYMLINKS) at mount time, let the file
  * system answer a request before pyfuse3 dispatches it (the one-line write() of
  * the default mode, `read_request` below), have the kernel keep a directory's
- * listing (`listing_reply`), and take requests over io_uring (_fusering.c).
+ * listing (_fuselisting.c), and take requests over io_uring (_fusering.c).
  *
  * Without it the kernel asks the file system for a file's security.capability
  * attribute before every write() that goes through its page cache (to drop
@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "_fuselisting.h"
 #include "_fusering.h"
 
 #define INIT_REPLY_BYTES 80 /* struct fuse_out_header (16) + struct fuse_init_out (64) */
@@ -149,61 +150,6 @@ static int take_write(int fd, const unsigned char *request, ssize_t got, int in_
         hooks.done(hook_owner);
     PyGILState_Release(gil);
     return taken >= 0;
-}
-
-/* A listing the kernel keeps (mount/fuse/listings.py): the answer to an OPENDIR
- * that names the handle `keep_listing` was given gets FOPEN_CACHE_DIR (the kernel
- * keeps the listing it reads) and, if asked, FOPEN_KEEP_CACHE (it answers from the
- * one it kept; else it drops that one at this open): flags pyfuse3 cannot set. Only
- * an answer to an OPENDIR request read here is changed, so no other answer of the
- * same size (a READ's 16 bytes) can be. */
-#define FUSE_OPENDIR_OPCODE 27
-#define OPEN_REPLY_BYTES 32 /* struct fuse_out_header (16) + struct fuse_open_out (16) */
-#define UNIQUE_AT 8         /* fuse_in_header.unique, fuse_out_header.unique */
-#define FH_AT 16            /* fuse_open_out.fh */
-#define OPEN_FLAGS_AT 24    /* fuse_open_out.open_flags */
-#define FOPEN_KEEP_CACHE (1u << 1)
-#define FOPEN_CACHE_DIR (1u << 3)
-#define OPENDIRS 8
-
-static uint64_t opendirs[OPENDIRS]; /* the last OPENDIR requests read (their uniques) */
-static unsigned opendirs_seen = 0;
-static uint64_t listing_fh = 0;
-static uint32_t listing_flags = 0; /* for the answer naming listing_fh; 0: none */
-
-static void saw_request(const unsigned char *request, ssize_t got)
-{
-    uint32_t opcode;
-    if (got < IN_HEADER_BYTES)
-        return;
-    memcpy(&opcode, request + 4, sizeof opcode);
-    if (opcode == FUSE_OPENDIR_OPCODE)
-        memcpy(&opendirs[opendirs_seen++ % OPENDIRS], request + UNIQUE_AT, sizeof(uint64_t));
-}
-
-/* 1 if `reply` (OPEN_REPLY_BYTES) answers an OPENDIR with the listing's handle: it
- * then carries the listing's flags. */
-static int listing_reply(unsigned char *reply)
-{
-    uint64_t unique, fh;
-    int32_t error;
-    memcpy(&unique, reply + UNIQUE_AT, sizeof unique);
-    memcpy(&fh, reply + FH_AT, sizeof fh);
-    memcpy(&error, reply + ERROR_AT, sizeof error);
-    if (listing_flags == 0 || error != 0 || unique == 0 || fh != listing_fh)
-        return 0;
-    for (int i = 0; i < OPENDIRS; i++) {
-        if (opendirs[i] == unique) {
-            uint32_t flags;
-            memcpy(&flags, reply + OPEN_FLAGS_AT, sizeof flags);
-            flags |= listing_flags;
-            memcpy(reply + OPEN_FLAGS_AT, &flags, sizeof flags);
-            opendirs[i] = 0;
-            listing_flags = 0;
-            return 1;
-        }
-    }
-    return 0;
 }
 
 /* The message `iov` in one buffer of `size` bytes, if it is that long. */
@@ -328,7 +274,7 @@ static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
         if (got < 0 && (row > 0 || errno == EAGAIN) && errno != ENODEV)
             break; /* nothing to read after all: wait as usual */
         if (!take_write(fd, buf, got, row > 0)) {
-            saw_request(buf, got);
+            listing_saw_request(buf, got);
             return got;
         }
         if (row == 0)
@@ -345,9 +291,9 @@ static ssize_t write_reply(int fd, struct iovec *iov, int count, void *userdata)
 {
     (void)userdata;
     unsigned char reply[INIT_REPLY_BYTES];
-    if (listing_flags != 0 && gather(iov, count, reply, OPEN_REPLY_BYTES)
-        && listing_reply(reply)) {
-        struct iovec whole = {reply, OPEN_REPLY_BYTES};
+    if (listing_pending() && gather(iov, count, reply, LISTING_REPLY_BYTES)
+        && listing_reply(reply)) { /* an OPENDIR's answer, with the listing's flags */
+        struct iovec whole = {reply, LISTING_REPLY_BYTES};
         return deliver(fd, &whole, 1, 0);
     }
     if (!logfs_killpriv_v2_asked) {
@@ -468,8 +414,7 @@ static PyObject *keep_listing(PyObject *self, PyObject *const *args, Py_ssize_t 
             PyErr_SetString(PyExc_TypeError, "keep_listing(fh, keep)");
         return NULL;
     }
-    listing_fh = fh;
-    listing_flags = FOPEN_CACHE_DIR | (keep ? FOPEN_KEEP_CACHE : 0);
+    listing_keep(fh, keep);
     Py_RETURN_NONE;
 }
 

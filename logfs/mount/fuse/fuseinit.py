@@ -87,8 +87,8 @@ def keep_listing(fh: int, keep: bool) -> None:
     """Have the kernel keep the listing it reads through open directory ``fh``
     (FUSE's ``cache_readdir``) and, if ``keep``, answer from the one it kept
     (``keep_cache``; else it drops that one at this open). Called last in the
-    OPENDIR handler, whose answer names ``fh`` (``_fuseinit.c``,
-    ``listing_reply``). Without the library the kernel keeps no listing."""
+    OPENDIR handler, whose answer names ``fh`` (``_fuselisting.c``). Without the
+    library the kernel keeps no listing."""
     if _library is not None:
         importlib.import_module(f"{__package__}._fuseinit").keep_listing(fh, keep)
 
