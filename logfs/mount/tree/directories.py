@@ -17,11 +17,10 @@ Paths are tuples of names below the mount point (file names: core/client/names.p
     (topic, "<p>", "segments", name)     Segment          symlink into DATA
     (topic, "<p>", "groups", group)      Group            a consumer group's committed offset
 
-Each directory's class names the kind of each child (`Node.child`), so
-`node_class` answers from the path's shape alone; whether the topic,
-partition or offset exists is the store's to say (`resolve`). Numbers must be
-canonical decimals (``7``, not ``07``), so every record has exactly one path
-(the file kinds are in nodes.py and records.py).
+Each directory's class names the kind of each child (`Node.child`), so `node_class`
+answers from the path's shape alone; whether the topic, partition or offset exists is
+the store's to say (`resolve`). Numbers must be canonical decimals (``7``, not ``07``),
+so every record has exactly one path (the file kinds are in nodes.py and records.py).
 """
 
 from __future__ import annotations
@@ -385,9 +384,9 @@ def node_class(path: tuple[str, ...]) -> type[Node] | None:
 
 
 def resolve(view: View, path: tuple[str, ...]) -> Node:
-    """The node at ``path`` if it exists in the store now; ENOENT if not. A path
-    the kernel knows keeps its node (and inode) unless it is a link whose target
-    moved (`Link.moved`); a new one gets an inode once it is found to exist."""
+    """The node at ``path`` if it exists in the store now; ENOENT if not. A path the kernel
+    knows keeps its node (and inode) unless it is a link whose target moved (`Link.moved`);
+    a new one gets an inode once it is found to exist."""
     cls = node_class(path)
     if cls is None:
         raise fail(errno.ENOENT)
@@ -395,5 +394,7 @@ def resolve(view: View, path: tuple[str, ...]) -> Node:
     node = view.inodes.at(path)  # the root is always there: ``path`` names a topic's node
     if node is None or (isinstance(node, Link) and node.moved(view)):
         node = cls(path, view.lives.life(path[0]), view.inodes.number())
-    node.refresh(view)
+        node.refresh(view)
+    elif not isinstance(node, Link):  # a link the kernel knows was refreshed by `moved`
+        node.refresh(view)
     return view.inodes.add(node)

@@ -175,8 +175,10 @@ class Link(Node):
         self.target = self.found(view)
 
     def moved(self, view: View) -> bool:
-        """Whether the target is no longer the one the kernel may hold."""
-        return self.found(view) != self.target
+        """Refreshed: whether the target is no longer the one the kernel may hold."""
+        held = self.target
+        self.refresh(view)
+        return self.target != held
 
     def stat(self, view: View) -> Stat:
         return Stat(LINK, len(self.target), timeout=self.timeout)
