@@ -8,11 +8,17 @@
  * direct_io and report st_blksize = 1 MiB, as logfs's `append` and `stream` are, so a
  * request costs what FUSE costs and nothing more.
  *
- *     cnullfs MOUNTPOINT [SOURCE_BYTES]     (foreground; SIGTERM unmounts)
+ * Given COPY_TO, `sink` answers a write() only once its bytes are appended to that
+ * file (one write(), as logfs writes a request's records into its segment; EIO if
+ * that fails): the floor of any file system that keeps what it is given, which is
+ * the transport's plus a file's write and nothing of logfs's own.
+ *
+ *     cnullfs MOUNTPOINT [SOURCE_BYTES [COPY_TO]]     (foreground; SIGTERM unmounts)
  */
 #define FUSE_USE_VERSION 34
 #include <fuse_lowlevel.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +28,7 @@
 enum { ROOT = 1, SINK = 2, SOURCE = 3, BLOCK = 1 << 20 };
 static off_t source_bytes = 100 << 20;
 static char line_block[BLOCK + 100];
+static int copy_fd = -1; /* COPY_TO's, or -1 */
 
 static void attrs_of(fuse_ino_t ino, struct stat *st)
 {
@@ -87,7 +94,15 @@ static void null_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void null_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
                        off_t off, struct fuse_file_info *fi)
 {
-    (void)ino, (void)buf, (void)off, (void)fi;
+    (void)ino, (void)off, (void)fi;
+    for (size_t done = 0; copy_fd >= 0 && done < size;) {
+        ssize_t n = write(copy_fd, buf + done, size - done);
+        if (n < 0 && errno != EINTR) {
+            fuse_reply_err(req, EIO);
+            return;
+        }
+        done += n > 0 ? (size_t)n : 0;
+    }
     fuse_reply_write(req, size);
 }
 
@@ -111,11 +126,15 @@ static const struct fuse_lowlevel_ops ops = {
 int main(int argc, char *argv[])
 {
     if (argc < 2) {
-        fputs("usage: cnullfs MOUNTPOINT [SOURCE_BYTES]\n", stderr);
+        fputs("usage: cnullfs MOUNTPOINT [SOURCE_BYTES [COPY_TO]]\n", stderr);
         return 2;
     }
     if (argc > 2)
         source_bytes = strtoll(argv[2], NULL, 10);
+    if (argc > 3 && (copy_fd = open(argv[3], O_WRONLY | O_CREAT | O_APPEND, 0644)) < 0) {
+        perror(argv[3]);
+        return 1;
+    }
     for (size_t i = 0; i < sizeof line_block; i++)
         line_block[i] = i % 100 == 99 ? '\n' : 'x';
     char *fuse_argv[] = {argv[0], "-o", "fsname=cnullfs,subtype=cnullfs", NULL};

@@ -97,16 +97,22 @@ def build_cnullfs(directory: Path) -> Path:
 
 
 class CNullDaemon(NullDaemon):
-    """benchmarks/cnullfs.c, built by `build_cnullfs`: the floor of the transport."""
+    """benchmarks/cnullfs.c, built by `build_cnullfs`: the floor of the transport, and
+    with ``copy_to`` the floor of a file system that keeps what is written (each
+    write() answered once its bytes are appended to that file)."""
 
     fs_type = "fuse.cnullfs"
 
-    def __init__(self, program: Path, mountpoint: Path, log: Path, source_bytes: int) -> None:
-        super().__init__(mountpoint, log, source_bytes)
+    def __init__(
+        self, program: Path, mountpoint: Path, log: Path, source_bytes: int,
+        copy_to: Path | None = None,
+    ) -> None:  # fmt: skip
+        super().__init__(mountpoint, log, source_bytes, copy_to)
         self.program = program
 
     def command(self) -> list[str]:
-        return [str(self.program), str(self.mountpoint), str(self.source_bytes)]
+        cmd = [str(self.program), str(self.mountpoint), str(self.source_bytes)]
+        return cmd if self.copy_to is None else [*cmd, str(self.copy_to)]
 
 
 def logfs_mount(data: Path, mountpoint: Path, log: Path, *options: str) -> Daemon:
