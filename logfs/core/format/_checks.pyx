@@ -7,6 +7,7 @@ a call."""
 from libc.stdint cimport INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, uint8_t
 
 from .binary cimport HeaderLayout, get_be, header_layout
+from .crc cimport logfs_crc32c
 from .walker cimport OK, Walk, walk_section
 
 from . import compression, record
@@ -25,10 +26,8 @@ TIMESTAMP_RANGE = 101  # record timestamps outside a 64-bit integer
 
 def check_batches(
     const uint8_t[::1] data,
-    view,
     const int64_t[::1] starts,
     const int64_t[::1] sizes,
-    crc32c,
     int64_t max_message_bytes,
     bint keys_required,
     int64_t[:, ::1] out,
@@ -36,7 +35,7 @@ def check_batches(
 ):
     """Check the batches ``data[starts[i]:starts[i] + sizes[i]]`` a producer
     sent, as Kafka's broker does: header (length field, magic, size within
-    ``max_message_bytes``, CRC-32C by ``crc32c`` over ``view``, the same bytes,
+    ``max_message_bytes``, CRC-32C (crc32c.h, where the batch lies),
     none of the ``refused_bits`` (control, and transactional but from a producer
     in a transaction: validate.py), a known codec, at least one record, the
     last offset delta) and, for uncompressed batches, every record as
@@ -70,7 +69,7 @@ def check_batches(
             return HEADER_PROBLEM, i, 0, 0, 0
         if count < 1 or <int32_t>get_be(h + H.last_offset_delta, 4) != count - 1:
             return HEADER_PROBLEM, i, 0, 0, 0
-        if crc32c(view[start + H.attributes : start + size]) != get_be(h + H.crc, 4):
+        if logfs_crc32c(0, h + H.attributes, size - H.attributes) != get_be(h + H.crc, 4):
             return HEADER_PROBLEM, i, 0, 0, 0
         base_timestamp = <int64_t>get_be(h + H.base_timestamp, 8)
         out[0, i] = count

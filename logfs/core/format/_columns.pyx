@@ -14,12 +14,13 @@ from cpython.bytearray cimport (
 )
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memchr, memcpy
 
 import numpy as np
 
 from .binary cimport HeaderLayout, header_layout, put_be, put_varint, varint_size
+from .crc cimport logfs_crc32c
 
 from ..errors import TooLargeError
 
@@ -115,7 +116,6 @@ def encode_plain(
     Py_ssize_t batch_bytes,
     int64_t timestamp,
     int attributes,
-    crc32c,
     bytes head=b"",
     Py_ssize_t gap=1,
 ):
@@ -140,6 +140,7 @@ def encode_plain(
     """
     cdef Py_ssize_t n = lengths.shape[0], i, j, first, pos, src = 0, total = 0, start, size
     cdef int64_t body, length, stream, delta
+    cdef uint32_t crc
     cdef Py_ssize_t skip = len(head)  # of the first value: taken from head
     cdef const uint8_t* h = <const uint8_t*>PyBytes_AS_STRING(head)
     if skip and (n == 0 or lengths[0] < skip):
@@ -168,7 +169,6 @@ def encode_plain(
     # Not zeroed first: every byte of it is written below (each batch's whole
     # header, every record); zeroing showed in the daemon's profile as a pass of its own.
     out = PyByteArray_FromStringAndSize(NULL, total)
-    view = memoryview(out)
     cdef uint8_t* o = <uint8_t*>PyByteArray_AS_STRING(out)
     cdef const uint8_t* p = &packed[0] if packed.shape[0] else NULL
     columns = np.empty((3, nb), np.int64)
@@ -197,7 +197,8 @@ def encode_plain(
         put_be(o, start + H.producer_epoch, 0xFFFF, 2)  # -1
         put_be(o, start + H.base_sequence, 0xFFFFFFFF, 4)  # -1
         put_be(o, start + H.records_count, cuts[j] - first, 4)
-        put_be(o, start + H.crc, crc32c(view[start + H.attributes : pos]), 4)
+        crc = logfs_crc32c(0, o + start + H.attributes, pos - start - H.attributes)
+        put_be(o, start + H.crc, crc, 4)
         c[0, j] = pos - start
         c[1, j] = base_offset + cuts[j] - 1
         c[2, j] = stream
@@ -239,7 +240,6 @@ def encode_lines(
     Py_ssize_t batch_bytes,
     int64_t timestamp,
     int attributes,
-    crc32c,
     Py_ssize_t limit,
 ):
     """`line_lengths` and `encode_plain` in one pass: every ``\\n``-terminated
@@ -262,6 +262,7 @@ def encode_lines(
     cdef Py_ssize_t n = text.shape[0], src = 0, pos, start, stop, length, cap, need
     cdef Py_ssize_t skip = len(head), nb = 0, room = 64, j
     cdef int64_t i = 0, first = 0, body, delta, stream = 0
+    cdef uint32_t crc
     cdef const uint8_t* t = &text[0] if n else NULL
     cdef const uint8_t* h = <const uint8_t*>PyBytes_AS_STRING(head)
     cdef const uint8_t* hit
@@ -321,17 +322,16 @@ def encode_lines(
             nb += 1
         PyByteArray_Resize(out, pos if nb else 0)  # no lines: not even a header
         o = <uint8_t*>PyByteArray_AS_STRING(out)
-        view = memoryview(out)
         columns = np.empty((3, nb), np.int64)
         c = columns
         for j in range(nb):
             start = cuts[j].start
             stop = cuts[j + 1].start if j + 1 < nb else pos
-            put_be(o, start + H.crc, crc32c(view[start + H.attributes : stop]), 4)
+            crc = logfs_crc32c(0, o + start + H.attributes, stop - start - H.attributes)
+            put_be(o, start + H.crc, crc, 4)
             c[0, j] = stop - start
             c[1, j] = base_offset + (cuts[j + 1].first if j + 1 < nb else i) - 1
             c[2, j] = cuts[j].stream
-        view.release()
     finally:
         PyMem_Free(cuts)
     return out, columns[0], columns[1], columns[2]

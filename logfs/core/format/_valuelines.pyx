@@ -15,6 +15,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcpy
 
 from .binary cimport HeaderLayout, get_be, header_layout, whole_batch
+from .crc cimport logfs_crc32c
 from .walker cimport FULL, OK, SECTION, Rec, read_record
 
 from . import record
@@ -94,15 +95,13 @@ def plain_lines(
 
 def scan_lines(
     const uint8_t[::1] region,
-    view,
     int64_t start,
     int64_t end_offset,
     bint transactions_shown,
-    crc32c,
 ):
     """The lines of the batches of ``region`` (read from a .log file at a batch
     boundary) in one pass: each batch's header checked as `scan_batches`
-    checks it and its CRC-32C (``crc32c`` over ``view``, the same bytes),
+    checks it and its CRC-32C (crc32c.h, where the batch lies),
     then its records walked and their values copied out (`copy_lines`).
     Control batches add nothing. The pass stops, for the caller's slower path
     to look at, at the first batch that is cut off by the region's end, bad
@@ -137,7 +136,7 @@ def scan_lines(
             TRANSACTIONAL_BIT
         ):
             break  # maybe aborted: the caller's to judge
-        if crc32c(view[pos + H.attributes : pos + size]) != get_be(h + H.crc, 4):
+        if logfs_crc32c(0, h + H.attributes, size - H.attributes) != get_be(h + H.crc, 4):
             break
         if not attributes & CONTROL_BIT:
             code = copy_lines(b, pos, start, dst, &at, &k)

@@ -29,7 +29,6 @@ from .record import (
     LOG_APPEND_TIME,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
-    crc32c,
     read_header,
     records_section,
 )
@@ -166,7 +165,7 @@ def scan_lines(
         CorruptRecordError: a records section does not parse (worded as `decode`).
     """
     lines, stop, after, code, r = _valuelines.scan_lines(
-        region, memoryview(region), start, end_offset, transactions_shown, crc32c
+        region, start, end_offset, transactions_shown
     )
     if code != Problem.OK:
         base = read_header(region, stop).base_offset
@@ -231,7 +230,7 @@ def encode_plain(
     attributes = TIMESTAMP_TYPE_BIT if timestamp_type == LOG_APPEND_TIME else 0
     data, sizes, last_offsets, stream = _columns.encode_plain(
         packed, np.asarray(lengths, np.int64), base_offset, batch_bytes, timestamp,
-        attributes, crc32c, head, gap,
+        attributes, head, gap,
     )  # fmt: skip
     return Encoded(memoryview(data), sizes, last_offsets, stream)
 
@@ -254,6 +253,6 @@ def encode_lines(
     """
     attributes = TIMESTAMP_TYPE_BIT if timestamp_type == LOG_APPEND_TIME else 0
     data, sizes, last_offsets, stream = _columns.encode_lines(
-        text, head, base_offset, batch_bytes, timestamp, attributes, crc32c, limit
+        text, head, base_offset, batch_bytes, timestamp, attributes, limit
     )
     return Encoded(memoryview(data), sizes, last_offsets, stream)

@@ -64,7 +64,6 @@ from .record import (
     MAGIC_OFFSET,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
-    crc32c,
     read_header,
     records_section,
     verify_crc,
@@ -308,7 +307,7 @@ def _check(
     keys_required = "compact" in config.cleanup_policy
     refused = CONTROL_BIT if transactional else CONTROL_BIT | TRANSACTIONAL_BIT
     code, i, n, found, wanted = check_batches(
-        data, memoryview(data), starts, sizes, crc32c, config.max_message_bytes,
+        data, starts, sizes, config.max_message_bytes,
         keys_required, rows, refused,
     )  # fmt: skip
     if code == HEADER_PROBLEM:  # the Python check words it

@@ -93,11 +93,15 @@ def test_fast_path_batches_decode_with_kafka_python(tmp_path):
 
 
 def test_the_line_paths_crc32c_is_the_crc32c_packages():
-    """The line's batch is checksummed in C (format/crc32c.h): with the processor's
+    """Batches are checksummed in C (format/crc32c.h): with the processor's
     instruction where it has one and with the table elsewhere, each the package's
-    CRC-32C, also when it extends the CRC of what came before (the batch's pieces)."""
+    CRC-32C, also when it extends the CRC of what came before (the batch's pieces).
+    The sizes reach each path of the instruction's: eight bytes at a time, and three
+    short (256-byte) or long (8 KiB) blocks side by side, joined, with what is left
+    over on either side of their thresholds (768 and 24,576 bytes)."""
     rng = random.Random(5)
-    sizes = [0, 1, 7, 8, 9, 15, 16, 17, 61, 100, 4095, 4096, 65537]
+    sizes = [0, 1, 7, 8, 9, 15, 16, 17, 61, 100, 767, 768, 769, 775, 4095, 4096]
+    sizes += [24575, 24576, 24577, 24583, 49152 + 767, 65537, (1 << 20) + 3]
     for size in sizes:
         data = rng.randbytes(size)
         for before in (0, 1, 0xFFFFFFFF, rng.getrandbits(32)):
