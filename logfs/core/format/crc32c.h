@@ -30,19 +30,19 @@
 #define LOGFS_CRC32C_POLY 0x82F63B78u /* reflected Castagnoli polynomial */
 
 /* The byte table: the register after one byte, for each value of its low byte. Built
- * twice at worst, to the same values, each entry written once, whole. */
+ * twice at worst, to the same values; `built` is set (release) only once it is whole. */
 static inline const uint32_t *logfs_crc32c_table(void)
 {
     static uint32_t table[256];
     static int built = 0;
-    if (!built) {
+    if (!__atomic_load_n(&built, __ATOMIC_ACQUIRE)) {
         for (uint32_t i = 0; i < 256; i++) {
             uint32_t c = i;
             for (int bit = 0; bit < 8; bit++)
                 c = c & 1 ? (c >> 1) ^ LOGFS_CRC32C_POLY : c >> 1;
             table[i] = c;
         }
-        built = 1;
+        __atomic_store_n(&built, 1, __ATOMIC_RELEASE);
     }
     return table;
 }
@@ -120,16 +120,17 @@ logfs_crc32c_sse42_blocks(uint64_t c, const uint8_t **p, size_t *size, size_t bl
 __attribute__((target("sse4.2"))) static inline uint32_t
 logfs_crc32c_sse42(uint32_t crc, const void *data, size_t size)
 {
-    /* Made once each, twice at worst, to the same values (each entry written whole). */
+    /* Made once each, twice at worst, to the same values; `shifts_made` is set
+     * (release) only once both are whole. */
     static uint32_t long_shift[4][256], short_shift[4][256];
     static int shifts_made = 0;
     const uint8_t *p = data;
     uint64_t c = ~crc;
     if (size >= 3 * LOGFS_CRC32C_SHORT) {
-        if (!shifts_made) {
+        if (!__atomic_load_n(&shifts_made, __ATOMIC_ACQUIRE)) {
             logfs_crc32c_shift_table(long_shift, LOGFS_CRC32C_LONG);
             logfs_crc32c_shift_table(short_shift, LOGFS_CRC32C_SHORT);
-            shifts_made = 1;
+            __atomic_store_n(&shifts_made, 1, __ATOMIC_RELEASE);
         }
         c = logfs_crc32c_sse42_blocks(c, &p, &size, LOGFS_CRC32C_LONG, long_shift);
         c = logfs_crc32c_sse42_blocks(c, &p, &size, LOGFS_CRC32C_SHORT, short_shift);
