@@ -11,10 +11,15 @@
  * Given COPY_TO, `sink` answers a write() only once its bytes are appended to that
  * file (one write(), as logfs writes a request's records into its segment; EIO if
  * that fails): the floor of any file system that keeps what it is given, which is
- * the transport's plus a file's write and nothing of logfs's own.
+ * the transport's plus a file's write and nothing of logfs's own. Writes of 64 KiB
+ * or more reserve the blocks of themselves and four more like them (at most 8 MiB)
+ * past the file's end first, with fallocate(FALLOC_FL_KEEP_SIZE), as logfs's
+ * segments do (core/storage/books.pyx, `reserve_ahead`): the cheapest write into a
+ * file this machine has.
  *
  *     cnullfs MOUNTPOINT [SOURCE_BYTES [COPY_TO]]     (foreground; SIGTERM unmounts)
  */
+#define _GNU_SOURCE /* fallocate */
 #define FUSE_USE_VERSION 34
 #include <fuse_lowlevel.h>
 #include <errno.h>
@@ -29,6 +34,19 @@ enum { ROOT = 1, SINK = 2, SOURCE = 3, BLOCK = 1 << 20 };
 static off_t source_bytes = 100 << 20;
 static char line_block[BLOCK + 100];
 static int copy_fd = -1; /* COPY_TO's, or -1 */
+static off_t copy_size = 0, copy_reserved = 0; /* its end, and the blocks reserved to */
+enum { RESERVE_FROM = 64 << 10, RESERVE_MAX = 8 << 20 };
+
+/* As logfs's segments: a large write reserves itself and four like it past the end. */
+static void reserve_ahead(size_t size)
+{
+    if (size < RESERVE_FROM || copy_size + (off_t)size <= copy_reserved)
+        return;
+    off_t start = copy_size > copy_reserved ? copy_size : copy_reserved;
+    off_t end = copy_size + (off_t)size + (4 * size < RESERVE_MAX ? 4 * size : RESERVE_MAX);
+    copy_reserved = end; /* tried: not again before the writes pass it */
+    fallocate(copy_fd, FALLOC_FL_KEEP_SIZE, start, end - start);
+}
 
 static void attrs_of(fuse_ino_t ino, struct stat *st)
 {
@@ -95,6 +113,8 @@ static void null_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t s
                        off_t off, struct fuse_file_info *fi)
 {
     (void)ino, (void)off, (void)fi;
+    if (copy_fd >= 0)
+        reserve_ahead(size);
     for (size_t done = 0; copy_fd >= 0 && done < size;) {
         ssize_t n = write(copy_fd, buf + done, size - done);
         if (n < 0 && errno != EINTR) {
@@ -103,6 +123,7 @@ static void null_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t s
         }
         done += n > 0 ? (size_t)n : 0;
     }
+    copy_size += copy_fd >= 0 ? (off_t)size : 0;
     fuse_reply_write(req, size);
 }
 
@@ -135,6 +156,8 @@ int main(int argc, char *argv[])
         perror(argv[3]);
         return 1;
     }
+    if (copy_fd >= 0)
+        copy_size = lseek(copy_fd, 0, SEEK_END);
     for (size_t i = 0; i < sizeof line_block; i++)
         line_block[i] = i % 100 == 99 ? '\n' : 'x';
     char *fuse_argv[] = {argv[0], "-o", "fsname=cnullfs,subtype=cnullfs", NULL};

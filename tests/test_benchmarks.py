@@ -47,7 +47,8 @@ def test_the_c_null_file_system_is_built_and_answers_as_the_floor(tmp_path):
 
 def test_the_c_write_through_file_system_answers_once_the_bytes_are_in_its_file(tmp_path):
     """With ``copy_to``, every write() to ``sink`` is in that file, whole and in
-    order, when it returns; a file it cannot open keeps it from mounting."""
+    order, when it returns, and a large one has blocks reserved past the file's end
+    (as logfs's segments have); a file it cannot open keeps it from mounting."""
     program = build_cnullfs(tmp_path)
     mountpoint, copy = tmp_path / "mnt", tmp_path / "copy"
     mountpoint.mkdir()
@@ -60,6 +61,7 @@ def test_the_c_write_through_file_system_answers_once_the_bytes_are_in_its_file(
                 assert copy.read_bytes() == b"".join(written[: i + 1])
         finally:
             os.close(fd)
+        assert copy.stat().st_blocks * 512 > copy.stat().st_size + (64 << 10)
         assert daemon.pid > 0
     assert mount_type(mountpoint) is None
     unwritable = CNullDaemon(program, mountpoint, tmp_path / "bad.log", 1000, tmp_path / "no/x")
