@@ -261,9 +261,9 @@ class Bench:
         lines = self.lines
         f = Figure(f"cat of {self.args.lines:,} 100-byte lines into append", "MB/s", self.mb,
                    "ms/MB", 1e3)  # fmt: skip
-        sinks = self.sinks("t")
-        for name in ("logfs", "C null", "C write-through", "pyfuse3 null"):
-            f.target(name, lambda t=sinks[name]: sh(f"cat {lines} > {t}"), self.pids[name])
+        targets = {"logfs": f"{self.m1}/t/0/append", **self.nulls()}
+        for name, target in targets.items():
+            f.target(name, lambda t=target: sh(f"cat {lines} > {t}"), self.pids[name])
         plain = self.tmp / "plain-append.out"
         f.target("plain file", lambda: sh(f"cat {lines} > {fresh(plain)}"))
         f.measure(self.args.rounds, lambda: recycle(self.tmp / "scratch", 2 * lines.stat().st_size))

@@ -92,7 +92,7 @@ def test_fast_path_batches_decode_with_kafka_python(tmp_path):
     log.close()
 
 
-def test_the_line_paths_crc32c_is_the_crc32c_packages():
+def test_the_compiled_crc32c_is_the_crc32c_packages():
     """Batches are checksummed in C (format/crc32c.h): with the processor's
     instruction where it has one and with the table elsewhere, each the package's
     CRC-32C, also when it extends the CRC of what came before (the batch's pieces).
