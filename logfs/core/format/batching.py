@@ -22,6 +22,7 @@ import numpy as np
 from ..config import TopicConfig
 from ..errors import RecordTooLargeError
 from . import columnar, compression
+from ._cuts import run_pieces
 from .record import (
     CREATE_TIME,
     FIELD_OFFSETS,
@@ -69,13 +70,10 @@ class BatchRun(NamedTuple):
         general path writes them: a write the kernel takes only in part then
         ends between batches at most places (the fault tests cut writev()'s
         list of buffers short, tests/system/test_faults.py)."""
-        sizes, stops = self.sizes[start:end].tolist(), ends[start:end].tolist()
-        if self.base_offsets is None:
-            return [self.data[e - z : e] for e, z in zip(stops, sizes, strict=True)]
-        heads, out, b = memoryview(self.base_offsets), [], BASE_OFFSET_BYTES
-        for i, stop, size in zip(range(start, end), stops, sizes, strict=True):
-            out += (heads[b * i : b * (i + 1)], self.data[stop - size + b : stop])
-        return out
+        return run_pieces(
+            self.data, self.base_offsets, ends[start:end], self.sizes[start:end], start,
+            BASE_OFFSET_BYTES,
+        )  # fmt: skip
 
     def batch(self, start: int, size: int, i: int) -> memoryview | bytes:
         """Batch ``i``, at ``start`` in ``data``, whole (its base offset set)."""

@@ -52,6 +52,7 @@ from ..config import TopicConfig
 from ..errors import BatchTooLargeError, CorruptRecordError, InvalidBatchError
 from . import compression
 from ._checks import CONTROL_BIT, HEADER_PROBLEM, TIMESTAMP_RANGE, TRANSACTIONAL_BIT, check_batches
+from ._cuts import BAD_MAGIC, TOO_LARGE, cut_batches
 from .batching import BatchInfo, BatchRun
 from .problems import PROBLEMS
 from .recompress import recompressed
@@ -107,28 +108,21 @@ def split_batches(
         BatchTooLargeError: a batch longer than ``max_batch_bytes``.
     """
     view = memoryview(data).cast("B")
-    batches: list[memoryview] = []
-    pos, end = 0, len(view)
-    while end - pos >= LOG_OVERHEAD:
+    batches, pos, problem = cut_batches(view, max_batch_bytes)
+    if problem == BAD_MAGIC:
+        raise InvalidBatchError(
+            f"batch at position {pos}: magic {view[pos + MAGIC_OFFSET]}, expected {MAGIC}"
+        )
+    if problem:
         (length,) = _LENGTH.unpack_from(view, pos + LOG_OVERHEAD - _LENGTH.size)
-        if length < MIN_BATCH_LENGTH:
-            raise InvalidBatchError(
-                f"batch at position {pos}: batch length {length}, at least "
-                f"{MIN_BATCH_LENGTH} expected"
-            )
-        if LOG_OVERHEAD + length > max_batch_bytes:
+        if problem == TOO_LARGE:
             raise BatchTooLargeError(
                 f"batch at position {pos}: {LOG_OVERHEAD + length} bytes exceeds "
                 f"the limit of {max_batch_bytes}"
             )
-        if end - pos > MAGIC_OFFSET and view[pos + MAGIC_OFFSET] != MAGIC:
-            raise InvalidBatchError(
-                f"batch at position {pos}: magic {view[pos + MAGIC_OFFSET]}, expected {MAGIC}"
-            )
-        if end - pos < LOG_OVERHEAD + length:
-            break
-        batches.append(view[pos : pos + LOG_OVERHEAD + length])
-        pos += LOG_OVERHEAD + length
+        raise InvalidBatchError(
+            f"batch at position {pos}: batch length {length}, at least {MIN_BATCH_LENGTH} expected"
+        )
     return batches, pos
 
 

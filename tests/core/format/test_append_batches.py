@@ -20,6 +20,7 @@ import os
 import struct
 import time
 
+import numpy as np
 import pyfuse3
 import pytest
 import trio
@@ -51,7 +52,7 @@ from logfs.core.format.record import (
     crc32c,
     read_header,
 )
-from logfs.core.format.validate import prepare_batches, split_batches
+from logfs.core.format.validate import prepare_batches, prepare_run, split_batches
 from logfs.core.tools.offline import check
 from logfs.mount import Operations
 
@@ -302,6 +303,25 @@ def test_split_batches_cuts_whole_batches():
         split_batches(GOOD[:20], max_batch_bytes=100)
     with pytest.raises(InvalidBatchError, match="magic 0"):
         split_batches(GOOD[:16] + b"\x00")  # seen before the batch is complete
+
+
+def test_a_runs_pieces_are_its_batches_with_their_offsets():
+    """A run's buffers for one writev: each batch where it lies, or, prepared
+    from a read-only request, its base offset given apart and then the rest of
+    it; batches ``start:end`` only, in order."""
+    batches = [GOOD, kafka_batch(sample_records(2)), kafka_batch(sample_records(3))]
+    data = memoryview(b"".join(batches)).toreadonly()
+    for buffer, apart in ((data, True), (bytearray(data), False)):  # else patched in place
+        cut, _ = split_batches(buffer)
+        run, count = prepare_run(cut, TopicConfig(), 100, T0, buffer)
+        assert count == read_header(GOOD).last_offset_delta + 1 + 2 + 3
+        ends = np.cumsum(run.sizes)
+        pieces = [bytes(p) for p in run.pieces(1, 3, ends)]
+        assert (run.base_offsets is not None) == apart
+        assert len(pieces) == (4 if apart else 2)
+        firsts = [100 + count - 5, 100 + count - 3]
+        want = [struct.pack(">q", f) + b[8:] for f, b in zip(firsts, batches[1:], strict=True)]
+        assert b"".join(pieces) == b"".join(want)
 
 
 @SETTINGS
