@@ -73,4 +73,5 @@ cdef int walk_section(
     bint strict,
     bint keys_required,
     Walk* w,
+    bint quick=*,
 ) except -1

@@ -24,7 +24,7 @@ A record, after the batch header (all varints zig-zag encoded)::
 """
 
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int64_t, uint8_t, uint64_t
 
 from .binary cimport read_varint
 
@@ -146,6 +146,65 @@ cdef int read_record(
     return OK
 
 
+cdef enum:
+    # The bytes from a record's start that `quick_record` may read without a bound
+    # of its own: the length, the attributes and four more varints of 10 bytes at most.
+    QUICK_ROOM = 64
+
+
+cdef inline Py_ssize_t take_varint(const uint8_t* buf, Py_ssize_t pos, int64_t* out) noexcept nogil:
+    """`read_varint` where the caller knows 10 bytes from ``pos`` lie in the buffer."""
+    cdef uint64_t z = 0
+    cdef int shift = 0
+    cdef uint8_t b
+    while True:
+        b = buf[pos]
+        pos += 1
+        z |= <uint64_t>(b & 0x7F) << shift
+        if b < 0x80:
+            out[0] = <int64_t>(z >> 1) ^ -<int64_t>(z & 1)
+            return pos
+        shift += 7
+        if shift > 63:
+            return -2
+
+
+cdef inline bint quick_record(
+    const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, int64_t want_offset_delta,
+    bint keys_required, Rec* r,
+) noexcept nogil:
+    """`read_record` (FULL) of the usual record, at least QUICK_ROOM bytes before
+    ``end``, without headers: each varint read first and its place checked after.
+    False, and ``r`` to be read again, for anything else, good or bad: `read_record`
+    then reads it and words its problem."""
+    cdef Py_ssize_t p = take_varint(buf, pos, &r.length)
+    if p < 0 or r.length < MIN_RECORD_BYTES or r.length > end - p:
+        return False
+    r.start, r.end = pos, p + r.length
+    p = take_varint(buf, p + 1, &r.ts_delta)
+    if p < 0:
+        return False
+    p = take_varint(buf, p, &r.offset_delta)
+    if p < 0 or p > r.end or (want_offset_delta >= 0 and r.offset_delta != want_offset_delta):
+        return False
+    p = take_varint(buf, p, &r.key_len)
+    if p < 0 or not -1 <= r.key_len <= r.end - p or (keys_required and r.key_len < 0):
+        return False
+    r.key = p
+    if r.key_len > 0:
+        p += r.key_len
+    if p + 10 > end:
+        return False
+    p = take_varint(buf, p, &r.value_len)
+    if p < 0 or not -1 <= r.value_len <= r.end - p:
+        return False
+    r.value = p
+    if r.value_len > 0:
+        p += r.value_len
+    r.headers = 0
+    return p + 1 == r.end and buf[p] == 0
+
+
 cdef int walk_section(
     const uint8_t* buf,
     Py_ssize_t pos,
@@ -156,9 +215,12 @@ cdef int walk_section(
     bint strict,
     bint keys_required,
     Walk* w,
+    bint quick=True,
 ) except -1:
     """Walk and check (`read_record`, FULL) the ``count`` records of
-    ``buf[pos:end]``: OK or the problem, with ``w`` saying where. Unless
+    ``buf[pos:end]``: OK or the problem, with ``w`` saying where. ``quick``:
+    the usual record is read by `quick_record` (the tests turn it off to hold
+    the two to each other). Unless
     ``fields`` is NULL, record i's timestamp delta, offset delta, key start
     and length, value start and length go to ``fields[k * stride + i]`` for
     k = 0..5."""
@@ -169,7 +231,12 @@ cdef int walk_section(
     w.ts_low, w.ts_high, w.value_bytes = 0, 0, 0
     for n in range(count):
         w.record = n
-        code = read_record(buf, pos, end, FULL, n if strict else -1, keys_required, &r)
+        if quick and pos + QUICK_ROOM <= end and quick_record(
+            buf, pos, end, n if strict else -1, keys_required, &r
+        ):
+            code = OK
+        else:
+            code = read_record(buf, pos, end, FULL, n if strict else -1, keys_required, &r)
         if code != OK:
             if code == DECLARED:
                 w.found, w.wanted = n, count
@@ -208,6 +275,7 @@ def walk_records(
     int64_t[:, ::1] fields,
     bint strict=False,
     bint keys_required=False,
+    bint quick=True,
 ):
     """Walk the records sections ``data[starts[i]:ends[i]]`` of ``counts[i]``
     records each, filling ``fields`` (6 rows, a column per record, section by
@@ -235,7 +303,7 @@ def walk_records(
     for s in range(starts.shape[0]):
         code = walk_section(
             buf, starts[s], ends[s], counts[s], out + row if out != NULL else NULL, stride,
-            strict, keys_required, &w,
+            strict, keys_required, &w, quick,
         )
         if code != OK:
             return code, s, w.record, w.found, w.wanted

@@ -200,6 +200,49 @@ def test_one_walker_three_strictnesses():
     assert walker.find_record(bytes(body), 3, 0)[0] == -2
 
 
+P = walker.Problem
+WITH_FIGURES = {P.DECLARED, P.SHORT_RECORD, P.SECTION, P.OFFSET_ORDER}
+
+
+def quick_and_slow(body: bytes, count: int, strict: bool, keys: bool) -> tuple:
+    """`walk_records` of one section with the quick read of the usual record and
+    without it (`read_record` alone): the two results and fields."""
+    data = np.frombuffer(body, np.uint8)
+    section = np.array([0], np.int64), np.array([len(body)], np.int64)
+    out = []
+    for quick in (True, False):
+        fields = np.full((6, count), -7, np.int64)
+        args = (np.array([count], np.int64), fields, strict, keys, quick)
+        result = walker.walk_records(data, *section, *args)
+        if result[0] not in WITH_FIGURES:  # found and wanted are set for these only
+            result = result[:3]
+        out.append((result, fields.tolist()))
+    return out
+
+
+def test_the_quick_read_of_a_record_is_read_records_own():
+    """Producers' usual records (a short value, no key or a short one, no headers)
+    are read by `quick_record`, which checks each field after reading it; anything
+    else, good or bad, goes to `read_record`. Every byte of the records before the
+    last one's reach, changed to each of a few values, gives the same problem at
+    the same record, or the same fields, both ways."""
+    records = [(None if i % 3 else b"k%d" % i, b"v" * (90 + i), []) for i in range(6)]
+    records[4] = (b"key", b"value", [("h", b"x")])  # headers: never the quick read
+    body = bytes(encode(records)[HEADER_SIZE:])
+    assert len(body) > 4 * 100  # several records lie QUICK_ROOM (64) bytes before the end
+    assert quick_and_slow(body, 6, True, False)[0][0][0] == walker.Problem.OK
+    seen = set()
+    for position in range(len(body) - 64):
+        for value in (0x00, 0x01, 0x02, 0x7F, 0x80, 0xFF, body[position] ^ 0x10):
+            bad = bytearray(body)
+            bad[position] = value
+            for strict, keys in ((True, False), (False, True)):
+                fast, slow = quick_and_slow(bytes(bad), 6, strict, keys)
+                assert fast == slow, (position, value, strict, keys)
+                seen.add(fast[0][0])
+    assert len(seen) >= 8, seen  # most of the walker's problems were met
+
+
 @given(st.lists(st.one_of(st.none(), st.binary(max_size=20)), max_size=50), st.integers(-1, 255))
 def test_gather(values, separator):
     buf = b"".join(v or b"" for v in values) + b"tail"
