@@ -147,8 +147,9 @@ cdef int read_record(
 
 
 cdef enum:
-    # The bytes from a record's start that `quick_record` may read without a bound
-    # of its own: the length, the attributes and four more varints of 10 bytes at most.
+    # Room from a record's start for what `quick_record` reads without a bound: the
+    # length, the attributes byte, the timestamp and offset deltas and the key length
+    # (41 bytes at most); the value length only where 10 bytes lie before the end.
     QUICK_ROOM = 64
 
 
