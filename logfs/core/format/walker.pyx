@@ -24,7 +24,7 @@ A record, after the batch header (all varints zig-zag encoded)::
 """
 
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t
 
 from .binary cimport read_varint
 
@@ -153,42 +153,26 @@ cdef enum:
     QUICK_ROOM = 64
 
 
-cdef inline Py_ssize_t take_varint(const uint8_t* buf, Py_ssize_t pos, int64_t* out) noexcept nogil:
-    """`read_varint` where the caller knows 10 bytes from ``pos`` lie in the buffer."""
-    cdef uint64_t z = 0
-    cdef int shift = 0
-    cdef uint8_t b
-    while True:
-        b = buf[pos]
-        pos += 1
-        z |= <uint64_t>(b & 0x7F) << shift
-        if b < 0x80:
-            out[0] = <int64_t>(z >> 1) ^ -<int64_t>(z & 1)
-            return pos
-        shift += 7
-        if shift > 63:
-            return -2
-
-
 cdef inline bint quick_record(
     const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, int64_t want_offset_delta,
     bint keys_required, Rec* r,
 ) noexcept nogil:
     """`read_record` (FULL) of the usual record, at least QUICK_ROOM bytes before
-    ``end``, without headers: each varint read first and its place checked after.
+    ``end``, without headers: each varint read within its longest (10 bytes, which
+    lie in the buffer) and its place checked after.
     False, and ``r`` to be read again, for anything else, good or bad: `read_record`
     then reads it and words its problem."""
-    cdef Py_ssize_t p = take_varint(buf, pos, &r.length)
+    cdef Py_ssize_t p = read_varint(buf, pos, pos + 10, &r.length)
     if p < 0 or r.length < MIN_RECORD_BYTES or r.length > end - p:
         return False
     r.start, r.end = pos, p + r.length
-    p = take_varint(buf, p + 1, &r.ts_delta)
+    p = read_varint(buf, p + 1, p + 11, &r.ts_delta)
     if p < 0:
         return False
-    p = take_varint(buf, p, &r.offset_delta)
+    p = read_varint(buf, p, p + 10, &r.offset_delta)
     if p < 0 or p > r.end or (want_offset_delta >= 0 and r.offset_delta != want_offset_delta):
         return False
-    p = take_varint(buf, p, &r.key_len)
+    p = read_varint(buf, p, p + 10, &r.key_len)
     if p < 0 or not -1 <= r.key_len <= r.end - p or (keys_required and r.key_len < 0):
         return False
     r.key = p
@@ -196,7 +180,7 @@ cdef inline bint quick_record(
         p += r.key_len
     if p + 10 > end:
         return False
-    p = take_varint(buf, p, &r.value_len)
+    p = read_varint(buf, p, p + 10, &r.value_len)
     if p < 0 or not -1 <= r.value_len <= r.end - p:
         return False
     r.value = p
