@@ -23,6 +23,7 @@ from waiting import wait_for
 
 from logfs import Store
 from logfs.core.tools.offline import check
+from logfs.mount.fuse import listings
 
 SEGMENTS = 1700  # 5,100 files
 
@@ -90,6 +91,33 @@ def test_every_listing_starts_with_dot_and_dot_dot(tmp_path, monkeypatch):
     fs.call("releasedir", fh)
     store.close()
     assert check(tmp_path / "data") == []
+
+
+def test_a_listing_is_answered_in_chunks_whatever_the_readers_buffer(tmp_path, monkeypatch):
+    """A reader with room for every entry (``ls`` asks for 1 MiB) still gets
+    at most `listings.CHUNK` per READDIR, so other requests are served between
+    them; read on from each chunk's last offset, the listing is whole, each
+    name once, and only its end is an empty answer."""
+    tiny_segments(tmp_path / "data", 150)  # 450 files in segments/
+    store = Store(tmp_path / "data")
+    fs = FS(store)
+    replies: list[tuple[bytes, int]] = []
+    monkeypatch.setattr(
+        pyfuse3, "readdir_reply", lambda token, name, attrs, i: replies.append((name, i)) or True
+    )
+    fh = fs.call("opendir", fs.inode("t/0/segments"), None)
+    names, start, sizes = [], 0, []
+    while not sizes or sizes[-1]:
+        replies.clear()
+        fs.call("readdir", fh, start, None)
+        sizes.append(len(replies))
+        names += [name for name, _ in replies]
+        start = replies[-1][1] if replies else start
+    fs.call("releasedir", fh)
+    assert sizes == [listings.CHUNK] * 3 + [452 - 3 * listings.CHUNK, 0]
+    assert names[:2] == [b".", b".."]
+    assert names[2:] == [os.fsencode(n) for n in store.log("t", 0).segment_names()]
+    store.close()
 
 
 def test_segments_of_a_large_partition_list_fast_and_never_stall_others(tmp_path):

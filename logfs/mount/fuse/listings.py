@@ -3,7 +3,11 @@ the kernel keeps.
 
 A directory is listed once per open (again when a reader starts over, as for
 rewinddir), so a large one costs each chunk of its listing only its entries,
-and other requests are served between chunks.
+and other requests are served between chunks. A chunk is at most `CHUNK`
+entries, however large the reader's buffer: ``ls`` asks for 1 MiB at a time,
+which the kernel passes on whole, and 4,500 entries in one answer would hold
+every other request up for a tenth of a second. The reader reads again for
+the rest, as it does when its buffer is full.
 
 The kernel can keep a listing it has read whole and answer later opens from it
 (FUSE's ``cache_readdir``, set by `fuseinit.keep_listing`). A partition's
@@ -28,6 +32,8 @@ import pyfuse3
 
 from ..tree import Node, SegmentDir, View, resolve
 from . import fuseinit
+
+CHUNK = 128  # entries per READDIR answer: a few milliseconds of the loop at most
 
 
 @dataclass
@@ -90,7 +96,10 @@ class Listings:
         entries, read = listing.entries, listing.read
         if read is not None and len(read) != max(0, start_id - 2):
             read = listing.read = None  # a seekdir: not read in order
+        room = CHUNK
         for i in range(start_id, len(entries)):
+            if not room:
+                return
             try:
                 if i < 2:
                     child = node if i == 0 or not node.path else self.parent(node)
@@ -101,6 +110,7 @@ class Listings:
                 continue
             if not pyfuse3.readdir_reply(token, os.fsencode(entries[i]), view.attrs(child), i + 1):
                 return
+            room -= 1
             if i >= 2:
                 view.inodes.looked_up(child)
                 if read is not None:
