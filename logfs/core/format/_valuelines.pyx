@@ -3,7 +3,7 @@
 
 `plain_lines` reads a region of a .log file whose batches were already found and
 CRC-checked (logfile.py's `read_region`), walks each shown batch's records with
-the one record walker (`read_record`, FULL: every record checked as
+the one record walker (`read_full`: every record checked as
 `walk_records` checks it) and copies each value followed by ``\\n`` into one
 output buffer as it goes: no columns, no second pass over the records. The
 bytes are those of `columnar.value_lines` over `columnar.decode_region` (tests
@@ -16,7 +16,7 @@ from libc.string cimport memcpy
 
 from .binary cimport HeaderLayout, get_be, header_layout, whole_batch
 from .crc cimport logfs_crc32c
-from .walker cimport FULL, OK, SECTION, Rec, read_record
+from .walker cimport OK, SECTION, Rec, read_full
 
 from . import record
 
@@ -44,7 +44,7 @@ cdef int copy_lines(
     cdef Rec r
     for n in range(count):
         k[0] = n
-        code = read_record(b, pos, end, FULL, -1, False, &r)
+        code = read_full(b, pos, end, -1, False, &r)
         if code != OK:
             out[0] = w
             return code

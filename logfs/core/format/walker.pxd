@@ -63,6 +63,15 @@ cdef int read_record(
     Rec* r,
 ) except -1
 
+cdef int read_full(
+    const uint8_t* buf,
+    Py_ssize_t pos,
+    Py_ssize_t end,
+    int64_t want_offset_delta,
+    bint keys_required,
+    Rec* r,
+) except -1
+
 cdef int walk_section(
     const uint8_t* buf,
     Py_ssize_t pos,

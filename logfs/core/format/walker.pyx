@@ -190,6 +190,16 @@ cdef inline bint quick_record(
     return p + 1 == r.end and buf[p] == 0
 
 
+cdef int read_full(
+    const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, int64_t want_offset_delta,
+    bint keys_required, Rec* r,
+) except -1:
+    """`read_record` (FULL), the usual record read by `quick_record`."""
+    if pos + QUICK_ROOM <= end and quick_record(buf, pos, end, want_offset_delta, keys_required, r):
+        return OK
+    return read_record(buf, pos, end, FULL, want_offset_delta, keys_required, r)
+
+
 cdef int walk_section(
     const uint8_t* buf,
     Py_ssize_t pos,
@@ -216,10 +226,8 @@ cdef int walk_section(
     w.ts_low, w.ts_high, w.value_bytes = 0, 0, 0
     for n in range(count):
         w.record = n
-        if quick and pos + QUICK_ROOM <= end and quick_record(
-            buf, pos, end, n if strict else -1, keys_required, &r
-        ):
-            code = OK
+        if quick:
+            code = read_full(buf, pos, end, n if strict else -1, keys_required, &r)
         else:
             code = read_record(buf, pos, end, FULL, n if strict else -1, keys_required, &r)
         if code != OK:
