@@ -150,8 +150,8 @@ def test_a_watched_ring_takes_a_writers_next_line_without_sleeping(tmp_path):
     sleep; with 0 it sleeps for each. Every line is kept either way.
 
     A writer the host delays past the watch (another busy process on two cores)
-    costs sleeps that say nothing of the daemon: each mount is given up to three
-    runs of the lines, and the one nearest its bound is judged."""
+    costs sleeps that say nothing of the daemon: each mount writes the lines up to
+    three times, until a run holds its bound, and its best run is judged."""
     lines = [b"watched %d\n" % i for i in range(2000)]
     slept: dict[int, list[int]] = {}
     with uring_switch(True) as on:
