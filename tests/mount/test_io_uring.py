@@ -55,6 +55,22 @@ def write_each(path: Path, lines: list[bytes]) -> None:
         os.close(fd)
 
 
+# `write_each` as a program of its own: the lines on stdin, the file in argv[1].
+WRITER = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+for line in sys.stdin.buffer.read().splitlines(keepends=True):
+    assert os.write(fd, line) == len(line)
+"""
+
+
+def alone_write_each(path: Path, lines: list[bytes]) -> None:
+    """`write_each` in a process of its own: a writer that no other thread of the
+    test's process (one an earlier test left) holds up between its lines."""
+    run = [sys.executable, "-c", WRITER, str(path)]
+    subprocess.run(run, input=b"".join(lines), check=True, timeout=120)
+
+
 def log_values(data: Path, topic: str) -> list[bytes]:
     """Every record value of ``topic``'s partition 0, decoded by kafka-python."""
     values = []
@@ -169,7 +185,7 @@ def test_a_watched_ring_takes_a_writers_next_line_without_sleeping(tmp_path):
                 write_each(mnt / "t" / "0" / "append", lines[:64])  # warm: the first row
                 while len(slept[spin_us]) < 3 and not any(map(holds, slept[spin_us])):
                     before = sleeps(daemon.pid)
-                    write_each(mnt / "t" / "0" / "append", lines[64:])
+                    alone_write_each(mnt / "t" / "0" / "append", lines[64:])
                     slept[spin_us].append(sleeps(daemon.pid) - before)
                 assert daemon.terminate() == 0
             runs = len(slept[spin_us])
