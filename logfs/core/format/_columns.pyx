@@ -83,6 +83,20 @@ def frame_lengths(const uint8_t[::1] data, int64_t max_bytes):
     return lengths, pos
 
 
+cdef inline Py_ssize_t put_head(
+    uint8_t* o, Py_ssize_t pos, int64_t body, int64_t delta, Py_ssize_t length
+) noexcept nogil:
+    """A plain record's head at ``pos`` (``body`` bytes after its length varint: no key,
+    timestamp delta 0, offset delta ``delta``, a value of ``length`` bytes); where its
+    value starts."""
+    pos = put_varint(o, pos, body)
+    o[pos] = 0  # attributes
+    o[pos + 1] = 0  # timestamp delta
+    pos = put_varint(o, pos + 2, delta)
+    o[pos] = 1  # key length -1: no key
+    return put_varint(o, pos + 1, length)
+
+
 cdef inline Py_ssize_t put_plain(
     uint8_t* o,
     Py_ssize_t pos,
@@ -93,20 +107,36 @@ cdef inline Py_ssize_t put_plain(
     Py_ssize_t skip,
     const uint8_t* rest,
 ) noexcept nogil:
-    """One plain record at ``pos`` (``body`` bytes after its length varint: no key, no
-    headers, timestamp delta 0, offset delta ``delta``), its value of ``length`` bytes
-    the ``skip`` of ``head`` then the rest from ``rest``; where it ends."""
-    pos = put_varint(o, pos, body)
-    o[pos] = 0  # attributes
-    o[pos + 1] = 0  # timestamp delta
-    pos = put_varint(o, pos + 2, delta)
-    o[pos] = 1  # key length -1: no key
-    pos = put_varint(o, pos + 1, length)
-    memcpy(o + pos, head, skip)
+    """One plain record at ``pos`` (its head as `put_head`, no headers), its value of
+    ``length`` bytes the ``skip`` of ``head`` then the rest from ``rest``; where it ends."""
+    pos = put_head(o, pos, body, delta, length)
+    if skip:
+        memcpy(o + pos, head, skip)
     memcpy(o + pos + skip, rest, length - skip)
     pos += length
     o[pos] = 0  # header count
     return pos + 1
+
+
+cdef inline void close_batch(
+    uint8_t* o, Py_ssize_t start, Py_ssize_t end, int64_t base_offset, int64_t count,
+    int64_t timestamp, int attributes,
+) noexcept:
+    """The header of the batch ``o[start:end]``, its CRC last."""
+    put_be(o, start + H.base_offset, base_offset, 8)
+    put_be(o, start + H.batch_length, end - start - H.log_overhead, 4)
+    put_be(o, start + H.partition_leader_epoch, 0xFFFFFFFF, 4)  # -1
+    o[start + H.magic] = MAGIC
+    put_be(o, start + H.attributes, attributes, 2)
+    put_be(o, start + H.last_offset_delta, count - 1, 4)
+    put_be(o, start + H.base_timestamp, timestamp, 8)
+    put_be(o, start + H.max_timestamp, timestamp, 8)
+    put_be(o, start + H.producer_id, 0xFFFFFFFFFFFFFFFF, 8)  # -1
+    put_be(o, start + H.producer_epoch, 0xFFFF, 2)  # -1
+    put_be(o, start + H.base_sequence, 0xFFFFFFFF, 4)  # -1
+    put_be(o, start + H.records_count, count, 4)
+    cdef uint32_t crc = logfs_crc32c(0, o + start + H.attributes, end - start - H.attributes)
+    put_be(o, start + H.crc, crc, 4)
 
 
 def encode_plain(
@@ -140,7 +170,6 @@ def encode_plain(
     """
     cdef Py_ssize_t n = lengths.shape[0], i, j, first, pos, src = 0, total = 0, start, size
     cdef int64_t body, length, stream, delta
-    cdef uint32_t crc
     cdef Py_ssize_t skip = len(head)  # of the first value: taken from head
     cdef const uint8_t* h = <const uint8_t*>PyBytes_AS_STRING(head)
     if skip and (n == 0 or lengths[0] < skip):
@@ -185,20 +214,7 @@ def encode_plain(
             src += length - skip + gap
             skip = 0
             stream += length + 1
-        put_be(o, start + H.base_offset, base_offset + first, 8)
-        put_be(o, start + H.batch_length, pos - start - H.log_overhead, 4)
-        put_be(o, start + H.partition_leader_epoch, 0xFFFFFFFF, 4)  # -1
-        o[start + H.magic] = MAGIC
-        put_be(o, start + H.attributes, attributes, 2)
-        put_be(o, start + H.last_offset_delta, cuts[j] - first - 1, 4)
-        put_be(o, start + H.base_timestamp, timestamp, 8)
-        put_be(o, start + H.max_timestamp, timestamp, 8)
-        put_be(o, start + H.producer_id, 0xFFFFFFFFFFFFFFFF, 8)  # -1
-        put_be(o, start + H.producer_epoch, 0xFFFF, 2)  # -1
-        put_be(o, start + H.base_sequence, 0xFFFFFFFF, 4)  # -1
-        put_be(o, start + H.records_count, cuts[j] - first, 4)
-        crc = logfs_crc32c(0, o + start + H.attributes, pos - start - H.attributes)
-        put_be(o, start + H.crc, crc, 4)
+        close_batch(o, start, pos, base_offset + first, cuts[j] - first, timestamp, attributes)
         c[0, j] = pos - start
         c[1, j] = base_offset + cuts[j] - 1
         c[2, j] = stream
@@ -212,25 +228,6 @@ cdef struct Cut:
     Py_ssize_t start
     int64_t first
     int64_t stream
-
-
-cdef inline void put_header(
-    uint8_t* o, Py_ssize_t start, Py_ssize_t end, int64_t base_offset, int64_t count,
-    int64_t timestamp, int attributes,
-) noexcept:
-    """Every header field of the batch ``o[start:end]`` but the CRC."""
-    put_be(o, start + H.base_offset, base_offset, 8)
-    put_be(o, start + H.batch_length, end - start - H.log_overhead, 4)
-    put_be(o, start + H.partition_leader_epoch, 0xFFFFFFFF, 4)  # -1
-    o[start + H.magic] = MAGIC
-    put_be(o, start + H.attributes, attributes, 2)
-    put_be(o, start + H.last_offset_delta, count - 1, 4)
-    put_be(o, start + H.base_timestamp, timestamp, 8)
-    put_be(o, start + H.max_timestamp, timestamp, 8)
-    put_be(o, start + H.producer_id, 0xFFFFFFFFFFFFFFFF, 8)  # -1
-    put_be(o, start + H.producer_epoch, 0xFFFF, 2)  # -1
-    put_be(o, start + H.base_sequence, 0xFFFFFFFF, 4)  # -1
-    put_be(o, start + H.records_count, count, 4)
 
 
 def encode_lines(
@@ -247,7 +244,8 @@ def encode_lines(
     start, written before (not joined to ``text``: that would copy it). Each
     newline is found (``memchr``) and its record written into the batch being
     filled at once, the batches cut and their bytes the same as
-    `encode_plain`'s; then each batch's CRC.
+    `encode_plain`'s; each batch's CRC is taken as it closes, while its bytes
+    are still in the processor's cache.
 
     The output grows as it fills (a bytearray, resized): its first size covers
     lines of about 64 bytes or more, so shorter lines pay for a copy or two,
@@ -262,7 +260,6 @@ def encode_lines(
     cdef Py_ssize_t n = text.shape[0], src = 0, pos, start, stop, length, cap, need
     cdef Py_ssize_t skip = len(head), nb = 0, room = 64, j
     cdef int64_t i = 0, first = 0, body, delta, stream = 0
-    cdef uint32_t crc
     cdef const uint8_t* t = &text[0] if n else NULL
     cdef const uint8_t* h = <const uint8_t*>PyBytes_AS_STRING(head)
     cdef const uint8_t* hit
@@ -289,7 +286,7 @@ def encode_lines(
             delta = i - first
             body = 4 + varint_size(delta) + varint_size(length) + length
             if i > first and pos - cuts[nb].start + body + varint_size(body) > batch_bytes:
-                put_header(
+                close_batch(
                     o, cuts[nb].start, pos, base_offset + first, delta, timestamp, attributes
                 )
                 cuts[nb].stream = stream
@@ -315,20 +312,17 @@ def encode_lines(
             stream += length + 1
             i += 1
         if i > first:
-            put_header(
+            close_batch(
                 o, cuts[nb].start, pos, base_offset + first, i - first, timestamp, attributes
             )
             cuts[nb].stream = stream
             nb += 1
         PyByteArray_Resize(out, pos if nb else 0)  # no lines: not even a header
-        o = <uint8_t*>PyByteArray_AS_STRING(out)
         columns = np.empty((3, nb), np.int64)
         c = columns
         for j in range(nb):
             start = cuts[j].start
             stop = cuts[j + 1].start if j + 1 < nb else pos
-            crc = logfs_crc32c(0, o + start + H.attributes, stop - start - H.attributes)
-            put_be(o, start + H.crc, crc, 4)
             c[0, j] = stop - start
             c[1, j] = base_offset + (cuts[j + 1].first if j + 1 < nb else i) - 1
             c[2, j] = cuts[j].stream

@@ -71,6 +71,10 @@ cdef inline uint64_t zigzag(int64_t value) noexcept nogil:
 cdef inline int varint_size(int64_t value) noexcept nogil:
     """The bytes of ``value`` as a zig-zag varint."""
     cdef uint64_t z = zigzag(value)
+    if z < 0x80:  # the usual sizes first: a record's lengths and deltas
+        return 1
+    if z < 0x4000:
+        return 2
     cdef int size = 1
     while z >= 0x80:
         z >>= 7
@@ -81,6 +85,13 @@ cdef inline int varint_size(int64_t value) noexcept nogil:
 cdef inline Py_ssize_t put_varint(uint8_t* out, Py_ssize_t pos, int64_t value) noexcept nogil:
     """``value`` as a zig-zag varint at ``out[pos:]``; the position after it."""
     cdef uint64_t z = zigzag(value)
+    if z < 0x80:  # the usual sizes first, as in `varint_size`
+        out[pos] = <uint8_t>z
+        return pos + 1
+    if z < 0x4000:
+        out[pos] = (z & 0x7F) | 0x80
+        out[pos + 1] = <uint8_t>(z >> 7)
+        return pos + 2
     while z >= 0x80:
         out[pos] = (z & 0x7F) | 0x80
         z >>= 7
