@@ -83,20 +83,6 @@ def frame_lengths(const uint8_t[::1] data, int64_t max_bytes):
     return lengths, pos
 
 
-cdef inline Py_ssize_t put_head(
-    uint8_t* o, Py_ssize_t pos, int64_t body, int64_t delta, Py_ssize_t length
-) noexcept nogil:
-    """A plain record's head at ``pos`` (``body`` bytes after its length varint: no key,
-    timestamp delta 0, offset delta ``delta``, a value of ``length`` bytes); where its
-    value starts."""
-    pos = put_varint(o, pos, body)
-    o[pos] = 0  # attributes
-    o[pos + 1] = 0  # timestamp delta
-    pos = put_varint(o, pos + 2, delta)
-    o[pos] = 1  # key length -1: no key
-    return put_varint(o, pos + 1, length)
-
-
 cdef inline Py_ssize_t put_plain(
     uint8_t* o,
     Py_ssize_t pos,
@@ -107,10 +93,16 @@ cdef inline Py_ssize_t put_plain(
     Py_ssize_t skip,
     const uint8_t* rest,
 ) noexcept nogil:
-    """One plain record at ``pos`` (its head as `put_head`, no headers), its value of
-    ``length`` bytes the ``skip`` of ``head`` then the rest from ``rest``; where it ends."""
-    pos = put_head(o, pos, body, delta, length)
-    if skip:
+    """One plain record at ``pos`` (``body`` bytes after its length varint: no key, no
+    headers, timestamp delta 0, offset delta ``delta``), its value of ``length`` bytes
+    the ``skip`` of ``head`` then the rest from ``rest``; where it ends."""
+    pos = put_varint(o, pos, body)
+    o[pos] = 0  # attributes
+    o[pos + 1] = 0  # timestamp delta
+    pos = put_varint(o, pos + 2, delta)
+    o[pos] = 1  # key length -1: no key
+    pos = put_varint(o, pos + 1, length)
+    if skip:  # the first value's start, written before
         memcpy(o + pos, head, skip)
     memcpy(o + pos + skip, rest, length - skip)
     pos += length
